@@ -27,8 +27,8 @@ const (
 
 // FieldError names one bad input field and why it is bad.
 type FieldError struct {
-	Field  string `json:"field"`
-	Reason string `json:"reason"`
+	Field  string `json:"field"`  // dotted path, e.g. "policy.limit"
+	Detail string `json:"detail"` // why it is bad, e.g. "must be positive"
 }
 
 // Error is an application error. Message is safe to show to clients; Err is
