@@ -1,0 +1,108 @@
+// Package config is Sluice's one typed configuration. Values come, from
+// lowest to highest precedence, from the defaults here, an optional YAML file
+// (--config), SLUICE_* environment variables and command-line flags.
+//
+// Every leaf field carries three tags: `yaml` (its key inside its section),
+// `flag` (the command-line name; the environment variable is SLUICE_ plus the
+// flag in upper case with dashes as underscores) and `usage`. The reference in
+// docs/configuration.md is generated from these tags (see Reference).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of a Sluice node. The zero value is not
+// useful: start from Default.
+type Config struct {
+	HTTPAddr        string        `yaml:"http_addr" flag:"http-addr" usage:"HTTP listen address (API, redirects, dashboard, metrics)"`
+	GRPCAddr        string        `yaml:"grpc_addr" flag:"grpc-addr" usage:"gRPC listen address (Envoy rate limit service, health)"`
+	DataDir         string        `yaml:"data_dir" flag:"data-dir" usage:"directory for the embedded SQLite database and NATS JetStream store"`
+	DatabaseURL     string        `yaml:"database_url" flag:"database-url" usage:"PostgreSQL URL (postgres://...); empty uses SQLite in the data dir"`
+	RedisURL        string        `yaml:"redis_url" flag:"redis-url" usage:"Redis/Valkey URL (redis://...); empty keeps counters in memory"`
+	NATSURL         string        `yaml:"nats_url" flag:"nats-url" usage:"NATS JetStream URL (nats://...); empty runs NATS embedded in the process"`
+	NATSListen      string        `yaml:"nats_listen" flag:"nats-listen" usage:"TCP address for the embedded NATS server; empty means no listener (in-process only)"`
+	EnvoyConfig     string        `yaml:"envoy_config" flag:"envoy-config" usage:"file or folder of envoyproxy/ratelimit YAML rate limit configuration"`
+	LogFormat       string        `yaml:"log_format" flag:"log-format" usage:"log output: text or json"`
+	LogLevel        string        `yaml:"log_level" flag:"log-level" usage:"log level: debug, info, warn or error"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long shutdown waits for in-flight requests and workers"`
+	MaxBodyBytes    int64         `yaml:"max_body_bytes" flag:"max-body-bytes" usage:"largest accepted request body; larger ones get 413"`
+	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
+	// Config is the path of the YAML file that was loaded, if any.
+	Config string `yaml:"-" flag:"config" usage:"YAML configuration file"`
+}
+
+// Default returns the embedded defaults: everything on this machine, no setup.
+func Default() Config {
+	return Config{
+		HTTPAddr:        "127.0.0.1:8080",
+		GRPCAddr:        "127.0.0.1:8081",
+		DataDir:         "./sluice-data",
+		LogFormat:       "text",
+		LogLevel:        "info",
+		ShutdownTimeout: 30 * time.Second,
+		MaxBodyBytes:    1 << 20,
+	}
+}
+
+// Validate reports every problem at once, each naming its flag.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	for _, a := range []struct{ flag, v string }{{"http-addr", c.HTTPAddr}, {"grpc-addr", c.GRPCAddr}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			bad(a.flag, "%q is not host:port", a.v)
+		}
+	}
+	if c.NATSListen != "" {
+		if _, _, err := net.SplitHostPort(c.NATSListen); err != nil {
+			bad("nats-listen", "%q is not host:port", c.NATSListen)
+		}
+	}
+	if c.DataDir == "" && (c.DatabaseURL == "" || c.NATSURL == "") {
+		bad("data-dir", "must be set while SQLite or NATS run embedded")
+	}
+	checkURL := func(flag, v string, schemes ...string) {
+		if v == "" {
+			return
+		}
+		u, err := url.Parse(v)
+		if err != nil {
+			bad(flag, "not a URL: %v", err)
+			return
+		}
+		for _, s := range schemes {
+			if u.Scheme == s {
+				return
+			}
+		}
+		bad(flag, "scheme %q not supported (want %s)", u.Scheme, strings.Join(schemes, ", "))
+	}
+	checkURL("database-url", c.DatabaseURL, "postgres", "postgresql", "sqlite", "file")
+	checkURL("redis-url", c.RedisURL, "redis", "rediss", "unix")
+	checkURL("nats-url", c.NATSURL, "nats", "tls", "ws", "wss")
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("log-format", "%q is not text or json", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log-level", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "must be positive")
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("max-body-bytes", "must be at least 1024")
+	}
+	return errors.Join(errs...)
+}

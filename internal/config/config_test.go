@@ -1,0 +1,123 @@
+package config
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg, _, err := Load(fs, args, func(k string) string { return env[k] })
+	return cfg, err
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatalf("Load() error = %v", err)
+	}
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.GRPCAddr != "127.0.0.1:8081" || cfg.DataDir != "./sluice-data" {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	if cfg.MaxBodyBytes != 1<<20 {
+		t.Errorf("MaxBodyBytes = %d, want 1 MiB", cfg.MaxBodyBytes)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(file, []byte("http_addr: 127.0.0.1:9000\ngrpc_addr: 127.0.0.1:9001\nshutdown_timeout: 5s\nlog_level: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		wantHTTP string
+		wantGRPC string
+	}{
+		{name: "file", args: []string{"--config", file}, wantHTTP: "127.0.0.1:9000", wantGRPC: "127.0.0.1:9001"},
+		{name: "env over file", args: []string{"--config", file}, env: map[string]string{"SLUICE_HTTP_ADDR": "127.0.0.1:7000"}, wantHTTP: "127.0.0.1:7000", wantGRPC: "127.0.0.1:9001"},
+		{name: "flag over env", args: []string{"--config", file, "--http-addr", "127.0.0.1:6000"}, env: map[string]string{"SLUICE_HTTP_ADDR": "127.0.0.1:7000"}, wantHTTP: "127.0.0.1:6000", wantGRPC: "127.0.0.1:9001"},
+		{name: "config from env", env: map[string]string{"SLUICE_CONFIG": file}, wantHTTP: "127.0.0.1:9000", wantGRPC: "127.0.0.1:9001"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := load(t, tt.args, tt.env)
+			if err != nil {
+				t.Fatalf("Load() error = %v", err)
+			}
+			if cfg.HTTPAddr != tt.wantHTTP || cfg.GRPCAddr != tt.wantGRPC {
+				t.Errorf("addrs = %s, %s; want %s, %s", cfg.HTTPAddr, cfg.GRPCAddr, tt.wantHTTP, tt.wantGRPC)
+			}
+			if cfg.ShutdownTimeout != 5*time.Second || cfg.LogLevel != "debug" {
+				t.Errorf("ShutdownTimeout, LogLevel = %v, %s; want 5s, debug from the file", cfg.ShutdownTimeout, cfg.LogLevel)
+			}
+		})
+	}
+}
+
+func TestEveryProblemReportedAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := load(t, []string{"--http-addr", "nonsense", "--log-format", "xml", "--redis-url", "http://x"},
+		map[string]string{"SLUICE_DATABASE_URL": "mysql://x"})
+	if err == nil {
+		t.Fatal("Load() error = nil, want problems")
+	}
+	for _, want := range []string{"--http-addr", "--log-format", "--redis-url", "--database-url"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+func TestBadValuesNamed(t *testing.T) {
+	t.Parallel()
+	_, err := load(t, []string{"--shutdown-timeout", "soon"}, map[string]string{"SLUICE_ALLOW_PRIVATE_TARGETS": "maybe"})
+	if err == nil || !strings.Contains(err.Error(), "--shutdown-timeout") || !strings.Contains(err.Error(), "SLUICE_ALLOW_PRIVATE_TARGETS") {
+		t.Fatalf("Load() error = %v, want both bad values named", err)
+	}
+}
+
+func TestUnknownYAMLKeyRefused(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(file, []byte("http_adr: 127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, []string{"--config", file}, nil); err == nil || !strings.Contains(err.Error(), "http_adr") {
+		t.Fatalf("Load() error = %v, want the unknown key named", err)
+	}
+}
+
+func TestEmptyFileIsEmptyConfig(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, []string{"--config", file}, nil); err != nil {
+		t.Fatalf("Load() error = %v", err)
+	}
+}
+
+func TestReferenceListsEveryFlag(t *testing.T) {
+	t.Parallel()
+	ref := Reference()
+	for _, f := range Fields() {
+		if !strings.Contains(ref, "`--"+f.Flag+"`") || !strings.Contains(ref, f.Env) {
+			t.Errorf("reference lacks %s", f.Flag)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Field describes one configuration setting, derived from the struct tags.
+type Field struct {
+	YAML  string // dotted YAML path, e.g. "notify.retry.base"
+	Flag  string // command-line flag without dashes
+	Env   string // environment variable
+	Usage string
+	Type  string // "string", "bool", "int", "duration", "list"
+	index []int
+}
+
+// Fields lists every setting of Config in declaration order.
+func Fields() []Field { return fields(reflect.TypeFor[Config](), nil, "") }
+
+func fields(t reflect.Type, index []int, prefix string) []Field {
+	var out []Field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		idx := append(append([]int(nil), index...), i)
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		path := name
+		if prefix != "" && name != "-" {
+			path = prefix + "." + name
+		}
+		if sf.Type.Kind() == reflect.Struct && sf.Type != reflect.TypeFor[time.Duration]() {
+			out = append(out, fields(sf.Type, idx, path)...)
+			continue
+		}
+		fl := sf.Tag.Get("flag")
+		if fl == "" {
+			continue
+		}
+		if name == "-" {
+			path = ""
+		}
+		out = append(out, Field{
+			YAML:  path,
+			Flag:  fl,
+			Env:   "SLUICE_" + strings.ToUpper(strings.ReplaceAll(fl, "-", "_")),
+			Usage: sf.Tag.Get("usage"),
+			Type:  typeName(sf.Type),
+			index: idx,
+		})
+	}
+	return out
+}
+
+func typeName(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		return "duration"
+	case t.Kind() == reflect.Slice:
+		return "list"
+	case t.Kind() == reflect.Bool:
+		return "bool"
+	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64, t.Kind() == reflect.Int32:
+		return "int"
+	case t.Kind() == reflect.Float64:
+		return "float"
+	default:
+		return "string"
+	}
+}
+
+// rawValue is a flag.Value that only records what was given; values are
+// applied after the file and the environment, so that flags win.
+type rawValue struct {
+	s      string
+	isBool bool
+}
+
+func (r *rawValue) String() string     { return r.s }
+func (r *rawValue) Set(s string) error { r.s = s; return nil }
+func (r *rawValue) IsBoolFlag() bool   { return r.isBool }
+
+// Load builds a Config from defaults, the YAML file named by --config or
+// SLUICE_CONFIG, the environment (getenv; os.Getenv when nil) and args. It
+// returns the remaining positional arguments. Every problem found is reported
+// at once, including Validate's.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, []string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	all := Fields()
+	raws := make(map[string]*rawValue, len(all))
+	def := reflect.ValueOf(Default())
+	for _, f := range all {
+		rv := &rawValue{isBool: f.Type == "bool"}
+		raws[f.Flag] = rv
+		usage := f.Usage
+		if d := fmt.Sprint(def.FieldByIndex(f.index).Interface()); d != "" && d != "false" && d != "0" && d != "[]" {
+			usage += fmt.Sprintf(" (default %s)", d)
+		}
+		fs.Var(rv, f.Flag, usage+" ["+f.Env+"]")
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+
+	cfg := Default()
+	var errs []error
+	path := getenv("SLUICE_CONFIG")
+	if set["config"] {
+		path = raws["config"].s
+	}
+	if path != "" {
+		if err := loadFile(&cfg, path); err != nil {
+			errs = append(errs, err)
+		}
+		cfg.Config = path
+	}
+	v := reflect.ValueOf(&cfg).Elem()
+	for _, f := range all {
+		if f.Flag == "config" {
+			continue
+		}
+		if s, ok := lookupEnv(getenv, f.Env); ok {
+			if err := setField(v.FieldByIndex(f.index), s); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", f.Env, err))
+			}
+		}
+		if set[f.Flag] {
+			if err := setField(v.FieldByIndex(f.index), raws[f.Flag].s); err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", f.Flag, err))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return cfg, fs.Args(), errors.Join(errs...)
+}
+
+func lookupEnv(getenv func(string) string, name string) (string, bool) {
+	s := getenv(name)
+	return s, s != ""
+}
+
+func loadFile(cfg *Config, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file is an empty configuration
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+func setField(v reflect.Value, s string) error {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration like 30s or 5m", s)
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Int, v.Kind() == reflect.Int64, v.Kind() == reflect.Int32:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		v.SetInt(n)
+	case v.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		v.SetFloat(f)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
+		var parts []string
+		for p := range strings.SplitSeq(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		v.Set(reflect.ValueOf(parts))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	default:
+		return fmt.Errorf("unsupported setting type %s", v.Type())
+	}
+	return nil
+}
+
+// Reference renders the configuration reference as a Markdown table.
+func Reference() string {
+	var b strings.Builder
+	b.WriteString("| flag | environment | YAML key | type | default | meaning |\n|---|---|---|---|---|---|\n")
+	def := reflect.ValueOf(Default())
+	for _, f := range Fields() {
+		d := fmt.Sprint(def.FieldByIndex(f.index).Interface())
+		if d == "" || d == "[]" {
+			d = "—"
+		}
+		y := f.YAML
+		if y == "" {
+			y = "—"
+		}
+		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s | `%s` | %s |\n", f.Flag, f.Env, y, f.Type, d, f.Usage)
+	}
+	return b.String()
+}
