@@ -1,0 +1,270 @@
+// Package queue gives Sluice its NATS JetStream connection, embedded in the
+// process or external, with the same code above the connection.
+//
+// [Open] with an empty Options.URL starts a NATS server inside the process,
+// with JetStream storing its files under <DataDir>/jetstream and, unless
+// Options.ListenAddr is set, no TCP listener at all: the client talks to it
+// through an in-process pipe. With Options.URL set, Open connects to an
+// external NATS server (or cluster) that has JetStream enabled and keeps
+// reconnecting for as long as the [Conn] is open. Either way callers get a
+// *nats.Conn and a jetstream.JetStream and never need to know which one they
+// have; [Conn.Embedded] says, for logs and diagnostics only.
+//
+// # Naming streams and subjects
+//
+// Every stream name and every subject that code in Sluice creates goes through
+// [Conn.Name], which prepends Options.StreamPrefix. Production leaves the
+// prefix empty. Tests that share one external NATS server set a prefix unique
+// to the test (for example "T" + a random suffix + "_"), so parallel tests,
+// and parallel CI jobs, never see each other's streams. Names follow one
+// convention so that one prefix serves both:
+//
+//   - stream names are upper case words joined by '_':
+//     c.Name("NOTIFY_EMAIL_HIGH");
+//   - subjects are lower case tokens joined by '.', the first token naming
+//     the owner: c.Name("notify.email.high").
+//
+// A prefix may hold only ASCII letters, digits, '_' and '-', which are valid
+// both in stream names and inside a subject's first token. A test deletes its
+// own streams in t.Cleanup and never anybody else's.
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Attribute keys used in log records.
+const (
+	logKeyURL   = "nats_url"
+	logKeyError = "err"
+)
+
+// Defaults for zero fields of [Options].
+const (
+	DefaultReadyTimeout   = 10 * time.Second
+	DefaultReconnectWait  = 250 * time.Millisecond
+	DefaultPingTimeout    = 2 * time.Second
+	defaultDrainTimeout   = 10 * time.Second
+	defaultConnectTimeout = 5 * time.Second
+)
+
+// ErrNotConnected is returned (wrapped) by [Conn.Ping] when the client is
+// not currently connected to a server, for example while it reconnects.
+var ErrNotConnected = errors.New("queue: not connected to NATS")
+
+// Options configures [Open]. The zero value starts an embedded server with
+// its files in the current directory's "jetstream" folder; Sluice always sets
+// DataDir.
+type Options struct {
+	// URL names an external NATS server or cluster ("nats://host:4222",
+	// several separated by commas). If empty, an embedded server is started.
+	URL string
+
+	// DataDir is the directory under which the embedded server keeps
+	// JetStream's files (in DataDir/jetstream). Ignored when URL is set.
+	DataDir string
+
+	// ListenAddr, if set ("127.0.0.1:4222", port 0 for any free port),
+	// makes the embedded server also accept NATS clients over TCP, so
+	// other tools (the nats CLI) can inspect it. If empty, the embedded
+	// server opens no listener. Ignored when URL is set.
+	ListenAddr string
+
+	// StreamPrefix is prepended to names by [Conn.Name]; see the package
+	// documentation. It may hold only ASCII letters, digits, '_' and '-'.
+	StreamPrefix string
+
+	// Logger receives connection events and the embedded server's log.
+	// If nil, nothing is logged.
+	Logger *slog.Logger
+
+	// ReadyTimeout bounds how long Open waits for the embedded server to be
+	// ready, or for the first connection to an external one.
+	// If zero, DefaultReadyTimeout is used.
+	ReadyTimeout time.Duration
+
+	// ReconnectWait is the pause between attempts to reconnect to an
+	// external server; reconnection never gives up.
+	// If zero, DefaultReconnectWait is used.
+	ReconnectWait time.Duration
+}
+
+// Conn is an open connection to JetStream, embedded or external.
+// It is safe for concurrent use. Create it with [Open]; the zero value is not
+// usable.
+type Conn struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	srv    *server.Server // nil when external
+	prefix string
+	log    *slog.Logger
+	closed chan struct{} // closed by nats when the connection is closed
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open connects to JetStream as opts describe and returns once it can be
+// used: the embedded server is ready, or the external server answered and has
+// JetStream enabled. If the external server cannot be reached at first, Open
+// fails rather than waiting; after that, the Conn reconnects forever.
+func Open(ctx context.Context, opts Options) (*Conn, error) {
+	if err := validPrefix(opts.StreamPrefix); err != nil {
+		return nil, err
+	}
+	opts.ReadyTimeout = cmp.Or(opts.ReadyTimeout, DefaultReadyTimeout)
+	opts.ReconnectWait = cmp.Or(opts.ReconnectWait, DefaultReconnectWait)
+	c := &Conn{
+		prefix: opts.StreamPrefix,
+		log:    opts.Logger,
+		closed: make(chan struct{}),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+
+	var err error
+	if opts.URL == "" {
+		c.srv, err = startEmbedded(opts, c.log)
+		if err != nil {
+			return nil, err
+		}
+		c.nc, err = nats.Connect("", c.natsOptions(opts, nats.InProcessServer(c.srv))...)
+	} else {
+		c.log = c.log.With(logKeyURL, redact(opts.URL))
+		c.nc, err = nats.Connect(opts.URL, c.natsOptions(opts,
+			nats.MaxReconnects(-1),
+			nats.ReconnectWait(opts.ReconnectWait),
+			nats.Timeout(min(opts.ReadyTimeout, defaultConnectTimeout)),
+		)...)
+	}
+	if err != nil {
+		c.shutdownServer()
+		return nil, fmt.Errorf("queue: connect: %w", err)
+	}
+	c.js, err = jetstream.New(c.nc)
+	if err == nil {
+		// Fail now, not at the first publish, when the server has no
+		// JetStream.
+		ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
+		_, err = c.js.AccountInfo(ctx)
+		cancel()
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("queue: jetstream: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Conn) natsOptions(opts Options, extra ...nats.Option) []nats.Option {
+	return append([]nats.Option{
+		nats.Name("sluice"),
+		nats.DrainTimeout(defaultDrainTimeout),
+		nats.ClosedHandler(func(*nats.Conn) { close(c.closed) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil { // our own Close
+				return
+			}
+			c.log.Warn("nats disconnected", logKeyError, err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.log.Info("nats reconnected", logKeyURL, redact(nc.ConnectedUrl()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.log.Error("nats async error", logKeyError, err)
+		}),
+	}, extra...)
+}
+
+// NATS returns the underlying core NATS connection.
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// JetStream returns the JetStream API bound to the connection.
+func (c *Conn) JetStream() jetstream.JetStream { return c.js }
+
+// Embedded reports whether the server runs inside this process.
+func (c *Conn) Embedded() bool { return c.srv != nil }
+
+// Name returns s with the Conn's StreamPrefix prepended. Use it for every
+// stream name and subject; see the package documentation.
+func (c *Conn) Name(s string) string { return c.prefix + s }
+
+// Ping reports whether JetStream is usable right now: the client is
+// connected and the server answers a JetStream account request. It is meant
+// for readiness checks. If ctx has no deadline, DefaultPingTimeout applies.
+func (c *Conn) Ping(ctx context.Context) error {
+	if st := c.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w (%s)", ErrNotConnected, st)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultPingTimeout)
+		defer cancel()
+	}
+	if _, err := c.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("queue: ping jetstream: %w", err)
+	}
+	return nil
+}
+
+// EnsureStream creates the stream cfg describes, or updates it to cfg if it
+// already exists, and returns it. cfg.Name and cfg.Subjects are used as given:
+// build them with [Conn.Name].
+func (c *Conn) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := c.js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("queue: ensure stream %q: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+// Close drains the connection (pending publishes are flushed and
+// subscriptions finish the messages they hold), then shuts the embedded
+// server down and waits for it to stop. Calling Close more than once returns
+// the first result.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		if err := c.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			c.closeErr = fmt.Errorf("queue: drain: %w", err)
+			c.nc.Close()
+		}
+		// Drain is asynchronous; nats closes the connection when it is
+		// done or after DrainTimeout.
+		select {
+		case <-c.closed:
+		case <-time.After(defaultDrainTimeout + time.Second):
+			c.nc.Close()
+		}
+		c.shutdownServer()
+	})
+	return c.closeErr
+}
+
+func (c *Conn) shutdownServer() {
+	if c.srv != nil {
+		c.srv.Shutdown()
+		c.srv.WaitForShutdown()
+	}
+}
+
+func validPrefix(p string) error {
+	for _, r := range p {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '_', r == '-':
+		default:
+			return fmt.Errorf("queue: stream prefix %q: only ASCII letters, digits, '_' and '-' are allowed", p)
+		}
+	}
+	return nil
+}
