@@ -1,0 +1,94 @@
+package store
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+)
+
+// unavailableMessage is what clients are told when an engine is down.
+const unavailableMessage = "database unavailable"
+
+// mapErr wraps err from the engine with op, a short lowercase description of
+// what was being done ("create api key"), and gives it the apperr code the
+// edge needs: Conflict for unique violations, Unavailable when the engine
+// cannot be reached, Internal (a plain wrapped error) otherwise. Errors that
+// already carry an apperr code keep it. mapErr(nil, op) is nil.
+func mapErr(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*apperr.Error](err); ok {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	cause := fmt.Errorf("%s: %w", op, err)
+	switch {
+	case isUniqueViolation(err):
+		return apperr.Wrap(apperr.Conflict, cause, "%s: already exists", op)
+	case isUnavailable(err):
+		return apperr.Wrap(apperr.Unavailable, cause, unavailableMessage)
+	default:
+		return cause
+	}
+}
+
+// isUniqueViolation reports a UNIQUE or PRIMARY KEY violation on either
+// engine.
+func isUniqueViolation(err error) bool {
+	if e, ok := errors.AsType[*sqlite.Error](err); ok {
+		c := e.Code()
+		return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	if e, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return e.Code == "23505" // unique_violation
+	}
+	return false
+}
+
+// isUnavailable reports errors that mean "the engine cannot serve now; try
+// again later" as opposed to a bug or a bad request: refused or dropped
+// connections, PostgreSQL shutting down or out of connections, SQLite still
+// locked after busy_timeout or out of disk, and a closed *sql.DB.
+func isUnavailable(err error) bool {
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	if e, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch {
+		case strings.HasPrefix(e.Code, "08"): // connection_exception class
+			return true
+		case e.Code == "57P01", e.Code == "57P02", e.Code == "57P03", e.Code == "53300":
+			// admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
+			return true
+		}
+		return false
+	}
+	if e, ok := errors.AsType[*sqlite.Error](err); ok {
+		switch e.Code() & 0xff { // primary result code
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_FULL:
+			return true
+		}
+		return false
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, driver.ErrBadConn):
+		return true
+	}
+	// database/sql's errDBClosed is unexported; its text is stable since Go 1.0.
+	return strings.Contains(err.Error(), "sql: database is closed")
+}

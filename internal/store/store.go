@@ -1,0 +1,241 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+
+	"github.com/sluicehq/sluice/internal/apperr"
+)
+
+// Options configure [Open]. The zero value is invalid: set URL or DataDir.
+type Options struct {
+	// URL names the database: postgres:// or postgresql:// for PostgreSQL
+	// (any pgx URL parameters, such as sslmode or search_path, pass
+	// through), sqlite:PATH or file:PATH for a SQLite file. If empty, the
+	// SQLite file DataDir/sluice.db is used.
+	URL string
+	// DataDir holds sluice.db when URL is empty; it is created with mode
+	// 0700 if missing. Ignored when URL is set.
+	DataDir string
+	// Logger receives migration and lifecycle messages. If nil, nothing is
+	// logged.
+	Logger *slog.Logger
+	// Now is the clock for times the store sets itself (revocation times,
+	// migration times). If nil, time.Now is used.
+	Now func() time.Time
+	// MaxOpenConns caps connections to PostgreSQL, or the read pool on
+	// SQLite (SQLite writes always use one connection). If zero, 10.
+	MaxOpenConns int
+}
+
+// DB is an open record store. It is safe for concurrent use; Close it when
+// done.
+type DB struct {
+	dialect string
+	// write runs every write and every InTx transaction. On SQLite it is a
+	// single connection beginning transactions IMMEDIATE; on PostgreSQL it
+	// is the only pool and read == write.
+	write *sql.DB
+	read  *sql.DB
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// sqliteBusyTimeout is how long a SQLite connection waits for another
+// process's lock before failing with SQLITE_BUSY (mapped to Unavailable).
+const sqliteBusyTimeout = 10 * time.Second
+
+// Open connects to the database named by opts and checks that it answers.
+// It does not migrate: call [DB.Migrate] (sluice serve does at start,
+// sluice migrate does only that).
+//
+// On SQLite, Open keeps two pools on one file in WAL mode with
+// synchronous=FULL (a committed write survives power loss), foreign keys on
+// and a busy timeout. Writes go through a pool of exactly one connection
+// whose transactions start with BEGIN IMMEDIATE: writers in this process
+// queue in database/sql for that connection instead of racing for SQLite's
+// write lock, so they never see SQLITE_BUSY, and a transaction takes the
+// write lock up front instead of upgrading from a read lock mid-way (the
+// upgrade is what fails with SQLITE_BUSY regardless of busy_timeout).
+// Another process on the same file waits up to busy_timeout. Reads use a
+// separate query_only pool, which WAL lets run alongside the writer. The
+// cost: code inside InTx must use its *sql.Tx, never other *DB methods,
+// which would wait for the one write connection the transaction holds.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	t, err := parseTarget(opts.URL, opts.DataDir)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.Invalid, err, "%s", err.Error())
+	}
+	db := &DB{
+		dialect: t.dialect,
+		log:     cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
+		now:     opts.Now,
+	}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	maxConns := cmp.Or(opts.MaxOpenConns, 10)
+	switch t.dialect {
+	case DialectSQLite:
+		err = db.openSQLite(ctx, t, maxConns)
+	case DialectPostgres:
+		err = db.openPostgres(ctx, t, maxConns)
+	}
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	db.log.Debug("store open", slog.String("dialect", db.dialect))
+	return db, nil
+}
+
+func (db *DB) openSQLite(ctx context.Context, t target, maxConns int) error {
+	if t.dataDir != "" {
+		if err := os.MkdirAll(t.dataDir, 0o700); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+	}
+	path := t.path
+	if strings.ContainsRune(path, '?') {
+		return fmt.Errorf("sqlite path %q: contains '?'", path)
+	}
+	if strings.HasPrefix(path, "file:") {
+		path = "." + string(filepath.Separator) + path // keep the driver from reading a URI
+	}
+	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds())
+	var err error
+	db.write, err = sql.Open("sqlite", path+"?"+busy+
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate")
+	if err != nil {
+		return fmt.Errorf("open sqlite: %w", err)
+	}
+	db.write.SetMaxOpenConns(1)
+	db.write.SetMaxIdleConns(1)
+	db.write.SetConnMaxLifetime(0)
+	db.write.SetConnMaxIdleTime(0)
+	// The first connection creates the file and switches it to WAL, which
+	// persists; check it took, since WAL is what lets reads run alongside
+	// the writer (it fails on some network filesystems).
+	var mode string
+	if err := db.write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return mapErr(err, "open sqlite "+t.path)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("open sqlite %s: journal mode is %q, want wal", t.path, mode)
+	}
+	db.read, err = sql.Open("sqlite", path+"?"+busy+"&_pragma=query_only(1)&_pragma=foreign_keys(1)")
+	if err != nil {
+		return fmt.Errorf("open sqlite: %w", err)
+	}
+	db.read.SetMaxOpenConns(maxConns)
+	db.read.SetMaxIdleConns(maxConns)
+	return nil
+}
+
+func (db *DB) openPostgres(ctx context.Context, t target, maxConns int) error {
+	var err error
+	db.write, err = sql.Open("pgx", t.url)
+	if err != nil {
+		// pgx's parse errors redact the password.
+		return apperr.Wrap(apperr.Invalid, err, "invalid postgres url")
+	}
+	db.read = db.write
+	db.write.SetMaxOpenConns(maxConns)
+	db.write.SetMaxIdleConns(maxConns)
+	db.write.SetConnMaxIdleTime(5 * time.Minute)
+	db.write.SetConnMaxLifetime(time.Hour)
+	if err := db.Ping(ctx); err != nil {
+		return fmt.Errorf("open postgres: %w", err)
+	}
+	return nil
+}
+
+// Dialect returns "sqlite" or "postgres".
+func (db *DB) Dialect() string { return db.dialect }
+
+// Rebind rewrites a query written with ? placeholders for this database's
+// dialect ($1, $2, ... on PostgreSQL). Use it for queries run on the
+// *sql.Tx given by InTx.
+func (db *DB) Rebind(query string) string { return rebind(db.dialect, query) }
+
+// Ping checks that the engine answers now, by running a query on a pooled
+// connection (for SQLite, one that reads the file's schema). Any failure is
+// an apperr Unavailable error.
+func (db *DB) Ping(ctx context.Context) error {
+	q := "SELECT 1"
+	if db.dialect == DialectSQLite {
+		q = "SELECT count(*) FROM sqlite_schema"
+	}
+	var n int
+	if err := db.read.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return apperr.Wrap(apperr.Unavailable, fmt.Errorf("ping %s: %w", db.dialect, err), unavailableMessage)
+	}
+	return nil
+}
+
+// Close closes every connection. On SQLite, closing the last connection
+// checkpoints the WAL into the main file.
+func (db *DB) Close() error {
+	var errs []error
+	if db.read != nil && db.read != db.write {
+		errs = append(errs, db.read.Close())
+	}
+	if db.write != nil {
+		errs = append(errs, db.write.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// InTx runs fn in a transaction, committing when fn returns nil and rolling
+// back when it returns an error (returned unchanged) or panics (the panic
+// continues). Inside fn, use tx only, with queries passed through
+// db.Rebind: on SQLite the transaction holds the only write connection, so
+// calling other *DB methods from fn would wait for it forever.
+func (db *DB) InTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return mapErr(err, "begin transaction")
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback() // the error that got us here matters more
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return mapErr(err, "commit transaction")
+	}
+	committed = true
+	return nil
+}
+
+// exec runs a write with ? placeholders. Errors are not yet mapped.
+func (db *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return db.write.ExecContext(ctx, db.Rebind(q), args...)
+}
+
+// query runs a read with ? placeholders on the read pool.
+func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return db.read.QueryContext(ctx, db.Rebind(q), args...)
+}
+
+// queryRow runs a one-row read with ? placeholders on the read pool.
+func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return db.read.QueryRowContext(ctx, db.Rebind(q), args...)
+}

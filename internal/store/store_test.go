@@ -1,0 +1,246 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
+)
+
+func TestSQLite(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, openSQLite)
+}
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	base := enginetest.PostgresURL(t)
+	storetest.Run(t, func(t *testing.T) *store.DB { return openPostgres(t, postgresSchema(t, base)) })
+}
+
+// openSQLite opens a store in a fresh data dir.
+func openSQLite(t *testing.T) *store.DB {
+	t.Helper()
+	return mustOpen(t, store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+}
+
+func mustOpen(t *testing.T, opts store.Options) *store.DB {
+	t.Helper()
+	db, err := store.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
+}
+
+func openPostgres(t *testing.T, url string) *store.DB {
+	t.Helper()
+	return mustOpen(t, store.Options{URL: url, MaxOpenConns: 4})
+}
+
+// postgresSchema creates a schema of the test's own in the shared database,
+// drops it when the test ends, and returns base with search_path set to it.
+func postgresSchema(t *testing.T, base string) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "sluice_test_" + hex.EncodeToString(b[:])
+
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("open admin connection: %v", err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		// t.Context is done by now; the drop must still happen.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parse SLUICE_TEST_POSTGRES_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestSQLiteReopen writes, closes and reopens the file, as a restart would.
+func TestSQLiteReopen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "nested", "data")
+	db, err := store.Open(ctx, store.Options{DataDir: dir})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	_, k, err := auth.NewKey("durable", []auth.Scope{auth.ScopeAdmin}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateAPIKey(ctx, k); err != nil {
+		t.Fatalf("CreateAPIKey: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("data dir = %v, %v; want mode 0700", fi.Mode(), err)
+	}
+
+	db = mustOpen(t, store.Options{URL: "sqlite:" + filepath.Join(dir, "sluice.db")})
+	if pending, err := db.PendingMigrations(ctx); err != nil || len(pending) != 0 {
+		t.Errorf("PendingMigrations after reopen = %q, %v; want none", pending, err)
+	}
+	got, err := db.APIKeyByHash(ctx, k.Hash)
+	if err != nil || got.ID != k.ID {
+		t.Errorf("APIKeyByHash after reopen = %+v, %v; want key %s", got, err, k.ID)
+	}
+}
+
+// TestSQLiteTwoHandles migrates and writes through two *DB on one file, as
+// two processes would: the write lock, not database/sql, keeps them apart.
+func TestSQLiteTwoHandles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	a := mustOpen(t, store.Options{URL: "file:" + path})
+	b := mustOpen(t, store.Options{URL: "file:" + path})
+	twoHandles(t, a, b)
+}
+
+// TestPostgresTwoHandles is the same on PostgreSQL: two pools on one schema.
+func TestPostgresTwoHandles(t *testing.T) {
+	t.Parallel()
+	u := postgresSchema(t, enginetest.PostgresURL(t))
+	twoHandles(t, openPostgres(t, u), openPostgres(t, u))
+}
+
+func twoHandles(t *testing.T, a, b *store.DB) {
+	t.Helper()
+	ctx := t.Context()
+	want, err := a.PendingMigrations(ctx)
+	if err != nil {
+		t.Fatalf("PendingMigrations: %v", err)
+	}
+	var (
+		wg      sync.WaitGroup
+		applied [2][]string
+	)
+	for i, db := range []*store.DB{a, b} {
+		wg.Go(func() {
+			var err error
+			if applied[i], err = db.Migrate(ctx); err != nil {
+				t.Errorf("Migrate on handle %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := slices.Sorted(slices.Values(append(applied[0], applied[1]...))); !slices.Equal(got, want) {
+		t.Errorf("two handles applied %q and %q, want each of %q once", applied[0], applied[1], want)
+	}
+	pending, err := a.PendingMigrations(ctx)
+	if err != nil || len(pending) != 0 {
+		t.Errorf("PendingMigrations = %q, %v; want none", pending, err)
+	}
+	for i := range 20 {
+		db := []*store.DB{a, b}[i%2]
+		wg.Go(func() {
+			_, k, err := auth.NewKey("k", nil, time.Now(), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := db.CreateAPIKey(ctx, k); err != nil {
+				t.Errorf("CreateAPIKey through handle %d: %v", i%2, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, err := b.CountActiveAPIKeys(ctx); err != nil || n != 20 {
+		t.Errorf("CountActiveAPIKeys = %d, %v; want 20", n, err)
+	}
+}
+
+func TestPostgresDown(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on port 1; the connection is refused at once.
+	_, err := store.Open(t.Context(), store.Options{URL: "postgres://sluice:secret@127.0.0.1:1/sluice?connect_timeout=5"})
+	if !apperr.Is(err, apperr.Unavailable) {
+		t.Errorf("Open(refused) = %v, want apperr Unavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "secret") {
+		t.Errorf("Open error %q shows the password", err)
+	}
+}
+
+func TestClosedIsUnavailable(t *testing.T) {
+	t.Parallel()
+	db, err := store.Open(t.Context(), store.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Ping(t.Context()); !apperr.Is(err, apperr.Unavailable) {
+		t.Errorf("Ping after Close = %v, want apperr Unavailable", err)
+	}
+	if _, err := db.ListAPIKeys(t.Context()); !apperr.Is(err, apperr.Unavailable) {
+		t.Errorf("ListAPIKeys after Close = %v, want apperr Unavailable", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, url, dataDir string }{
+		{"nothing set", "", ""},
+		{"unknown scheme", "mysql://localhost/db", ""},
+		{"no scheme", "localhost", "/tmp"},
+		{"postgres without slashes", "postgres:localhost", ""},
+		{"sqlite in memory", "sqlite::memory:", ""},
+		{"sqlite with parameters", "sqlite:/tmp/x.db?_pragma=foo", ""},
+		{"sqlite without path", "sqlite:", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			db, err := store.Open(t.Context(), store.Options{URL: tt.url, DataDir: tt.dataDir})
+			if err == nil {
+				db.Close()
+				t.Fatalf("Open(%q, %q) succeeded, want an error", tt.url, tt.dataDir)
+			}
+			if !apperr.Is(err, apperr.Invalid) {
+				t.Errorf("Open(%q, %q) = %v, want apperr Invalid", tt.url, tt.dataDir, err)
+			}
+		})
+	}
+}
