@@ -1,12 +1,14 @@
 package enginetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,6 +46,8 @@ type spec struct {
 	ready func(ctx context.Context, addr, tag string, pid int) error
 	// prepare, if set, adjusts the command before each start (credentials).
 	prepare func(cmd *exec.Cmd)
+	// stopSignal asks for a graceful shutdown; SIGTERM if zero.
+	stopSignal syscall.Signal
 }
 
 // Process is an engine server (redis-server, nats-server, postgres) run by
@@ -74,10 +78,7 @@ type Process struct {
 // the spare port may have been taken between picking it and binding it.
 func startProcess(t testing.TB, sp spec, dir string) *Process {
 	t.Helper()
-	path, err := exec.LookPath(sp.path)
-	if err != nil {
-		missing(t, fmt.Sprintf("%s not found (%v)", sp.name, err))
-	}
+	path := findBinary(t, sp.path)
 	p := &Process{t: t, spec: sp, path: path, dir: dir, tag: newTag(), out: &tail{max: outputTail}}
 	t.Cleanup(func() {
 		p.Stop()
@@ -86,6 +87,7 @@ func startProcess(t testing.TB, sp spec, dir string) *Process {
 		}
 	})
 	for try := 1; ; try++ {
+		var err error
 		p.port, err = sparePort()
 		if err != nil {
 			t.Fatalf("%s: pick a spare port: %v", sp.name, err)
@@ -142,10 +144,10 @@ func (p *Process) Start() {
 // Stop ends the process gracefully: SIGTERM, then SIGKILL if it has not
 // exited within 10 seconds. It waits for the process to exit. Stopping a
 // stopped process does nothing.
-func (p *Process) Stop() { p.end(syscall.SIGTERM) }
+func (p *Process) Stop() { p.end(cmp.Or(p.spec.stopSignal, syscall.SIGTERM)) }
 
-// Kill ends the process at once with SIGKILL, as a crash would, and waits for
-// it to exit. Killing a stopped process does nothing.
+// Kill ends the process and its children at once with SIGKILL, as a crash
+// would, and waits for it to exit. Killing a stopped process does nothing.
 func (p *Process) Kill() { p.end(syscall.SIGKILL) }
 
 func (p *Process) end(sig syscall.Signal) {
@@ -155,8 +157,10 @@ func (p *Process) end(sig syscall.Signal) {
 		p.cmd = nil
 		return
 	}
-	_ = p.cmd.Process.Signal(sig)
-	if sig != syscall.SIGKILL {
+	if sig == syscall.SIGKILL {
+		_ = syscall.Kill(-p.cmd.Process.Pid, sig) // the whole process group
+	} else {
+		_ = p.cmd.Process.Signal(sig)
 		select {
 		case <-p.done:
 		case <-time.After(stopTimeout):
@@ -188,7 +192,8 @@ func (p *Process) launch() error {
 	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	// If the test binary dies, so does the engine.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group lets Kill take down its children too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if p.spec.prepare != nil {
 		p.spec.prepare(cmd)
 	}
@@ -244,6 +249,23 @@ func sparePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// findBinary returns the path of the named program, looked up in PATH and
+// then in /usr/local/bin, /usr/sbin and /usr/bin. If it is in none of them,
+// it skips the test, or fails it when CI=true.
+func findBinary(t testing.TB, name string) string {
+	t.Helper()
+	if path, err := exec.LookPath(name); err == nil {
+		return path
+	}
+	for _, dir := range []string{"/usr/local/bin", "/usr/sbin", "/usr/bin"} {
+		if path, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
+			return path
+		}
+	}
+	missing(t, name+" is not installed (not in PATH, /usr/local/bin, /usr/sbin or /usr/bin)")
+	return ""
 }
 
 // missing skips the test, or fails it when CI=true, because an engine

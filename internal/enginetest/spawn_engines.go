@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,16 +41,12 @@ func StartRedis(t testing.TB) *Process {
 // t.TempDir()), and returns once it accepts a client and reports JetStream.
 // Streams survive Stop and Start, since DIR is kept. The server is stopped
 // when the test ends. It skips the test (fails it when CI=true) if
-// nats-server is not installed, looking in PATH and then /usr/sbin.
+// nats-server is not installed.
 func StartNATS(t testing.TB) *Process {
 	t.Helper()
-	path := "nats-server"
-	if _, err := exec.LookPath(path); err != nil {
-		path = "/usr/sbin/nats-server"
-	}
 	return startProcess(t, spec{
 		name: "nats-server",
-		path: path,
+		path: "nats-server",
 		url:  func(addr string) string { return "nats://" + addr },
 		args: func(port int, dir, tag string) []string {
 			return []string{
