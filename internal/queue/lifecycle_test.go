@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -38,6 +40,12 @@ func TestEmbeddedPersistsAcrossReopen(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+	if err := c.Ping(t.Context()); err == nil {
+		t.Error("Ping after Close succeeded, want an error")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
+		t.Errorf("JetStream files are not in DataDir/jetstream: %v", err)
 	}
 
 	c = open(t, opts)

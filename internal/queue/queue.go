@@ -145,6 +145,10 @@ func Open(ctx context.Context, opts Options) (*Conn, error) {
 		c.nc, err = nats.Connect(opts.URL, c.natsOptions(opts,
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(opts.ReconnectWait),
+			// Notice a silent peer (partition, dead host) within about
+			// 30s rather than the client's default 4 minutes.
+			nats.PingInterval(10*time.Second),
+			nats.MaxPingsOutstanding(3),
 			nats.Timeout(min(opts.ReadyTimeout, defaultConnectTimeout)),
 		)...)
 	}
