@@ -139,10 +139,10 @@ func Open(ctx context.Context, opts Options) (*Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.nc, err = nats.Connect("", c.natsOptions(opts, nats.InProcessServer(c.srv))...)
+		c.nc, err = nats.Connect("", c.natsOptions(nats.InProcessServer(c.srv))...)
 	} else {
 		c.log = c.log.With(logKeyURL, redact(opts.URL))
-		c.nc, err = nats.Connect(opts.URL, c.natsOptions(opts,
+		c.nc, err = nats.Connect(opts.URL, c.natsOptions(
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(opts.ReconnectWait),
 			// Notice a silent peer (partition, dead host) within about
@@ -171,7 +171,7 @@ func Open(ctx context.Context, opts Options) (*Conn, error) {
 	return c, nil
 }
 
-func (c *Conn) natsOptions(opts Options, extra ...nats.Option) []nats.Option {
+func (c *Conn) natsOptions(extra ...nats.Option) []nats.Option {
 	return append([]nats.Option{
 		nats.Name("sluice"),
 		nats.DrainTimeout(defaultDrainTimeout),
