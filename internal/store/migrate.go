@@ -101,7 +101,7 @@ func (db *DB) Migrate(ctx context.Context) (applied []string, err error) {
 		}
 		if ran {
 			applied = append(applied, m.name)
-			db.log.Info("applied migration", slog.String("migration", m.name), slog.String("dialect", db.dialect))
+			db.log.Info("applied migration", slog.String(logKeyMigration, m.name), slog.String(logKeyDialect, db.dialect))
 		}
 	}
 	return applied, nil

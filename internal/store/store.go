@@ -52,6 +52,12 @@ type DB struct {
 	now   func() time.Time
 }
 
+// Log attribute keys.
+const (
+	logKeyDialect   = "dialect"
+	logKeyMigration = "migration"
+)
+
 // sqliteBusyTimeout is how long a SQLite connection waits for another
 // process's lock before failing with SQLITE_BUSY (mapped to Unavailable).
 const sqliteBusyTimeout = 10 * time.Second
@@ -95,7 +101,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	db.log.Debug("store open", slog.String("dialect", db.dialect))
+	db.log.Debug("store open", slog.String(logKeyDialect, db.dialect))
 	return db, nil
 }
 
