@@ -23,6 +23,8 @@ const (
 	Forbidden     Code = "forbidden"     // 403
 	Unavailable   Code = "unavailable"   // 503: an engine is down; retry later
 	Gone          Code = "gone"          // 410
+	// UnsupportedMedia is a request body in a format the endpoint does not read (415).
+	UnsupportedMedia Code = "unsupported_media"
 )
 
 // FieldError names one bad input field and why it is bad.

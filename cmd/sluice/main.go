@@ -1,0 +1,148 @@
+// Command sluice is one binary for rate limiting, notifications and short
+// links: `sluice serve` runs the whole service; the other commands manage it
+// (migrate, keys) or talk to a running server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+// command is one subcommand: its one-line summary and its body.
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *environment, args []string) error
+}
+
+// environment is what a command may touch of the outside world, so tests
+// can run commands in-process.
+type environment struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+var commands = map[string]command{
+	"serve":   {"run the HTTP API, gRPC rate limit service and workers", runServe},
+	"migrate": {"apply pending database migrations and exit", runMigrate},
+	"keys":    {"manage API keys: keys create|list|revoke", runKeys},
+	"version": {"print the version", runVersion},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], &environment{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}))
+}
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, env *environment) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			if _, ok := commands[args[1]]; ok {
+				return run(ctx, []string{args[1], "-h"}, env)
+			}
+		}
+		usage(env.stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(env.stderr, "sluice: unknown command %q\n\n", args[0])
+		usage(env.stderr)
+		return 2
+	}
+	err := cmd.run(ctx, env, args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintf(env.stderr, "sluice %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: sluice <command> [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].summary)
+	}
+	fmt.Fprintln(w, "  help      show this, or `sluice help <command>` for a command's flags")
+	fmt.Fprintln(w, "\nEvery flag has a SLUICE_* environment variable (--http-addr = SLUICE_HTTP_ADDR) and a key in the --config YAML file.")
+}
+
+// loadConfig parses a command's flags (extra ones registered by the caller
+// on fs) over the environment and config file.
+func loadConfig(env *environment, fs *flag.FlagSet, args []string) (config.Config, []string, error) {
+	fs.SetOutput(env.stderr)
+	return config.Load(fs, args, env.getenv)
+}
+
+func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func runVersion(_ context.Context, env *environment, _ []string) error {
+	fmt.Fprintln(env.stdout, "sluice", buildVersion())
+	return nil
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	v := "dev-" + rev[:min(12, len(rev))]
+	if dirty {
+		v += "-dirty"
+	}
+	return strings.TrimSpace(v)
+}

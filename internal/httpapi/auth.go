@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/auth"
+)
+
+// KeyStore is what the HTTP API needs from the record store for API keys.
+type KeyStore interface {
+	APIKeyByHash(ctx context.Context, hash string) (auth.Key, error)
+	CountActiveAPIKeys(ctx context.Context) (int, error)
+	CreateAPIKey(ctx context.Context, k auth.Key) error
+	ListAPIKeys(ctx context.Context) ([]auth.Key, error)
+	RevokeAPIKey(ctx context.Context, id string) error
+}
+
+// authCacheTTL bounds how long a revoked key, or a key created by another
+// process (`sluice keys create`), takes to be noticed.
+const (
+	authCacheTTL  = 3 * time.Second
+	authCacheSize = 10_000
+)
+
+// authenticator checks bearer keys against the store through a small cache,
+// so a request costs a map lookup, not a query.
+type authenticator struct {
+	keys KeyStore
+	now  func() time.Time
+
+	mu        sync.Mutex
+	byHash    map[string]cachedKey
+	anyKeys   bool
+	anyKeysAt time.Time
+}
+
+type cachedKey struct {
+	key   auth.Key
+	found bool
+	at    time.Time
+}
+
+func newAuthenticator(keys KeyStore, now func() time.Time) *authenticator {
+	return &authenticator{keys: keys, now: now, byHash: make(map[string]cachedKey)}
+}
+
+// authorize admits r for scope or returns an Unauthorized/Forbidden error.
+// With no active key stored, only loopback clients are served.
+func (a *authenticator) authorize(r *http.Request, scope auth.Scope) error {
+	ctx := r.Context()
+	configured, err := a.keysConfigured(ctx)
+	if err != nil {
+		return apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
+	}
+	if !configured {
+		if isLoopback(r.RemoteAddr) {
+			return nil
+		}
+		return apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
+	}
+	secret, ok := bearer(r)
+	if !ok {
+		return apperr.New(apperr.Unauthorized, "missing API key: send Authorization: Bearer <key>")
+	}
+	key, found, err := a.lookup(ctx, auth.HashSecret(secret))
+	if err != nil {
+		return apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
+	}
+	if !found || !key.Active() {
+		return apperr.New(apperr.Unauthorized, "invalid or revoked API key")
+	}
+	if !key.Allows(scope) {
+		return apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
+	}
+	return nil
+}
+
+func (a *authenticator) keysConfigured(ctx context.Context) (bool, error) {
+	now := a.now()
+	a.mu.Lock()
+	if !a.anyKeysAt.IsZero() && now.Sub(a.anyKeysAt) < authCacheTTL {
+		defer a.mu.Unlock()
+		return a.anyKeys, nil
+	}
+	a.mu.Unlock()
+	n, err := a.keys.CountActiveAPIKeys(ctx)
+	if err != nil {
+		return false, err
+	}
+	a.mu.Lock()
+	a.anyKeys, a.anyKeysAt = n > 0, now
+	a.mu.Unlock()
+	return n > 0, nil
+}
+
+func (a *authenticator) lookup(ctx context.Context, hash string) (auth.Key, bool, error) {
+	now := a.now()
+	a.mu.Lock()
+	c, ok := a.byHash[hash]
+	a.mu.Unlock()
+	if ok && now.Sub(c.at) < authCacheTTL {
+		return c.key, c.found, nil
+	}
+	key, err := a.keys.APIKeyByHash(ctx, hash)
+	found := err == nil
+	if err != nil && !apperr.Is(err, apperr.NotFound) {
+		return auth.Key{}, false, err
+	}
+	a.mu.Lock()
+	if len(a.byHash) >= authCacheSize {
+		clear(a.byHash) // crude but bounded; a full cache means many distinct keys or an attack
+	}
+	a.byHash[hash] = cachedKey{key: key, found: found, at: now}
+	a.mu.Unlock()
+	return key, found, nil
+}
+
+// forget drops cached state so changes made through this server apply at once.
+func (a *authenticator) forget() {
+	a.mu.Lock()
+	clear(a.byHash)
+	a.anyKeysAt = time.Time{}
+	a.mu.Unlock()
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func isLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+)
+
+// ProblemBase prefixes every problem type URI; the last path segment names
+// the kind of problem (e.g. ".../quota-exceeded").
+const ProblemBase = "https://sluice.dev/problems/"
+
+// Problem is an RFC 9457 problem details body. Extra members go in Ext.
+type Problem struct {
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail,omitempty"`
+	Instance  string              `json:"instance,omitempty"`
+	RequestID string              `json:"request_id,omitempty"`
+	Errors    []apperr.FieldError `json:"errors,omitempty"`
+	Ext       map[string]any      `json:"-"`
+}
+
+// MarshalJSON flattens Ext into the top-level object, as RFC 9457 extension
+// members are.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	type plain Problem
+	b, err := json.Marshal(plain(p))
+	if err != nil || len(p.Ext) == 0 {
+		return b, err
+	}
+	ext, err := json.Marshal(p.Ext)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b[:len(b)-1], ','), ext[1:]...), nil
+}
+
+type problemKind struct {
+	status int
+	slug   string
+	title  string
+}
+
+// kinds maps each application error code to its HTTP status, in one table.
+var kinds = map[apperr.Code]problemKind{
+	apperr.Invalid:          {http.StatusBadRequest, "invalid-request", "Invalid request"},
+	apperr.Unprocessable:    {http.StatusUnprocessableEntity, "validation-error", "Validation failed"},
+	apperr.NotFound:         {http.StatusNotFound, "not-found", "Not found"},
+	apperr.Conflict:         {http.StatusConflict, "conflict", "Conflict"},
+	apperr.Unauthorized:     {http.StatusUnauthorized, "unauthorized", "Unauthorized"},
+	apperr.Forbidden:        {http.StatusForbidden, "forbidden", "Forbidden"},
+	apperr.Unavailable:      {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+	apperr.Gone:             {http.StatusGone, "gone", "Gone"},
+	apperr.UnsupportedMedia: {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
+	apperr.Internal:         {http.StatusInternalServerError, "internal-error", "Internal server error"},
+}
+
+// NewProblem builds a problem body for status with the given type slug.
+func NewProblem(status int, slug, title, detail string) Problem {
+	if title == "" {
+		title = http.StatusText(status)
+	}
+	return Problem{Type: ProblemBase + slug, Title: title, Status: status, Detail: detail}
+}
+
+// WriteProblem writes p as application/problem+json, filling in the request id.
+func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+	if p.RequestID == "" {
+		p.RequestID = w.Header().Get(headerRequestID)
+	}
+	if p.Instance == "" && r != nil {
+		p.Instance = r.URL.Path
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		body = []byte(`{"type":"` + ProblemBase + `internal-error","title":"Internal server error","status":500}`)
+		p.Status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Del("Content-Encoding")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// writeError maps err to a problem. The client sees only an *apperr.Error's
+// Message and Fields; anything else, and every 5xx cause, goes to the log.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var status int
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		WriteProblem(w, r, NewProblem(http.StatusRequestEntityTooLarge, "payload-too-large", "",
+			"request body exceeds "+strconv.FormatInt(mbe.Limit, 10)+" bytes"))
+		return
+	}
+	ae, ok := errors.AsType[*apperr.Error](err)
+	if !ok {
+		ae = &apperr.Error{Code: apperr.Internal, Err: err}
+	}
+	kind, ok := kinds[ae.Code]
+	if !ok {
+		kind = kinds[apperr.Internal]
+	}
+	status = kind.status
+	p := NewProblem(status, kind.slug, kind.title, ae.Message)
+	p.Errors = ae.Fields
+	if status >= 500 {
+		log.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String(logKeyRequestID, w.Header().Get(headerRequestID)),
+			slog.String("route", r.Pattern), slog.Any("error", err))
+		if status == http.StatusInternalServerError {
+			p.Detail = "internal error; the server log has the details under this request id"
+		}
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+	}
+	WriteProblem(w, r, p)
+}

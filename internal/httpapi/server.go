@@ -1,0 +1,251 @@
+// Package httpapi is Sluice's HTTP adapter: routes on a stdlib ServeMux with
+// method patterns, JSON in and out, RFC 9457 problem+json for every error,
+// API-key auth with scopes, request ids, access logs, Prometheus metrics and
+// the operations endpoints (/healthz, /readyz, /metrics, /openapi.json).
+//
+// Domain services reach it through small interfaces declared here, next to
+// the handlers that use them; only cmd/sluice wires concrete types in.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/auth"
+)
+
+const (
+	headerRequestID = "X-Request-Id"
+	logKeyRequestID = "request_id"
+)
+
+// Check is one readiness probe: an engine Sluice depends on.
+type Check struct {
+	Name string
+	Ping func(ctx context.Context) error
+}
+
+// Options configures a Server. Logger and Keys are required.
+type Options struct {
+	Logger *slog.Logger
+	// Registry receives the HTTP metrics and is served at /metrics. If nil,
+	// a fresh registry is used.
+	Registry *prometheus.Registry
+	// Keys stores API keys.
+	Keys KeyStore
+	// Checks are run by /readyz, concurrently, each within ReadyTimeout.
+	Checks       []Check
+	ReadyTimeout time.Duration // default 2s
+	// MaxBodyBytes bounds request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server routes and serves Sluice's HTTP API. Build it with New, register
+// routes, then use it as an http.Handler. It is safe for concurrent use once
+// serving starts; routes must all be registered before.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	routes  []string
+	auth    *authenticator
+	metrics *httpMetrics
+	reqSeq  atomic.Uint64
+	reqPfx  string
+}
+
+// New returns a Server with the operations and key routes registered.
+func New(opts Options) *Server {
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 2 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	var pfx [4]byte
+	_, _ = rand.Read(pfx[:])
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		mux:     http.NewServeMux(),
+		auth:    newAuthenticator(opts.Keys, opts.Now),
+		metrics: newHTTPMetrics(opts.Registry),
+		reqPfx:  hex.EncodeToString(pfx[:]),
+	}
+	s.registerOps()
+	s.registerKeys()
+	return s
+}
+
+// public marks a route that needs no API key.
+const public auth.Scope = ""
+
+// handlerFunc is an HTTP handler that returns its error for the frame to
+// render as problem+json.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handle registers h for pattern (a ServeMux method pattern such as
+// "GET /v1/keys/{id}"), requiring scope unless scope is public.
+func (s *Server) Handle(pattern string, scope auth.Scope, h handlerFunc) {
+	s.routes = append(s.routes, pattern)
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if scope != public {
+			if err := s.auth.authorize(r, scope); err != nil {
+				writeError(w, r, s.log, err)
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		if err := h(w, r); err != nil {
+			writeError(w, r, s.log, err)
+		}
+	})
+}
+
+// Routes returns the registered patterns, sorted.
+func (s *Server) Routes() []string {
+	out := slices.Clone(s.routes)
+	slices.Sort(out)
+	return out
+}
+
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// ServeHTTP wraps the mux with request ids, recovery, access logs, metrics
+// and problem+json for unmatched routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.opts.Now()
+	id := r.Header.Get(headerRequestID)
+	if !validRequestID.MatchString(id) {
+		id = fmt.Sprintf("%s-%x", s.reqPfx, s.reqSeq.Add(1))
+	}
+	w.Header().Set(headerRequestID, id)
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("handler panicked", slog.String(logKeyRequestID, id), slog.Any("panic", p))
+			if !rec.wrote {
+				writeError(rec, r, s.log, fmt.Errorf("panic: %v", p))
+			}
+		}
+		s.observe(r, rec, id, s.opts.Now().Sub(start))
+	}()
+
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		s.notRouted(rec, r, h)
+		return
+	}
+	s.mux.ServeHTTP(rec, r)
+}
+
+// notRouted renders the mux's own 404 or 405 (with its Allow header) as
+// problem+json.
+func (s *Server) notRouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	switch probe.status {
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		WriteProblem(w, r, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", "",
+			fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, probe.header.Get("Allow"))))
+	case http.StatusNotFound, 0:
+		WriteProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "", "no route for "+r.Method+" "+r.URL.Path))
+	default: // a redirect to a cleaned path, for example
+		for k, v := range probe.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(probe.status)
+	}
+}
+
+func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Duration) {
+	route := r.Pattern
+	if route == "" {
+		route = "unmatched"
+	} else if _, path, ok := strings.Cut(route, " "); ok {
+		route = path
+	}
+	s.metrics.observe(route, r.Method, rec.status, d)
+	level := slog.LevelInfo
+	if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+		level = slog.LevelDebug
+	}
+	s.log.LogAttrs(r.Context(), level, "http request",
+		slog.String(logKeyRequestID, id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("route", route),
+		slog.Int("status", rec.status),
+		slog.Int64("bytes", rec.bytes),
+		slog.Duration("duration", d),
+		slog.String("remote", r.RemoteAddr))
+}
+
+// recorder remembers the status and size of a response.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the real writer (Flush, deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// statusProbe captures what the mux's fallback handler would answer.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (p *statusProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
