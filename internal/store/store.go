@@ -12,8 +12,9 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/sluicehq/sluice/internal/apperr"
 )
@@ -149,12 +150,13 @@ func (db *DB) openSQLite(ctx context.Context, t target, maxConns int) error {
 }
 
 func (db *DB) openPostgres(ctx context.Context, t target, maxConns int) error {
-	var err error
-	db.write, err = sql.Open("pgx", t.url)
+	// Parse here rather than at the first connection, so a bad URL is
+	// Invalid rather than Unavailable. pgx's parse errors mask the password.
+	cfg, err := pgx.ParseConfig(t.url)
 	if err != nil {
-		// pgx's parse errors redact the password.
 		return apperr.Wrap(apperr.Invalid, err, "invalid postgres url")
 	}
+	db.write = stdlib.OpenDB(*cfg)
 	db.read = db.write
 	db.write.SetMaxOpenConns(maxConns)
 	db.write.SetMaxIdleConns(maxConns)

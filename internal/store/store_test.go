@@ -229,6 +229,7 @@ func TestOpenErrors(t *testing.T) {
 		{"sqlite in memory", "sqlite::memory:", ""},
 		{"sqlite with parameters", "sqlite:/tmp/x.db?_pragma=foo", ""},
 		{"sqlite without path", "sqlite:", ""},
+		{"bad postgres parameter", "postgres://u:hunter2@127.0.0.1/db?sslmode=bogus", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,9 +239,54 @@ func TestOpenErrors(t *testing.T) {
 				db.Close()
 				t.Fatalf("Open(%q, %q) succeeded, want an error", tt.url, tt.dataDir)
 			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("Open(%q) error %q shows the password", tt.url, err)
+			}
 			if !apperr.Is(err, apperr.Invalid) {
 				t.Errorf("Open(%q, %q) = %v, want apperr Invalid", tt.url, tt.dataDir, err)
 			}
 		})
+	}
+}
+
+// TestPostgresConnectionsDropped kills the store's server connections, as a
+// failover or restart would: an error then must say Unavailable, and the
+// store must reconnect by itself.
+func TestPostgresConnectionsDropped(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u, err := url.Parse(postgresSchema(t, enginetest.PostgresURL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := "sluice_store_test_" + filepath.Base(t.TempDir())
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	db := openPostgres(t, u.String())
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+
+	admin, err := sql.Open("pgx", enginetest.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var killed int
+	err = admin.QueryRowContext(ctx,
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&killed)
+	if err != nil || killed == 0 {
+		t.Fatalf("terminate the store's connections: killed %d, %v", killed, err)
+	}
+
+	if _, err := db.ListAPIKeys(ctx); err != nil && !apperr.Is(err, apperr.Unavailable) {
+		t.Errorf("ListAPIKeys on a dropped connection = %v, want success or apperr Unavailable", err)
+	}
+	if _, err := db.ListAPIKeys(ctx); err != nil {
+		t.Errorf("ListAPIKeys after reconnecting = %v, want success", err)
+	}
+	if err := db.Ping(ctx); err != nil {
+		t.Errorf("Ping after reconnecting = %v", err)
 	}
 }
