@@ -38,7 +38,7 @@ func openSQLite(t *testing.T) *store.DB {
 	return mustOpen(t, store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
 }
 
-func mustOpen(t *testing.T, opts store.Options) *store.DB {
+func mustOpen(t testing.TB, opts store.Options) *store.DB {
 	t.Helper()
 	db, err := store.Open(t.Context(), opts)
 	if err != nil {
