@@ -112,7 +112,7 @@ func (db *DB) lockMigrations(ctx context.Context, tx *sql.Tx) error {
 	if db.dialect != DialectPostgres {
 		return nil // BEGIN IMMEDIATE already holds the write lock
 	}
-	// The first key is fixed ("sluice" in ASCII-ish); the second keeps tests
+	// The first key is fixed (0x736c7569, "slui"); the second keeps tests
 	// in separate schemas of one database from waiting on each other.
 	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(1936487785, hashtext(current_schema()))")
 	return mapErr(err, "lock migrations")
