@@ -1,10 +1,7 @@
 package store_test
 
 import (
-	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,7 +26,7 @@ func TestSQLite(t *testing.T) {
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	base := enginetest.PostgresURL(t)
-	storetest.Run(t, func(t *testing.T) *store.DB { return openPostgres(t, postgresSchema(t, base)) })
+	storetest.Run(t, func(t *testing.T) *store.DB { return openPostgres(t, enginetest.PostgresSchema(t, base)) })
 }
 
 // openSQLite opens a store in a fresh data dir.
@@ -57,39 +54,6 @@ func openPostgres(t *testing.T, url string) *store.DB {
 	return mustOpen(t, store.Options{URL: url, MaxOpenConns: 4})
 }
 
-// postgresSchema creates a schema of the test's own in the shared database,
-// drops it when the test ends, and returns base with search_path set to it.
-func postgresSchema(t *testing.T, base string) string {
-	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "sluice_test_" + hex.EncodeToString(b[:])
-
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatalf("open admin connection: %v", err)
-	}
-	t.Cleanup(func() { _ = admin.Close() })
-	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		// t.Context is done by now; the drop must still happen.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("parse SLUICE_TEST_POSTGRES_URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // TestSQLiteReopen writes, closes and reopens the file, as a restart would.
 func TestSQLiteReopen(t *testing.T) {
@@ -140,7 +104,7 @@ func TestSQLiteTwoHandles(t *testing.T) {
 // TestPostgresTwoHandles is the same on PostgreSQL: two pools on one schema.
 func TestPostgresTwoHandles(t *testing.T) {
 	t.Parallel()
-	u := postgresSchema(t, enginetest.PostgresURL(t))
+	u := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
 	twoHandles(t, openPostgres(t, u), openPostgres(t, u))
 }
 
@@ -255,7 +219,7 @@ func TestOpenErrors(t *testing.T) {
 func TestPostgresConnectionsDropped(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u, err := url.Parse(postgresSchema(t, enginetest.PostgresURL(t)))
+	u, err := url.Parse(enginetest.PostgresSchema(t, enginetest.PostgresURL(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
