@@ -1,0 +1,66 @@
+// Package ratelimit decides whether a request may go ahead now, how much
+// allowance is left, and how long to wait when it may not.
+//
+// # Model
+//
+// A [Policy] names an algorithm and its parameters (limit, period, burst). A
+// [Store] keeps the per-key state of every policy and applies a check as one
+// atomic step: [MemoryStore] in this process, redisstore (a sibling package)
+// on a Redis server shared by many processes. A [PolicyLimiter] binds one
+// policy to one store and implements [Limiter], the one-method interface
+// callers depend on.
+//
+// Six algorithms are offered, chosen by [Policy.Algorithm]:
+//
+//   - token_bucket: a bucket of Burst tokens refilled at Limit per Period.
+//     Bursts up to Burst, then a steady rate. RetryAfter is the missing
+//     tokens divided by the refill rate.
+//   - gcra: the generic cell rate algorithm. It stores one instant per key
+//     (the theoretical arrival time) instead of a level and a time, and
+//     admits exactly the sequences the token bucket with the same rate and
+//     burst admits (a property test checks this).
+//   - fixed_window: one counter per window of Period, windows aligned to
+//     multiples of Period from the Unix epoch. Cheapest, but lets up to
+//     twice the limit through around a window boundary. RetryAfter is the
+//     time to the next window.
+//   - sliding_window_log: remembers when each admitted unit of cost arrived
+//     and counts those in the last Period. Exact; memory O(Limit) per key.
+//     RetryAfter is when the oldest counted request leaves the window.
+//   - sliding_window_counter: the current and the previous fixed window,
+//     the previous one weighted by how much of it still overlaps the
+//     sliding window. Approximate, constant memory.
+//   - concurrency: at most Limit requests in flight. [PolicyLimiter.Acquire]
+//     takes a slot and returns a [Lease] to release on completion; a lease
+//     that is never released (its holder crashed) expires after Period.
+//
+// Windows are half-open: a request exactly one Period old no longer counts.
+// A refused request consumes nothing. A cost above what the policy can ever
+// admit (Burst for the buckets, Limit otherwise) is refused with
+// [ErrCostExceedsLimit] rather than a RetryAfter that would never come true.
+//
+// # Time
+//
+// Every store works in whole microseconds of its clock: the memory store
+// reads [MemoryOptions.Now] (time.Now by default), the Redis store reads the
+// Redis server's TIME, so all processes sharing a Redis share one clock.
+// Token bucket and GCRA arithmetic is exact integer arithmetic on a scaled
+// level, so the memory and Redis stores reach identical decisions, and
+// [Simulate] (a fresh memory store on a clock that starts at the Unix epoch)
+// agrees exactly with a live limiter given the same arrival times relative
+// to a window start.
+//
+// # Several checks at once
+//
+// [AllowAll] checks several (policy, key, cost) triples at once, for
+// example a client's IP and the account it targets, or one key against
+// "10 per second" and "1,000 per day": every check consumes only if every
+// check allows, atomically.
+//
+// # Reservations
+//
+// [PolicyLimiter.Reserve] and [PolicyLimiter.Wait] take capacity now and tell
+// the caller how long to wait before acting, like golang.org/x/time/rate's
+// Reserve and Wait, so several processes can pace one shared outbound rate.
+// They are offered by the token bucket and GCRA, whose state can go into
+// debt; a reservation can be cancelled before its time comes.
+package ratelimit
