@@ -12,8 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-//go:embed openapi.json
-var openAPIDoc []byte
 
 func (s *Server) registerOps() {
 	s.Handle("GET /healthz", public, func(w http.ResponseWriter, r *http.Request) error {

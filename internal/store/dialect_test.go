@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -60,8 +59,10 @@ func TestMigrationsMatch(t *testing.T) {
 		if sq[i].name != pg[i].name {
 			t.Errorf("migration %d is %q on sqlite, %q on postgres", i, sq[i].name, pg[i].name)
 		}
-		if want := i + 1; sq[i].name[:4] != fmt.Sprintf("%04d", want) {
-			t.Errorf("migration %q is number %d in order; numbers must run 0001, 0002, ... without gaps", sq[i].name, want)
+		// Numbers only increase; gaps are allowed, since work done in
+		// parallel reserves its numbers in advance.
+		if i > 0 && sq[i].name[:4] <= sq[i-1].name[:4] {
+			t.Errorf("migration %q does not follow %q: numbers must increase", sq[i].name, sq[i-1].name)
 		}
 	}
 }
