@@ -53,7 +53,9 @@ func startEmbedded(opts Options, log *slog.Logger) (*server.Server, error) {
 // serverLog sends the embedded server's log to slog.
 type serverLog struct{ l *slog.Logger }
 
-func (s serverLog) Noticef(format string, v ...any) { s.l.Info(fmt.Sprintf(format, v...)) }
+// Noticef goes to Debug: the embedded server's start-up banner and notices
+// would otherwise fill the first screen of every `sluice serve`.
+func (s serverLog) Noticef(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
 func (s serverLog) Warnf(format string, v ...any)   { s.l.Warn(fmt.Sprintf(format, v...)) }
 func (s serverLog) Fatalf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
 func (s serverLog) Errorf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
