@@ -54,7 +54,6 @@ func openPostgres(t *testing.T, url string) *store.DB {
 	return mustOpen(t, store.Options{URL: url, MaxOpenConns: 4})
 }
 
-
 // TestSQLiteReopen writes, closes and reopens the file, as a restart would.
 func TestSQLiteReopen(t *testing.T) {
 	t.Parallel()
