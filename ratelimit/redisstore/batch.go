@@ -1,0 +1,204 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// do runs c, coalesced with whatever other operations are waiting.
+//
+// Up to maxInflight script calls run at once. A caller that finds a free
+// one leads: it runs a batch (the queued operations and its own) and, when
+// the batch is done, hands the next batch to the first queued caller,
+// which leads in turn. Nobody runs a background goroutine, and a caller
+// never runs more than one batch. A caller whose ctx ends while its
+// operation is still queued leaves the queue; once its operation has been
+// taken into a batch it waits for the result (bounded by Options.Timeout),
+// since the operation may take effect.
+func (s *Store) do(ctx context.Context, c *call) error {
+	s.mu.Lock()
+	if s.inflight < s.maxInflight {
+		s.inflight++
+		n := min(len(s.pending), s.maxBatch-1)
+		batch := append(s.pending[:n:n], c)
+		s.takePending(n)
+		s.mu.Unlock()
+		s.lead(ctx, c, batch)
+		return c.err
+	}
+	c.wake = make(chan struct{}, 1)
+	c.queue = true
+	s.pending = append(s.pending, c)
+	s.mu.Unlock()
+
+	select {
+	case <-c.wake:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if c.queue {
+			if i := slices.Index(s.pending, c); i >= 0 {
+				s.pending = slices.Delete(s.pending, i, i+1)
+			}
+			s.mu.Unlock()
+			return ctx.Err()
+		}
+		s.mu.Unlock()
+		<-c.wake
+	}
+	if c.lead != nil {
+		s.lead(ctx, c, c.lead)
+	}
+	return c.err
+}
+
+// takePending removes the first n queued operations; the caller holds mu.
+func (s *Store) takePending(n int) {
+	for _, p := range s.pending[:n] {
+		p.queue = false
+	}
+	rest := copy(s.pending, s.pending[n:])
+	clear(s.pending[rest:])
+	s.pending = s.pending[:rest]
+}
+
+// lead runs batch, wakes its callers, and passes the lead on.
+func (s *Store) lead(ctx context.Context, self *call, batch []*call) {
+	s.exec(ctx, batch)
+	for _, c := range batch {
+		if c != self {
+			c.wake <- struct{}{}
+		}
+	}
+	s.mu.Lock()
+	if len(s.pending) == 0 {
+		s.inflight--
+		s.mu.Unlock()
+		return
+	}
+	n := min(len(s.pending), s.maxBatch)
+	next := slices.Clone(s.pending[:n])
+	s.takePending(n)
+	s.mu.Unlock()
+	next[0].lead = next
+	next[0].wake <- struct{}{}
+}
+
+// exec runs a batch: one script call on a standalone server, one per slot
+// on a Cluster, all sent at once.
+func (s *Store) exec(ctx context.Context, batch []*call) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	groups := [][]*call{batch}
+	if s.cluster && len(batch) > 1 {
+		groups = groupBySlot(batch)
+	}
+	nowArg := ""
+	if s.now != nil {
+		nowArg = strconv.FormatInt(max(0, s.now().UnixMicro()), 10)
+	}
+	cmds := make(rueidis.Commands, len(groups))
+	for i, g := range groups {
+		cmds[i] = s.command(g, nowArg, true)
+	}
+	results := s.client.DoMulti(ctx, cmds...)
+	for i, g := range groups {
+		res := results[i]
+		if err, ok := rueidis.IsRedisErr(res.Error()); ok && err.IsNoScript() {
+			res = s.client.Do(ctx, s.command(g, nowArg, false))
+		}
+		distribute(g, res)
+	}
+}
+
+// command builds the EVALSHA (or EVAL) of one batch.
+func (s *Store) command(g []*call, nowArg string, sha bool) rueidis.Completed {
+	nkeys, nargs := 0, 2
+	for _, c := range g {
+		nkeys += len(c.keys)
+		nargs += len(c.args)
+	}
+	keys := make([]string, 0, nkeys)
+	args := make([]string, 0, nargs)
+	args = append(args, nowArg, strconv.Itoa(len(g)))
+	for _, c := range g {
+		keys = append(keys, c.keys...)
+		args = append(args, c.args...)
+	}
+	if sha {
+		return s.client.B().Evalsha().Sha1(s.sha).Numkeys(int64(nkeys)).Key(keys...).Arg(args...).Build()
+	}
+	return s.client.B().Eval().Script(scriptSource).Numkeys(int64(nkeys)).Key(keys...).Arg(args...).Build()
+}
+
+func distribute(g []*call, res rueidis.RedisResult) {
+	vals, err := res.AsIntSlice()
+	if err == nil {
+		want := 1
+		for _, c := range g {
+			want += 1 + 6*c.nchecks
+		}
+		if len(vals) != want {
+			err = fmt.Errorf("redisstore: script replied %d numbers, want %d", len(vals), want)
+		}
+	}
+	if err != nil {
+		for _, c := range g {
+			c.err = fmt.Errorf("redisstore: %w", err)
+		}
+		return
+	}
+	off := 1
+	for _, c := range g {
+		n := 1 + 6*c.nchecks
+		c.now, c.reply = vals[0], vals[off:off+n:off+n]
+		off += n
+	}
+}
+
+func groupBySlot(batch []*call) [][]*call {
+	var groups [][]*call
+	index := map[int]int{}
+	for _, c := range batch {
+		i, ok := index[c.slot]
+		if !ok {
+			i = len(groups)
+			index[c.slot] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
+// slotOf returns the Cluster slot of a key name, by Redis's rule: the
+// hash tag between the first '{' and the next '}', when not empty, else the
+// whole name.
+func slotOf(name string) uint16 {
+	if i := strings.IndexByte(name, '{'); i >= 0 {
+		if j := strings.IndexByte(name[i+1:], '}'); j > 0 {
+			name = name[i+1 : i+1+j]
+		}
+	}
+	return crc16(name) % 16384
+}
+
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses for slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

@@ -1,0 +1,330 @@
+-- Sluice rate limiter: a batch of operations, each one atomic, in one call.
+-- A line-by-line translation of ratelimit/algo.go; keep the two in step.
+-- Every number stays an integer below 2^53, exact in Lua's doubles.
+--
+-- ARGV[1]  clock override in Unix µs, or '' for the server's TIME (tests only)
+-- ARGV[2]  number of operations; then for each operation:
+--   code ('a' allow all-or-nothing, 'r' reserve, 'c' cancel, 'p' peek,
+--   'x' reset, 'l' release), number of checks, and per check:
+--   algorithm ('b','g','f','c','l','k'), limit, period µs, burst, cost, extra
+--   (extra: lease id for 'k' allows and releases, max wait µs for 'r',
+--   until µs for 'c').
+-- KEYS: one per check, in order.
+-- Reply: now, then per operation: status (1 allowed), and per check:
+-- allowed, limit, remaining, retry µs, reset µs, delay µs.
+
+local MAXEXACT = 9007199254740992
+
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local floor, ceil = math.floor, math.ceil
+
+-- floor(a/b) for 0 <= a, 0 < b, exact.
+local function fdiv(a, b)
+  local q = floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local function cdiv(a, b)
+  if a <= 0 then return 0 end
+  local q = fdiv(a, b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+
+local function gcd(a, b)
+  while b ~= 0 do a, b = b, a - fdiv(a, b) * b end
+  return a
+end
+
+local function prep(alg, limit, period, burst)
+  local p = { alg = alg, limit = limit, period = period }
+  if alg == 'b' or alg == 'g' then
+    if burst == 0 then burst = limit end
+    local unit, rate = period, limit
+    if burst * unit >= MAXEXACT then
+      local g = gcd(unit, rate)
+      unit, rate = unit / g, rate / g
+    end
+    p.limit, p.unit, p.rate, p.cap = burst, unit, rate, burst * unit
+  end
+  return p
+end
+
+local function load(p, key)
+  local st = {}
+  if p.alg == 'l' or p.alg == 'k' then return st end
+  local v = redis.call('GET', key)
+  if not v then
+    if p.alg == 'b' then st.a, st.t = p.cap, now
+    elseif p.alg == 'g' then st.a, st.b = 0, 0
+    else st.a, st.b, st.c = fdiv(now, p.period), 0, 0 end
+    return st
+  end
+  local x, y, z = string.match(v, '^(%-?%d+):(%-?%d+):?(%-?%d*)$')
+  st.a = tonumber(x)
+  if p.alg == 'b' then st.t = tonumber(y) else st.b = tonumber(y) end
+  st.c = tonumber(z) or 0
+  return st
+end
+
+local function save(p, key, st, exp)
+  local ms = cdiv(exp - now, 1000)
+  if ms <= 0 then redis.call('DEL', key) return end
+  local v
+  if p.alg == 'b' then v = string.format('%d:%d', st.a, st.t)
+  elseif p.alg == 'c' then v = string.format('%d:%d:%d', st.a, st.b, st.c)
+  else v = string.format('%d:%d', st.a, st.b) end
+  redis.call('SET', key, v, 'PX', ms)
+end
+
+local function level(p, st)
+  if p.alg == 'g' then
+    local d = 0
+    if st.a > now then d = (st.a - now) * p.rate + st.b elseif st.a == now then d = st.b end
+    return p.cap - d
+  end
+  local lvl = st.a
+  local elapsed = now - st.t
+  if elapsed > 0 then
+    local gained = elapsed * p.rate
+    if gained >= MAXEXACT then lvl = p.cap else lvl = math.min(p.cap, lvl + gained) end
+  end
+  return lvl
+end
+
+local function setlevel(p, st, lvl)
+  if p.alg == 'g' then
+    local d = p.cap - lvl
+    if d <= 0 then st.a, st.b = now, 0 return end
+    local q = fdiv(d, p.rate)
+    st.a, st.b = now + q, d - q * p.rate
+    return
+  end
+  st.a = lvl
+  if now > st.t then st.t = now end
+end
+
+local function trunc(lvl, unit)
+  if lvl <= 0 then return 0 end
+  return fdiv(lvl, unit)
+end
+
+-- verdicts are {allowed, remaining, retry, reset, delay}
+local function bucket(p, st, cost, reserve, maxwait)
+  local lvl = level(p, st)
+  local need = cost * p.unit
+  if lvl >= need then
+    local after = lvl - need
+    return { 1, fdiv(after, p.unit), 0, cdiv(p.cap - after, p.rate), 0 }, after
+  end
+  local wait = cdiv(need - lvl, p.rate)
+  if reserve and wait <= maxwait and lvl - need >= p.cap - (MAXEXACT - 1) then
+    local after = lvl - need
+    return { 1, 0, 0, cdiv(p.cap - after, p.rate), wait }, after
+  end
+  return { 0, trunc(lvl, p.unit), wait, cdiv(p.cap - lvl, p.rate), 0 }, lvl
+end
+
+local function roll(p, st)
+  local idx = fdiv(now, p.period)
+  if idx <= st.a then return end
+  if p.alg == 'c' and idx == st.a + 1 then st.b, st.c = st.c, 0 else st.b, st.c = 0, 0 end
+  st.a = idx
+end
+
+local function fixed(p, st, cost)
+  roll(p, st)
+  local e = (st.a + 1) * p.period
+  if st.b + cost <= p.limit then return { 1, p.limit - st.b - cost, 0, e - now, 0 } end
+  local reset = 0
+  if st.b > 0 then reset = e - now end
+  return { 0, p.limit - st.b, e - now, reset, 0 }
+end
+
+local function weight(prev, period, x)
+  if prev == 0 then return 0 end
+  return ceil(prev * (period - x) / period)
+end
+
+local function firstfit(prev, period, room, lo)
+  local f = floor(room * period / prev)
+  local x = lo
+  if f < period then x = math.max(period - f, lo) end
+  while x > lo and weight(prev, period, x - 1) <= room do x = x - 1 end
+  while weight(prev, period, x) > room do x = x + 1 end
+  return x
+end
+
+local function counterreset(p, st)
+  if st.c > 0 then return st.a * p.period + 2 * p.period - now end
+  if st.b > 0 then return st.a * p.period + p.period - now end
+  return 0
+end
+
+local function counter(p, st, cost)
+  roll(p, st)
+  local start = st.a * p.period
+  local e = math.max(0, now - start)
+  local used = st.c + weight(st.b, p.period, e)
+  if used + cost <= p.limit then return { 1, p.limit - used - cost, 0, start + 2 * p.period - now, 0 } end
+  local v = { 0, math.max(0, p.limit - used), 0, counterreset(p, st), 0 }
+  if st.c + cost <= p.limit then
+    v[3] = firstfit(st.b, p.period, p.limit - st.c - cost, e) - e
+  else
+    v[3] = start + p.period - now + firstfit(st.c, p.period, p.limit - cost, 0)
+  end
+  return v
+end
+
+-- Sliding log and concurrency: a sorted set scored by when each unit of
+-- cost stops counting. Returns the verdict, the (clamped) now and the count.
+local function times(p, key, cost)
+  local n = now
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local nw = 0
+  if newest[2] then nw = tonumber(newest[2]) end
+  if nw > n + p.period then n = nw - p.period end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', n)
+  local sum = redis.call('ZCARD', key)
+  if sum + cost <= p.limit then return { 1, p.limit - sum - cost, 0, p.period, 0 }, n, sum end
+  local k = sum + cost - p.limit
+  local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
+  return { 0, p.limit - sum, tonumber(kth[2]) - n, nw - n, 0 }, n, sum
+end
+
+local function push(p, key, n, sum, cost, id)
+  local e = n + p.period
+  local args = {}
+  for i = 1, cost do
+    args[#args + 1] = e
+    if id ~= '' then
+      args[#args + 1] = id .. ':' .. i
+    else
+      args[#args + 1] = string.format('%d:%d', e, sum + i)
+    end
+    if #args >= 1000 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  redis.call('PEXPIRE', key, math.max(1, cdiv(e - now, 1000)))
+end
+
+-- step evaluates one check; st is consumed in place when allowed (scalars).
+local function step(p, key, st, cost, reserve, maxwait)
+  if p.alg == 'b' or p.alg == 'g' then
+    local v, lvl = bucket(p, st, cost, reserve, maxwait)
+    if v[1] == 1 then setlevel(p, st, lvl) end
+    return v, now + v[4]
+  elseif p.alg == 'f' then
+    local v = fixed(p, st, cost)
+    if v[1] == 1 then st.b = st.b + cost end
+    return v, now + v[4]
+  elseif p.alg == 'c' then
+    local v = counter(p, st, cost)
+    if v[1] == 1 then st.c = st.c + cost end
+    return v, now + v[4]
+  end
+  local v, n, sum = times(p, key, cost)
+  st.n, st.sum = n, sum
+  return v, n + v[4]
+end
+
+local function peek(p, key)
+  local st = load(p, key)
+  local cp = {}
+  for k, x in pairs(st) do cp[k] = x end
+  local v = step(p, key, cp, 1, false, 0)
+  if p.alg == 'b' or p.alg == 'g' then
+    local lvl = level(p, st)
+    v[2], v[4] = trunc(lvl, p.unit), cdiv(p.cap - lvl, p.rate)
+  elseif p.alg == 'f' then
+    roll(p, st)
+    v[2], v[4] = p.limit - st.b, 0
+    if st.b > 0 then v[4] = (st.a + 1) * p.period - now end
+  elseif p.alg == 'c' then
+    roll(p, st)
+    local e = math.max(0, now - st.a * p.period)
+    v[2] = math.max(0, p.limit - st.c - weight(st.b, p.period, e))
+    v[4] = counterreset(p, st)
+  else
+    local sum = cp.sum
+    v[2], v[4] = p.limit - sum, 0
+    if sum > 0 then
+      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      v[4] = tonumber(newest[2]) - cp.n
+    end
+  end
+  return v
+end
+
+local out = { now }
+local ki, ai = 1, 3
+local nops = tonumber(ARGV[2])
+for _ = 1, nops do
+  local code, nchecks = ARGV[ai], tonumber(ARGV[ai + 1])
+  ai = ai + 2
+  local checks = {}
+  for i = 1, nchecks do
+    local p = prep(ARGV[ai], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3]))
+    checks[i] = { p = p, key = KEYS[ki], cost = tonumber(ARGV[ai + 4]), extra = ARGV[ai + 5] }
+    ki, ai = ki + 1, ai + 6
+  end
+  local status, vs = 1, {}
+  if code == 'a' or code == 'r' then
+    for i, c in ipairs(checks) do
+      c.st = load(c.p, c.key)
+      local maxwait = 0
+      if code == 'r' then maxwait = tonumber(c.extra) end
+      vs[i], c.exp = step(c.p, c.key, c.st, c.cost, code == 'r', maxwait)
+      if vs[i][1] ~= 1 then status = 0 end
+    end
+    if status == 1 then
+      for _, c in ipairs(checks) do
+        if c.p.alg == 'l' or c.p.alg == 'k' then
+          local id = ''
+          if c.p.alg == 'k' then id = c.extra end
+          push(c.p, c.key, c.st.n, c.st.sum, c.cost, id)
+        else
+          save(c.p, c.key, c.st, c.exp)
+        end
+      end
+    end
+  elseif code == 'p' then
+    vs[1] = peek(checks[1].p, checks[1].key)
+  elseif code == 'x' then
+    redis.call('DEL', checks[1].key)
+  elseif code == 'c' then
+    local c = checks[1]
+    if now < tonumber(c.extra) then
+      local st = load(c.p, c.key)
+      local lvl = math.min(c.p.cap, level(c.p, st) + c.cost * c.p.unit)
+      setlevel(c.p, st, lvl)
+      save(c.p, c.key, st, now + cdiv(c.p.cap - lvl, c.p.rate))
+    end
+  elseif code == 'l' then
+    local c = checks[1]
+    local members = {}
+    for i = 1, c.cost do members[i] = c.extra .. ':' .. i end
+    redis.call('ZREM', c.key, unpack(members))
+  end
+  out[#out + 1] = status
+  for i = 1, nchecks do
+    local v = vs[i] or { 0, 0, 0, 0, 0 }
+    out[#out + 1] = v[1]
+    out[#out + 1] = checks[i].p.limit
+    out[#out + 1] = v[2]
+    out[#out + 1] = v[3]
+    out[#out + 1] = v[4]
+    out[#out + 1] = v[5]
+  end
+end
+return out

@@ -1,0 +1,390 @@
+// Package redisstore is a ratelimit.Store on Redis or Valkey, standalone or
+// Cluster, so every process sharing the server shares every limit.
+//
+// Each operation is one atomic step on the server: an embedded Lua script,
+// loaded once and run with EVALSHA (falling back to EVAL when the server
+// answers NOSCRIPT, after a restart or failover). The script reads the
+// server's TIME, so all processes share one clock, and sets an expiry on
+// every key it writes, equal to the time the key's state is back to its
+// full allowance: idle keys disappear by themselves.
+//
+// Concurrent callers' operations are coalesced: while a script call is in
+// flight, new operations queue, and the next call carries all of them (up
+// to Options.MaxBatch), each still atomic and all-or-nothing on its own.
+// One caller alone pays one round trip; many callers share the server's
+// per-call cost, which is what bounds throughput when each check is a
+// separate script call.
+//
+// Keys are named prefix{key}:policy:algorithm. The braces are a Cluster
+// hash tag: every policy of one key lives in one slot, so a multi-policy
+// check on one key is atomic on a Cluster too. A multi-key check across
+// different keys on a Cluster needs Options.HashTag to map those keys to
+// one tag; otherwise it fails with ErrCrossSlot. Standalone servers need
+// nothing.
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+//go:embed ratelimit.lua
+var scriptSource string
+
+// ErrCrossSlot is returned for a multi-key check whose keys fall in
+// different Redis Cluster slots.
+var ErrCrossSlot = errors.New("redisstore: the keys of one check must share a Redis Cluster slot (see Options.HashTag)")
+
+// Options configures a Store.
+type Options struct {
+	// Prefix starts every key name, so several users of one server (or
+	// parallel tests) stay apart. It must not contain braces. If empty,
+	// "sluice:rl:" is used.
+	Prefix string
+	// HashTag, if set, returns the Cluster hash tag of a key in place of
+	// the key itself. Keys checked together in one multi-key check must map
+	// to one tag on a Cluster; the tag must be a pure function of the key
+	// and must not contain braces.
+	HashTag func(key string) string
+	// MaxBatch caps how many operations one script call carries. If 0, 128.
+	MaxBatch int
+	// MaxInFlight caps the script calls in flight at once from this Store;
+	// operations arriving meanwhile wait and travel together. If 0, 2.
+	MaxInFlight int
+	// Timeout bounds one script call. If 0, 5 seconds.
+	Timeout time.Duration
+	// Now, if set, replaces the Redis server's TIME as the clock. It exists
+	// for tests (the conformance suite drives time); production leaves it
+	// nil, so every process shares the server's clock.
+	Now func() time.Time
+}
+
+// Store is a ratelimit.Store on Redis. It is safe for concurrent use. Its
+// zero value is not usable; use New.
+type Store struct {
+	client  rueidis.Client
+	cluster bool
+	prefix  string
+	hashTag func(string) string
+	now     func() time.Time
+	timeout time.Duration
+	sha     string
+
+	leasePrefix string
+	leaseSeq    atomic.Uint64
+
+	mu          sync.Mutex
+	pending     []*call
+	inflight    int
+	maxInflight int
+	maxBatch    int
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// New returns a Store using client, which the caller owns and closes.
+func New(client rueidis.Client, opts Options) (*Store, error) {
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = "sluice:rl:"
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain braces", prefix)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s := &Store{
+		client:      client,
+		cluster:     client.Mode() == rueidis.ClientModeCluster,
+		prefix:      prefix,
+		hashTag:     opts.HashTag,
+		now:         opts.Now,
+		timeout:     cmpOr(opts.Timeout, 5*time.Second),
+		sha:         scriptSHA(),
+		leasePrefix: hex.EncodeToString(b[:]) + ".",
+		maxInflight: cmpOr(opts.MaxInFlight, 2),
+		maxBatch:    cmpOr(opts.MaxBatch, 128),
+	}
+	return s, nil
+}
+
+func scriptSHA() string {
+	sum := sha1.Sum([]byte(scriptSource))
+	return hex.EncodeToString(sum[:])
+}
+
+func cmpOr[T comparable](v, d T) T {
+	var zero T
+	if v == zero {
+		return d
+	}
+	return v
+}
+
+// algCode is the script's name of each algorithm; it also ends key names.
+func algCode(a ratelimit.Algorithm) string {
+	switch a {
+	case ratelimit.TokenBucket:
+		return "b"
+	case ratelimit.GCRA:
+		return "g"
+	case ratelimit.FixedWindow:
+		return "f"
+	case ratelimit.SlidingWindowCounter:
+		return "c"
+	case ratelimit.SlidingWindowLog:
+		return "l"
+	case ratelimit.Concurrency:
+		return "k"
+	}
+	return ""
+}
+
+// keyName returns the Redis key of key under p and its hash tag.
+func (s *Store) keyName(p *ratelimit.Policy, key string) (name, tag string) {
+	if s.hashTag == nil {
+		return s.prefix + "{" + key + "}:" + p.Name + ":" + algCode(p.Algorithm), key
+	}
+	tag = s.hashTag(key)
+	return s.prefix + "{" + tag + "}:" + p.Name + ":" + algCode(p.Algorithm) + ":" + key, tag
+}
+
+// call is one operation travelling in a batch.
+type call struct {
+	keys    []string
+	args    []string
+	nchecks int
+	slot    int // Cluster slot, or 0 on a standalone server
+
+	reply []int64 // status, then 6 per check
+	now   int64
+	err   error
+
+	wake  chan struct{} // one send: results are in, or lead is set
+	lead  []*call       // when woken to lead: the batch to run
+	queue bool          // still in Store.pending
+}
+
+// newCall starts an operation of code with room for n checks.
+func newCall(code byte, n int) *call {
+	c := &call{keys: make([]string, 0, n), args: make([]string, 0, 2+6*n), nchecks: n}
+	c.args = append(c.args, string(code), strconv.Itoa(n))
+	return c
+}
+
+// add appends one check; it returns ErrCrossSlot when a Cluster check
+// spans slots.
+func (s *Store) add(c *call, p *ratelimit.Policy, key string, cost int64, extra string) error {
+	name, _ := s.keyName(p, key)
+	if s.cluster {
+		slot := int(slotOf(name))
+		if len(c.keys) > 0 && slot != c.slot {
+			return ErrCrossSlot
+		}
+		c.slot = slot
+	}
+	c.keys = append(c.keys, name)
+	c.args = append(c.args, algCode(p.Algorithm), strconv.FormatInt(p.Limit, 10),
+		strconv.FormatInt(int64(p.Period/time.Microsecond), 10), strconv.FormatInt(p.Burst, 10),
+		strconv.FormatInt(cost, 10), extra)
+	return nil
+}
+
+// verdict returns the i-th check's decision.
+func (c *call) decision(i int) ratelimit.Decision {
+	r := c.reply[1+6*i:]
+	return ratelimit.Decision{
+		Allowed:    r[0] == 1,
+		Limit:      r[1],
+		Remaining:  r[2],
+		RetryAfter: time.Duration(r[3]) * time.Microsecond,
+		ResetAfter: time.Duration(r[4]) * time.Microsecond,
+	}
+}
+
+// validate checks p and cost as the memory store does, so both stores
+// return the same errors.
+func validate(p *ratelimit.Policy, cost int64) error {
+	if p == nil {
+		return fmt.Errorf("%w: no policy", ratelimit.ErrInvalidPolicy)
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if cost < 1 {
+		return ratelimit.ErrInvalidCost
+	}
+	if mc := p.MaxCost(); cost > mc {
+		return fmt.Errorf("%w: cost %d, at most %d", ratelimit.ErrCostExceedsLimit, cost, mc)
+	}
+	return nil
+}
+
+func (s *Store) single(ctx context.Context, code byte, p *ratelimit.Policy, key string, cost int64, extra string) (*call, error) {
+	c := newCall(code, 1)
+	if err := s.add(c, p, key, cost, extra); err != nil {
+		return nil, err
+	}
+	if err := s.do(ctx, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (s *Store) newLease() string {
+	return s.leasePrefix + strconv.FormatUint(s.leaseSeq.Add(1), 36)
+}
+
+// Allow implements ratelimit.Store.
+func (s *Store) Allow(ctx context.Context, p *ratelimit.Policy, key string, cost int64) (ratelimit.Decision, error) {
+	if err := validate(p, cost); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	extra := ""
+	if p.Algorithm == ratelimit.Concurrency {
+		extra = s.newLease()
+	}
+	c, err := s.single(ctx, 'a', p, key, cost, extra)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return c.decision(0), nil
+}
+
+// AllowMulti implements ratelimit.Store.
+func (s *Store) AllowMulti(ctx context.Context, checks []ratelimit.Check) ([]ratelimit.Decision, error) {
+	c := newCall('a', len(checks))
+	for i, ch := range checks {
+		if err := validate(ch.Policy, ch.Cost); err != nil {
+			return nil, fmt.Errorf("check %d: %w", i, err)
+		}
+		for _, d := range checks[:i] {
+			if d.Policy.Name == ch.Policy.Name && d.Key == ch.Key {
+				return nil, fmt.Errorf("check %d: %w: policy %q key %q", i, ratelimit.ErrDuplicateCheck, ch.Policy.Name, ch.Key)
+			}
+		}
+		extra := ""
+		if ch.Policy.Algorithm == ratelimit.Concurrency {
+			extra = s.newLease()
+		}
+		if err := s.add(c, ch.Policy, ch.Key, ch.Cost, extra); err != nil {
+			return nil, fmt.Errorf("check %d: %w", i, err)
+		}
+	}
+	if err := s.do(ctx, c); err != nil {
+		return nil, err
+	}
+	out := make([]ratelimit.Decision, len(checks))
+	for i := range out {
+		out[i] = c.decision(i)
+	}
+	return out, nil
+}
+
+func micros(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return min(int64(d/time.Microsecond), 1<<53-1)
+}
+
+// Reserve implements ratelimit.Store.
+func (s *Store) Reserve(ctx context.Context, p *ratelimit.Policy, key string, cost int64, maxWait time.Duration) (ratelimit.Reservation, error) {
+	if p != nil && p.Validate() == nil && p.Algorithm != ratelimit.TokenBucket && p.Algorithm != ratelimit.GCRA {
+		return ratelimit.Reservation{}, fmt.Errorf("%w: policy %q is %s", ratelimit.ErrReserveUnsupported, p.Name, p.Algorithm)
+	}
+	if err := validate(p, cost); err != nil {
+		return ratelimit.Reservation{}, err
+	}
+	c, err := s.single(ctx, 'r', p, key, cost, strconv.FormatInt(micros(maxWait), 10))
+	if err != nil {
+		return ratelimit.Reservation{}, err
+	}
+	d := c.decision(0)
+	r := ratelimit.Reservation{OK: d.Allowed, Decision: d, Policy: p, Key: key, Cost: cost}
+	if r.OK {
+		delay := c.reply[6]
+		r.Delay = time.Duration(delay) * time.Microsecond
+		r.Until = c.now + delay
+	}
+	return r, nil
+}
+
+// CancelReservation implements ratelimit.Store.
+func (s *Store) CancelReservation(ctx context.Context, r ratelimit.Reservation) error {
+	if !r.OK || r.Policy == nil {
+		return nil
+	}
+	if err := validate(r.Policy, r.Cost); err != nil {
+		return err
+	}
+	_, err := s.single(ctx, 'c', r.Policy, r.Key, r.Cost, strconv.FormatInt(r.Until, 10))
+	return err
+}
+
+// Peek implements ratelimit.Store.
+func (s *Store) Peek(ctx context.Context, p *ratelimit.Policy, key string) (ratelimit.Decision, error) {
+	if err := validate(p, 1); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	c, err := s.single(ctx, 'p', p, key, 1, "")
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return c.decision(0), nil
+}
+
+// Reset implements ratelimit.Store.
+func (s *Store) Reset(ctx context.Context, p *ratelimit.Policy, key string) error {
+	if err := validate(p, 1); err != nil {
+		return err
+	}
+	_, err := s.single(ctx, 'x', p, key, 1, "")
+	return err
+}
+
+// Acquire implements ratelimit.Store.
+func (s *Store) Acquire(ctx context.Context, p *ratelimit.Policy, key string, cost int64) (ratelimit.Lease, ratelimit.Decision, error) {
+	if p != nil && p.Algorithm != ratelimit.Concurrency {
+		return ratelimit.Lease{}, ratelimit.Decision{}, fmt.Errorf("%w: policy %q is %s", ratelimit.ErrNotConcurrency, p.Name, p.Algorithm)
+	}
+	if err := validate(p, cost); err != nil {
+		return ratelimit.Lease{}, ratelimit.Decision{}, err
+	}
+	id := s.newLease()
+	c, err := s.single(ctx, 'a', p, key, cost, id)
+	if err != nil {
+		return ratelimit.Lease{}, ratelimit.Decision{}, err
+	}
+	d := c.decision(0)
+	if !d.Allowed {
+		return ratelimit.Lease{}, d, nil
+	}
+	return ratelimit.Lease{Policy: p, Key: key, ID: id, Cost: cost}, d, nil
+}
+
+// Release implements ratelimit.Store.
+func (s *Store) Release(ctx context.Context, l ratelimit.Lease) error {
+	if l.Policy == nil || l.ID == "" {
+		return nil
+	}
+	if err := validate(l.Policy, l.Cost); err != nil {
+		return err
+	}
+	_, err := s.single(ctx, 'l', l.Policy, l.Key, l.Cost, l.ID)
+	return err
+}
