@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // MemoryOptions configures a MemoryStore.
@@ -28,34 +30,44 @@ type MemoryOptions struct {
 // a single-key check takes one shard lock and allocates nothing once the
 // key exists.
 //
+// A (policy, key) pair is identified by a 128-bit hash of both, keyed with
+// a random seed per store, rather than by the strings: the table then holds
+// no pointers (the garbage collector never scans it) and a check touches
+// no memory but its own slot. Two pairs would share state only if both
+// 64-bit halves collided, which for a billion live keys has odds below
+// 2^-68, and the seed keeps clients from choosing keys that collide.
+//
 // Memory is bounded by active keys: a key whose state is back to its full
 // allowance (a full bucket, an expired window, an empty log) equals no
 // state, and is treated as absent. Each shard deletes such keys when it has
 // doubled in size since its last sweep, and rebuilds its map when that
 // leaves it under a quarter of its peak, so a shard holds at most about
-// twice the keys that were active at its last sweep, plus 64. Sweep removes
-// them at once. A key costs about 150 bytes plus its name, and a
-// sliding_window_log or concurrency key 32 bytes per distinct admission
-// instant (at most Limit of them).
+// twice the keys that were active at its last sweep, plus 64; Sweep removes
+// them at once. A key costs about 100 bytes (64 in the table, the rest
+// slack), and a sliding_window_log or concurrency key also 32 bytes per
+// distinct admission instant or lease (at most Limit of them).
 type MemoryStore struct {
 	now    func() time.Time
-	seed   maphash.Seed
+	seed   [2]maphash.Seed
 	mask   uint64
 	shards []shard
 	leases atomic.Uint64
 }
 
-type mkey struct{ policy, key string }
+// hkey identifies a (policy, key) pair.
+type hkey struct{ a, b uint64 }
 
+// slot is the pointer-free part of a state.
 type slot struct {
-	alg Algorithm
-	exp int64 // Unix µs at which st equals no state
-	st  state
+	code       uint8 // params.code
+	exp        int64 // Unix µs at which the state equals no state
+	a, b, c, t int64
 }
 
 type shard struct {
 	mu        sync.Mutex
-	m         map[mkey]slot
+	m         map[hkey]slot
+	q         map[hkey]*queue // sliding_window_log and concurrency entries
 	nextSweep int
 	peak      int
 	_         [64]byte // keep shards' locks on separate cache lines
@@ -72,12 +84,13 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		n = max(64, 16*runtime.GOMAXPROCS(0))
 	}
 	n = 1 << bits.Len(uint(n-1))
-	s := &MemoryStore{now: opts.Now, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	s := &MemoryStore{now: opts.Now, seed: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, mask: uint64(n - 1), shards: make([]shard, n)}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[mkey]slot)
+		s.shards[i].m = make(map[hkey]slot)
+		s.shards[i].q = make(map[hkey]*queue)
 		s.shards[i].nextSweep = minSweep
 	}
 	return s
@@ -86,42 +99,71 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 // micros reads the clock in Unix microseconds.
 func (s *MemoryStore) micros() int64 { return max(0, s.now().UnixMicro()) }
 
-func (s *MemoryStore) shardIndex(key string) int { return int(maphash.String(s.seed, key) & s.mask) }
-
-// load returns the live state of k, or a fresh one.
-func (sh *shard) load(pp *params, k mkey, now int64) slot {
-	sl, ok := sh.m[k]
-	if !ok || sl.alg != pp.alg || sl.exp <= now {
-		return slot{alg: pp.alg, st: pp.fresh(now)}
-	}
-	return sl
+// locate returns the pair's identity and its shard. Every policy of one key
+// lives in one shard, so a multi-policy check on a key takes one lock.
+func (s *MemoryStore) locate(policy, key string) (hkey, *shard) {
+	ka, kb := maphash.String(s.seed[0], key), maphash.String(s.seed[1], key)
+	pa, pb := maphash.String(s.seed[0], policy), maphash.String(s.seed[1], policy)
+	return hkey{ka ^ pa*0x9E3779B97F4A7C15, kb ^ pb*0xC2B2AE3D27D4EB4F}, &s.shards[ka&s.mask]
 }
 
-// store keeps sl, or deletes k when sl equals no state.
-func (sh *shard) store(k mkey, sl slot, now int64) {
-	if sl.exp <= now {
-		delete(sh.m, k)
+// load returns the live state of k, or a fresh one.
+func (sh *shard) load(pp *params, k hkey, now int64) state {
+	sl, ok := sh.m[k]
+	if !ok || sl.code != pp.code || sl.exp <= now {
+		st := pp.fresh(now)
+		if st.q != nil {
+			if q := sh.q[k]; q != nil { // reuse the expired log's memory
+				q.e, q.head, q.sum = q.e[:0], 0, 0
+				st.q = q
+			}
+		}
+		return st
+	}
+	st := state{a: sl.a, b: sl.b, c: sl.c, t: sl.t}
+	if pp.alg == SlidingWindowLog || pp.alg == Concurrency {
+		st.q = sh.q[k]
+	}
+	return st
+}
+
+// store keeps st until exp, or deletes k when st already equals no state.
+func (sh *shard) store(pp *params, k hkey, st *state, exp, now int64) {
+	if exp <= now {
+		sh.remove(k)
 		return
 	}
-	sh.m[k] = sl
+	sh.m[k] = slot{code: pp.code, exp: exp, a: st.a, b: st.b, c: st.c, t: st.t}
+	if st.q != nil {
+		sh.q[k] = st.q
+	}
 	if n := len(sh.m); n >= sh.nextSweep {
 		sh.sweep(now)
 	}
+}
+
+func (sh *shard) remove(k hkey) {
+	delete(sh.m, k)
+	delete(sh.q, k)
 }
 
 func (sh *shard) sweep(now int64) {
 	sh.peak = max(sh.peak, len(sh.m))
 	for k, sl := range sh.m {
 		if sl.exp <= now {
-			delete(sh.m, k)
+			sh.remove(k)
 		}
 	}
 	if n := len(sh.m); n < sh.peak/4 {
-		m := make(map[mkey]slot, n)
+		m := make(map[hkey]slot, n)
 		for k, sl := range sh.m {
 			m[k] = sl
 		}
-		sh.m, sh.peak = m, n
+		q := make(map[hkey]*queue, len(sh.q))
+		for k, v := range sh.q {
+			q[k] = v
+		}
+		sh.m, sh.q, sh.peak = m, q, n
 	}
 	sh.nextSweep = max(minSweep, 2*len(sh.m))
 }
@@ -138,7 +180,8 @@ func (s *MemoryStore) Sweep() {
 	}
 }
 
-// Len returns the number of keys held, including idle ones not yet swept.
+// Len returns the number of (policy, key) states held, including idle ones
+// not yet swept.
 func (s *MemoryStore) Len() int {
 	n := 0
 	for i := range s.shards {
@@ -164,14 +207,12 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 		return Decision{}, err
 	}
 	now := s.micros()
-	k := mkey{p.Name, key}
-	sh := &s.shards[s.shardIndex(key)]
+	k, sh := s.locate(p.Name, key)
 	sh.mu.Lock()
-	sl := sh.load(&pp, k, now)
-	v, exp := pp.step(&sl.st, now, request{cost: cost, id: id})
+	st := sh.load(&pp, k, now)
+	v, exp := pp.step(&st, now, request{cost: cost, id: id})
 	if v.allowed {
-		sl.exp = exp
-		sh.store(k, sl, now)
+		sh.store(&pp, k, &st, exp, now)
 	}
 	sh.mu.Unlock()
 	return v.decision(pp.limit), nil
@@ -180,7 +221,8 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 // AllowMulti implements Store.
 func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decision, error) {
 	pps := make([]params, len(checks))
-	idx := make([]int, 0, len(checks))
+	ks := make([]hkey, len(checks))
+	shs := make([]*shard, len(checks))
 	for i, c := range checks {
 		if c.Policy == nil {
 			return nil, fmt.Errorf("check %d: %w: no policy", i, ErrInvalidPolicy)
@@ -198,38 +240,37 @@ func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decisio
 			}
 		}
 		pps[i] = pp
-		idx = append(idx, s.shardIndex(c.Key))
+		ks[i], shs[i] = s.locate(c.Policy.Name, c.Key)
 	}
-	shards := slices.Clone(idx)
-	slices.Sort(shards)
-	shards = slices.Compact(shards)
-	for _, i := range shards {
-		s.shards[i].mu.Lock()
+	// Lock each shard once, in address order, so concurrent multi-key
+	// checks cannot deadlock.
+	locked := slices.Clone(shs)
+	slices.SortFunc(locked, func(a, b *shard) int { return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))) })
+	locked = slices.Compact(locked)
+	for _, sh := range locked {
+		sh.mu.Lock()
 	}
 	defer func() {
-		for _, i := range shards {
-			s.shards[i].mu.Unlock()
+		for _, sh := range locked {
+			sh.mu.Unlock()
 		}
 	}()
 	now := s.micros()
 	out := make([]Decision, len(checks))
 	all := true
-	for i, c := range checks {
-		sl := s.shards[idx[i]].load(&pps[i], mkey{c.Policy.Name, c.Key}, now)
-		v, _ := pps[i].step(&sl.st, now, request{cost: c.Cost, dry: true})
+	for i := range checks {
+		st := shs[i].load(&pps[i], ks[i], now)
+		v, _ := pps[i].step(&st, now, request{cost: checks[i].Cost, dry: true})
 		out[i] = v.decision(pps[i].limit)
 		all = all && v.allowed
 	}
 	if !all {
 		return out, nil
 	}
-	for i, c := range checks {
-		k := mkey{c.Policy.Name, c.Key}
-		sh := &s.shards[idx[i]]
-		sl := sh.load(&pps[i], k, now)
-		v, exp := pps[i].step(&sl.st, now, request{cost: c.Cost})
-		sl.exp = exp
-		sh.store(k, sl, now)
+	for i := range checks {
+		st := shs[i].load(&pps[i], ks[i], now)
+		v, exp := pps[i].step(&st, now, request{cost: checks[i].Cost})
+		shs[i].store(&pps[i], ks[i], &st, exp, now)
 		out[i] = v.decision(pps[i].limit)
 	}
 	return out, nil
@@ -248,14 +289,12 @@ func (s *MemoryStore) Reserve(ctx context.Context, p *Policy, key string, cost i
 		return Reservation{}, err
 	}
 	now := s.micros()
-	k := mkey{p.Name, key}
-	sh := &s.shards[s.shardIndex(key)]
+	k, sh := s.locate(p.Name, key)
 	sh.mu.Lock()
-	sl := sh.load(&pp, k, now)
-	v, exp := pp.step(&sl.st, now, request{cost: cost, reserve: true, maxWait: micros(maxWait)})
+	st := sh.load(&pp, k, now)
+	v, exp := pp.step(&st, now, request{cost: cost, reserve: true, maxWait: micros(maxWait)})
 	if v.allowed {
-		sl.exp = exp
-		sh.store(k, sl, now)
+		sh.store(&pp, k, &st, exp, now)
 	}
 	sh.mu.Unlock()
 	return reservation(p, key, cost, now, v, pp.limit), nil
@@ -291,15 +330,13 @@ func (s *MemoryStore) CancelReservation(ctx context.Context, r Reservation) erro
 	if now >= r.Until {
 		return nil
 	}
-	k := mkey{r.Policy.Name, r.Key}
-	sh := &s.shards[s.shardIndex(r.Key)]
+	k, sh := s.locate(r.Policy.Name, r.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sl := sh.load(&pp, k, now)
-	lvl := min(pp.capacity, pp.level(&sl.st, now)+r.Cost*pp.unit)
-	pp.setLevel(&sl.st, now, lvl)
-	sl.exp = now + ceilDiv(pp.capacity-lvl, pp.rate)
-	sh.store(k, sl, now)
+	st := sh.load(&pp, k, now)
+	lvl := min(pp.capacity, pp.level(&st, now)+r.Cost*pp.unit)
+	pp.setLevel(&st, now, lvl)
+	sh.store(&pp, k, &st, now+ceilDiv(pp.capacity-lvl, pp.rate), now)
 	return nil
 }
 
@@ -310,19 +347,19 @@ func (s *MemoryStore) Peek(ctx context.Context, p *Policy, key string) (Decision
 		return Decision{}, err
 	}
 	now := s.micros()
-	sh := &s.shards[s.shardIndex(key)]
+	k, sh := s.locate(p.Name, key)
 	sh.mu.Lock()
-	sl := sh.load(&pp, mkey{p.Name, key}, now)
-	v := pp.peek(&sl.st, now)
+	st := sh.load(&pp, k, now)
+	v := pp.peek(&st, now)
 	sh.mu.Unlock()
 	return v.decision(pp.limit), nil
 }
 
 // Reset implements Store.
 func (s *MemoryStore) Reset(ctx context.Context, p *Policy, key string) error {
-	sh := &s.shards[s.shardIndex(key)]
+	k, sh := s.locate(p.Name, key)
 	sh.mu.Lock()
-	delete(sh.m, mkey{p.Name, key})
+	sh.remove(k)
 	sh.mu.Unlock()
 	return nil
 }
@@ -345,17 +382,16 @@ func (s *MemoryStore) Release(ctx context.Context, l Lease) error {
 	if l.Policy == nil || l.ID == "" {
 		return nil
 	}
-	k := mkey{l.Policy.Name, l.Key}
-	sh := &s.shards[s.shardIndex(l.Key)]
+	k, sh := s.locate(l.Policy.Name, l.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sl, ok := sh.m[k]
-	if !ok || sl.alg != Concurrency {
+	q := sh.q[k]
+	if q == nil {
 		return nil
 	}
-	sl.st.q.remove(l.ID)
-	if sl.st.q.len() == 0 {
-		delete(sh.m, k)
+	q.remove(l.ID)
+	if q.len() == 0 {
+		sh.remove(k)
 	}
 	return nil
 }

@@ -155,6 +155,7 @@ func gcd(a, b int64) int64 {
 // params is a policy prepared for the arithmetic of one check.
 type params struct {
 	alg      Algorithm
+	code     uint8 // 1 + the algorithm's index in Algorithms: 0 is no state
 	limit    int64 // Limit, or Burst for the buckets: the reported Limit
 	period   int64 // µs
 	unit     int64 // buckets: scaled units per token
@@ -172,13 +173,24 @@ func (p *Policy) prepare() (params, error) {
 	pp := params{alg: p.Algorithm, limit: p.Limit, period: int64(p.Period / time.Microsecond)}
 	switch p.Algorithm {
 	case TokenBucket, GCRA:
+		pp.code = 1
+		if p.Algorithm == GCRA {
+			pp.code = 2
+		}
 		b := p.burst()
 		unit, rate, ok := bucketScale(p.Limit, pp.period, b)
 		if !ok {
 			return params{}, p.Validate()
 		}
 		pp.limit, pp.unit, pp.rate, pp.capacity = b, unit, rate, b*unit
-	case FixedWindow, SlidingWindowLog, SlidingWindowCounter, Concurrency:
+	case FixedWindow:
+		pp.code = 3
+	case SlidingWindowLog:
+		pp.code = 4
+	case SlidingWindowCounter:
+		pp.code = 5
+	case Concurrency:
+		pp.code = 6
 	default:
 		return params{}, p.Validate()
 	}

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
 
 	"github.com/redis/rueidis"
 )
@@ -115,19 +118,41 @@ func (s *Store) exec(ctx context.Context, batch []*call) {
 	}
 }
 
-// command builds the EVALSHA (or EVAL) of one batch.
+// policyArgs identifies a policy's parameters in a batch.
+type policyArgs struct {
+	alg                  ratelimit.Algorithm
+	limit, period, burst int64
+}
+
+// command builds the EVALSHA (or EVAL) of one batch. Each distinct policy
+// is sent once, and checks refer to it by index.
 func (s *Store) command(g []*call, nowArg string, sha bool) rueidis.Completed {
-	nkeys, nargs := 0, 2
+	nkeys := 0
 	for _, c := range g {
 		nkeys += len(c.keys)
-		nargs += len(c.args)
 	}
 	keys := make([]string, 0, nkeys)
-	args := make([]string, 0, nargs)
-	args = append(args, nowArg, strconv.Itoa(len(g)))
+	args := make([]string, 2, 4+3*nkeys+2*len(g))
+	args[0] = nowArg
+	index := make(map[policyArgs]string, 2)
 	for _, c := range g {
 		keys = append(keys, c.keys...)
-		args = append(args, c.args...)
+		for _, ch := range c.checks {
+			pa := policyArgs{ch.policy.Algorithm, ch.policy.Limit, int64(ch.policy.Period / time.Microsecond), ch.policy.Burst}
+			if _, ok := index[pa]; !ok {
+				index[pa] = strconv.Itoa(len(index) + 1)
+				args = append(args, algCode(pa.alg), strconv.FormatInt(pa.limit, 10), strconv.FormatInt(pa.period, 10), strconv.FormatInt(pa.burst, 10))
+			}
+		}
+	}
+	args[1] = strconv.Itoa(len(index))
+	args = append(args, strconv.Itoa(len(g)))
+	for _, c := range g {
+		args = append(args, c.code, strconv.Itoa(len(c.checks)))
+		for _, ch := range c.checks {
+			pa := policyArgs{ch.policy.Algorithm, ch.policy.Limit, int64(ch.policy.Period / time.Microsecond), ch.policy.Burst}
+			args = append(args, index[pa], ch.cost, ch.extra)
+		}
 	}
 	if sha {
 		return s.client.B().Evalsha().Sha1(s.sha).Numkeys(int64(nkeys)).Key(keys...).Arg(args...).Build()
@@ -140,7 +165,7 @@ func distribute(g []*call, res rueidis.RedisResult) {
 	if err == nil {
 		want := 1
 		for _, c := range g {
-			want += 1 + 6*c.nchecks
+			want += 1 + 5*len(c.checks)
 		}
 		if len(vals) != want {
 			err = fmt.Errorf("redisstore: script replied %d numbers, want %d", len(vals), want)
@@ -154,7 +179,7 @@ func distribute(g []*call, res rueidis.RedisResult) {
 	}
 	off := 1
 	for _, c := range g {
-		n := 1 + 6*c.nchecks
+		n := 1 + 5*len(c.checks)
 		c.now, c.reply = vals[0], vals[off:off+n:off+n]
 		off += n
 	}

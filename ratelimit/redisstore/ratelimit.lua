@@ -3,15 +3,17 @@
 -- Every number stays an integer below 2^53, exact in Lua's doubles.
 --
 -- ARGV[1]  clock override in Unix µs, or '' for the server's TIME (tests only)
--- ARGV[2]  number of operations; then for each operation:
---   code ('a' allow all-or-nothing, 'r' reserve, 'c' cancel, 'p' peek,
---   'x' reset, 'l' release), number of checks, and per check:
---   algorithm ('b','g','f','c','l','k'), limit, period µs, burst, cost, extra
---   (extra: lease id for 'k' allows and releases, max wait µs for 'r',
---   until µs for 'c').
+-- ARGV[2]  number of policies; then per policy: algorithm ('b','g','f','c',
+--          'l','k'), limit, period µs, burst
+-- then     number of operations; then per operation: code ('a' allow
+--          all-or-nothing, 'r' reserve, 'c' cancel, 'p' peek, 'x' reset,
+--          'l' release), number of checks, and per check: policy index
+--          (1-based), cost, extra (lease id for 'k' allows and releases,
+--          max wait µs for 'r', until µs for 'c').
 -- KEYS: one per check, in order.
 -- Reply: now, then per operation: status (1 allowed), and per check:
--- allowed, limit, remaining, retry µs, reset µs, delay µs.
+-- allowed, remaining, retry µs, reset µs, delay µs.
+-- States of the scalar algorithms are little-endian doubles (struct.pack).
 
 local MAXEXACT = 9007199254740992
 
@@ -68,20 +70,22 @@ local function load(p, key)
     else st.a, st.b, st.c = fdiv(now, p.period), 0, 0 end
     return st
   end
-  local x, y, z = string.match(v, '^(%-?%d+):(%-?%d+):?(%-?%d*)$')
-  st.a = tonumber(x)
-  if p.alg == 'b' then st.t = tonumber(y) else st.b = tonumber(y) end
-  st.c = tonumber(z) or 0
+  if p.alg == 'b' then st.a, st.t = struct.unpack('<dd', v)
+  elseif p.alg == 'c' then st.a, st.b, st.c = struct.unpack('<ddd', v)
+  else st.a, st.b = struct.unpack('<dd', v) end
   return st
 end
 
 local function save(p, key, st, exp)
   local ms = cdiv(exp - now, 1000)
-  if ms <= 0 then redis.call('DEL', key) return end
+  if ms <= 0 then
+    redis.call('DEL', key)
+    return
+  end
   local v
-  if p.alg == 'b' then v = string.format('%d:%d', st.a, st.t)
-  elseif p.alg == 'c' then v = string.format('%d:%d:%d', st.a, st.b, st.c)
-  else v = string.format('%d:%d', st.a, st.b) end
+  if p.alg == 'b' then v = struct.pack('<dd', st.a, st.t)
+  elseif p.alg == 'c' then v = struct.pack('<ddd', st.a, st.b, st.c)
+  else v = struct.pack('<dd', st.a, st.b) end
   redis.call('SET', key, v, 'PX', ms)
 end
 
@@ -266,21 +270,29 @@ local function peek(p, key)
   return v
 end
 
-local out = { now }
-local ki, ai = 1, 3
-local nops = tonumber(ARGV[2])
+local policies = {}
+local ai = 3
+for i = 1, tonumber(ARGV[2]) do
+  policies[i] = prep(ARGV[ai], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3]))
+  ai = ai + 4
+end
+
+local out, no = { now }, 1
+local ki = 1
+local nops = tonumber(ARGV[ai])
+ai = ai + 1
 for _ = 1, nops do
   local code, nchecks = ARGV[ai], tonumber(ARGV[ai + 1])
   ai = ai + 2
   local checks = {}
   for i = 1, nchecks do
-    local p = prep(ARGV[ai], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3]))
-    checks[i] = { p = p, key = KEYS[ki], cost = tonumber(ARGV[ai + 4]), extra = ARGV[ai + 5] }
-    ki, ai = ki + 1, ai + 6
+    checks[i] = { p = policies[tonumber(ARGV[ai])], key = KEYS[ki], cost = tonumber(ARGV[ai + 1]), extra = ARGV[ai + 2] }
+    ki, ai = ki + 1, ai + 3
   end
   local status, vs = 1, {}
   if code == 'a' or code == 'r' then
-    for i, c in ipairs(checks) do
+    for i = 1, nchecks do
+      local c = checks[i]
       c.st = load(c.p, c.key)
       local maxwait = 0
       if code == 'r' then maxwait = tonumber(c.extra) end
@@ -288,7 +300,8 @@ for _ = 1, nops do
       if vs[i][1] ~= 1 then status = 0 end
     end
     if status == 1 then
-      for _, c in ipairs(checks) do
+      for i = 1, nchecks do
+        local c = checks[i]
         if c.p.alg == 'l' or c.p.alg == 'k' then
           local id = ''
           if c.p.alg == 'k' then id = c.extra end
@@ -316,15 +329,12 @@ for _ = 1, nops do
     for i = 1, c.cost do members[i] = c.extra .. ':' .. i end
     redis.call('ZREM', c.key, unpack(members))
   end
-  out[#out + 1] = status
+  no = no + 1
+  out[no] = status
   for i = 1, nchecks do
     local v = vs[i] or { 0, 0, 0, 0, 0 }
-    out[#out + 1] = v[1]
-    out[#out + 1] = checks[i].p.limit
-    out[#out + 1] = v[2]
-    out[#out + 1] = v[3]
-    out[#out + 1] = v[4]
-    out[#out + 1] = v[5]
+    out[no + 1], out[no + 2], out[no + 3], out[no + 4], out[no + 5] = v[1], v[2], v[3], v[4], v[5]
+    no = no + 5
   end
 end
 return out

@@ -165,12 +165,12 @@ func (s *Store) keyName(p *ratelimit.Policy, key string) (name, tag string) {
 
 // call is one operation travelling in a batch.
 type call struct {
-	keys    []string
-	args    []string
-	nchecks int
-	slot    int // Cluster slot, or 0 on a standalone server
+	code   string
+	keys   []string
+	checks []check
+	slot   int // Cluster slot, or 0 on a standalone server
 
-	reply []int64 // status, then 6 per check
+	reply []int64 // status, then 5 per check
 	now   int64
 	err   error
 
@@ -179,11 +179,15 @@ type call struct {
 	queue bool          // still in Store.pending
 }
 
+type check struct {
+	policy *ratelimit.Policy
+	cost   string
+	extra  string
+}
+
 // newCall starts an operation of code with room for n checks.
-func newCall(code byte, n int) *call {
-	c := &call{keys: make([]string, 0, n), args: make([]string, 0, 2+6*n), nchecks: n}
-	c.args = append(c.args, string(code), strconv.Itoa(n))
-	return c
+func newCall(code string, n int) *call {
+	return &call{code: code, keys: make([]string, 0, n), checks: make([]check, 0, n)}
 }
 
 // add appends one check; it returns ErrCrossSlot when a Cluster check
@@ -198,21 +202,19 @@ func (s *Store) add(c *call, p *ratelimit.Policy, key string, cost int64, extra 
 		c.slot = slot
 	}
 	c.keys = append(c.keys, name)
-	c.args = append(c.args, algCode(p.Algorithm), strconv.FormatInt(p.Limit, 10),
-		strconv.FormatInt(int64(p.Period/time.Microsecond), 10), strconv.FormatInt(p.Burst, 10),
-		strconv.FormatInt(cost, 10), extra)
+	c.checks = append(c.checks, check{policy: p, cost: strconv.FormatInt(cost, 10), extra: extra})
 	return nil
 }
 
-// verdict returns the i-th check's decision.
+// decision returns the i-th check's decision.
 func (c *call) decision(i int) ratelimit.Decision {
-	r := c.reply[1+6*i:]
+	r := c.reply[1+5*i:]
 	return ratelimit.Decision{
 		Allowed:    r[0] == 1,
-		Limit:      r[1],
-		Remaining:  r[2],
-		RetryAfter: time.Duration(r[3]) * time.Microsecond,
-		ResetAfter: time.Duration(r[4]) * time.Microsecond,
+		Limit:      c.checks[i].policy.Capacity(),
+		Remaining:  r[1],
+		RetryAfter: time.Duration(r[2]) * time.Microsecond,
+		ResetAfter: time.Duration(r[3]) * time.Microsecond,
 	}
 }
 
@@ -234,7 +236,7 @@ func validate(p *ratelimit.Policy, cost int64) error {
 	return nil
 }
 
-func (s *Store) single(ctx context.Context, code byte, p *ratelimit.Policy, key string, cost int64, extra string) (*call, error) {
+func (s *Store) single(ctx context.Context, code string, p *ratelimit.Policy, key string, cost int64, extra string) (*call, error) {
 	c := newCall(code, 1)
 	if err := s.add(c, p, key, cost, extra); err != nil {
 		return nil, err
@@ -258,7 +260,7 @@ func (s *Store) Allow(ctx context.Context, p *ratelimit.Policy, key string, cost
 	if p.Algorithm == ratelimit.Concurrency {
 		extra = s.newLease()
 	}
-	c, err := s.single(ctx, 'a', p, key, cost, extra)
+	c, err := s.single(ctx, "a", p, key, cost, extra)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -267,7 +269,7 @@ func (s *Store) Allow(ctx context.Context, p *ratelimit.Policy, key string, cost
 
 // AllowMulti implements ratelimit.Store.
 func (s *Store) AllowMulti(ctx context.Context, checks []ratelimit.Check) ([]ratelimit.Decision, error) {
-	c := newCall('a', len(checks))
+	c := newCall("a", len(checks))
 	for i, ch := range checks {
 		if err := validate(ch.Policy, ch.Cost); err != nil {
 			return nil, fmt.Errorf("check %d: %w", i, err)
@@ -310,14 +312,14 @@ func (s *Store) Reserve(ctx context.Context, p *ratelimit.Policy, key string, co
 	if err := validate(p, cost); err != nil {
 		return ratelimit.Reservation{}, err
 	}
-	c, err := s.single(ctx, 'r', p, key, cost, strconv.FormatInt(micros(maxWait), 10))
+	c, err := s.single(ctx, "r", p, key, cost, strconv.FormatInt(micros(maxWait), 10))
 	if err != nil {
 		return ratelimit.Reservation{}, err
 	}
 	d := c.decision(0)
 	r := ratelimit.Reservation{OK: d.Allowed, Decision: d, Policy: p, Key: key, Cost: cost}
 	if r.OK {
-		delay := c.reply[6]
+		delay := c.reply[5]
 		r.Delay = time.Duration(delay) * time.Microsecond
 		r.Until = c.now + delay
 	}
@@ -332,7 +334,7 @@ func (s *Store) CancelReservation(ctx context.Context, r ratelimit.Reservation) 
 	if err := validate(r.Policy, r.Cost); err != nil {
 		return err
 	}
-	_, err := s.single(ctx, 'c', r.Policy, r.Key, r.Cost, strconv.FormatInt(r.Until, 10))
+	_, err := s.single(ctx, "c", r.Policy, r.Key, r.Cost, strconv.FormatInt(r.Until, 10))
 	return err
 }
 
@@ -341,7 +343,7 @@ func (s *Store) Peek(ctx context.Context, p *ratelimit.Policy, key string) (rate
 	if err := validate(p, 1); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	c, err := s.single(ctx, 'p', p, key, 1, "")
+	c, err := s.single(ctx, "p", p, key, 1, "")
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -353,7 +355,7 @@ func (s *Store) Reset(ctx context.Context, p *ratelimit.Policy, key string) erro
 	if err := validate(p, 1); err != nil {
 		return err
 	}
-	_, err := s.single(ctx, 'x', p, key, 1, "")
+	_, err := s.single(ctx, "x", p, key, 1, "")
 	return err
 }
 
@@ -366,7 +368,7 @@ func (s *Store) Acquire(ctx context.Context, p *ratelimit.Policy, key string, co
 		return ratelimit.Lease{}, ratelimit.Decision{}, err
 	}
 	id := s.newLease()
-	c, err := s.single(ctx, 'a', p, key, cost, id)
+	c, err := s.single(ctx, "a", p, key, cost, id)
 	if err != nil {
 		return ratelimit.Lease{}, ratelimit.Decision{}, err
 	}
@@ -385,6 +387,6 @@ func (s *Store) Release(ctx context.Context, l ratelimit.Lease) error {
 	if err := validate(l.Policy, l.Cost); err != nil {
 		return err
 	}
-	_, err := s.single(ctx, 'l', l.Policy, l.Key, l.Cost, l.ID)
+	_, err := s.single(ctx, "l", l.Policy, l.Key, l.Cost, l.ID)
 	return err
 }
