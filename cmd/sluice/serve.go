@@ -53,8 +53,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	log.Info("queue ready", "embedded", q.Embedded())
 
 	checks := []httpapi.Check{{Name: "database", Ping: db.Ping}, {Name: "nats", Ping: q.Ping}}
+	var rc rueidis.Client
 	if cfg.RedisURL != "" {
-		rc, err := openRedis(cfg.RedisURL)
+		rc, err = openRedis(cfg.RedisURL)
 		if err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}
@@ -73,6 +74,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewBuildInfoCollector(),
 	)
+
+	rl, err := startRatelimit(ctx, cfg, log, db, q, rc, reg)
+	if err != nil {
+		return err
+	}
+	defer rl.stop()
+	// rlStore is the node's shared rate limit counter store (memory, or
+	// Redis behind failover); every rate limiter of the node uses it.
+	rlStore := rl.store
+	_ = rlStore
 	api := httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     reg,
@@ -80,6 +91,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		Checks:       checks,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Version:      buildVersion(),
+		Ratelimit:    rl.service,
 	})
 	if n, err := db.CountActiveAPIKeys(ctx); err == nil && n == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")

@@ -33,6 +33,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long shutdown waits for in-flight requests and workers"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes" flag:"max-body-bytes" usage:"largest accepted request body; larger ones get 413"`
 	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
+	Ratelimit       Ratelimit     `yaml:"ratelimit"`
+	Gateway         Gateway       `yaml:"gateway"`
 	// Config is the path of the YAML file that was loaded, if any.
 	Config string `yaml:"-" flag:"config" usage:"YAML configuration file"`
 }
@@ -47,6 +49,7 @@ func Default() Config {
 		LogLevel:        "info",
 		ShutdownTimeout: 30 * time.Second,
 		MaxBodyBytes:    1 << 20,
+		Ratelimit:       defaultRatelimit(),
 	}
 }
 
@@ -104,5 +107,6 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		bad("max-body-bytes", "must be at least 1024")
 	}
+	c.validateRatelimit(bad)
 	return errors.Join(errs...)
 }

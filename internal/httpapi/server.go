@@ -53,6 +53,8 @@ type Options struct {
 	Now func() time.Time
 	// Version is reported by /healthz.
 	Version string
+	// Ratelimit serves /v1/ratelimit/*. If nil, those routes answer 503.
+	Ratelimit Ratelimiter
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -95,6 +97,7 @@ func New(opts Options) *Server {
 	}
 	s.registerOps()
 	s.registerKeys()
+	s.registerRatelimit()
 	return s
 }
 

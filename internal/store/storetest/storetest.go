@@ -24,6 +24,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("PingAndDialect", s.pingAndDialect)
 	t.Run("InTx", s.inTx)
 	t.Run("APIKeys", s.apiKeys)
+	t.Run("Ratelimit", s.ratelimit)
 }
 
 type suite struct {

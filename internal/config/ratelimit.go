@@ -1,0 +1,141 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/limits"
+)
+
+// Ratelimit configures the rate limit service.
+type Ratelimit struct {
+	Nodes           int           `yaml:"nodes" flag:"ratelimit-nodes" usage:"how many Sluice nodes share Redis; while Redis is down each node admits limit / nodes"`
+	RefreshInterval time.Duration `yaml:"refresh_interval" flag:"ratelimit-refresh" usage:"periodic reload of policies and blocks (changes through the API reach every node at once by NATS)"`
+	StoreTimeout    time.Duration `yaml:"store_timeout" flag:"ratelimit-store-timeout" usage:"longest wait for Redis on one check before falling back to local limiters"`
+	HotKeys         int           `yaml:"hot_keys" flag:"ratelimit-hot-keys" usage:"over-limit keys answered locally until their retry time, without a Redis round trip (0 disables)"`
+	// Policies are fixed by the file: they hide stored policies of the
+	// same name and cannot be changed through the API.
+	Policies []limits.Policy `yaml:"policies"`
+}
+
+// Gateway configures the rate limiting reverse proxy. It runs when Listen
+// is set.
+type Gateway struct {
+	Listen         string   `yaml:"listen" flag:"gateway-listen" usage:"listen address of the rate limiting reverse proxy; empty disables it"`
+	Upstream       string   `yaml:"upstream" flag:"gateway-upstream" usage:"URL the gateway forwards admitted requests to"`
+	TrustedProxies []string `yaml:"trusted_proxies" flag:"gateway-trusted-proxies" usage:"comma-separated addresses or CIDRs whose X-Forwarded-For is believed"`
+	// DefaultTier is the policy of API keys not listed in Tiers; default
+	// "free".
+	DefaultTier string `yaml:"default_tier"`
+	// AnonymousPolicy limits clients without an API key, by IP; default
+	// "free".
+	AnonymousPolicy string `yaml:"anonymous_policy"`
+	// Tiers maps API keys to their tier's policy name.
+	Tiers map[string]string `yaml:"tiers"`
+	// Global is the capacity limit shared by every client (load
+	// shedding): refused requests get 503.
+	Global GatewayGlobal `yaml:"global"`
+	// Routes choose the limits of each path; the longest matching prefix
+	// wins. With none, every request gets its client's tier.
+	Routes []GatewayRoute `yaml:"routes"`
+}
+
+// GatewayGlobal is the gateway's load shedding limit.
+type GatewayGlobal struct {
+	// Policy names the policy; empty disables load shedding.
+	Policy string `yaml:"policy"`
+	// MaxWait, if positive, lets a request refused only by the global
+	// limit wait up to this long for capacity instead of getting 503.
+	MaxWait time.Duration `yaml:"max_wait"`
+}
+
+// GatewayRoute is the limits of the requests under one path prefix.
+type GatewayRoute struct {
+	// Path is a path prefix, "/" for everything.
+	Path string `yaml:"path"`
+	// Methods restricts the route to these methods; empty means all.
+	Methods []string `yaml:"methods"`
+	// Policies are checked keyed by the client's identity (API key, else
+	// IP). "tier" stands for the client's tier. Default: ["tier"].
+	Policies []string `yaml:"policies"`
+	// IPPolicy, if set, is checked keyed by the client IP even when an API
+	// key is present (login routes).
+	IPPolicy string `yaml:"ip_policy"`
+	// AccountField names the JSON body field holding the target account,
+	// checked under AccountPolicy (login routes).
+	AccountField  string `yaml:"account_field"`
+	AccountPolicy string `yaml:"account_policy"`
+}
+
+func defaultRatelimit() Ratelimit {
+	return Ratelimit{Nodes: 1, RefreshInterval: 30 * time.Second, StoreTimeout: 250 * time.Millisecond, HotKeys: 100_000}
+}
+
+// validate adds the rate limit and gateway problems to bad.
+func (c Config) validateRatelimit(bad func(flag, format string, args ...any)) {
+	r := c.Ratelimit
+	if r.Nodes < 1 {
+		bad("ratelimit-nodes", "must be at least 1")
+	}
+	if r.RefreshInterval < 100*time.Millisecond {
+		bad("ratelimit-refresh", "must be at least 100ms")
+	}
+	if r.StoreTimeout <= 0 || r.StoreTimeout > 10*time.Second {
+		bad("ratelimit-store-timeout", "must be between 1ns and 10s")
+	}
+	if r.HotKeys < 0 {
+		bad("ratelimit-hot-keys", "must not be negative")
+	}
+	seen := map[string]bool{}
+	for i, p := range r.Policies {
+		for _, f := range p.FieldErrors(fmt.Sprintf("ratelimit.policies[%d].", i)) {
+			bad("config", "%s %s", f.Field, f.Detail)
+		}
+		if seen[p.Name] {
+			bad("config", "ratelimit.policies[%d]: policy %q is defined twice", i, p.Name)
+		}
+		seen[p.Name] = true
+	}
+	g := c.Gateway
+	if g.Listen == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(g.Listen); err != nil {
+		bad("gateway-listen", "%q is not host:port", g.Listen)
+	}
+	if u, err := url.Parse(g.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("gateway-upstream", "%q is not an http:// or https:// URL (required with --gateway-listen)", g.Upstream)
+	}
+	if _, err := ParsePrefixes(g.TrustedProxies); err != nil {
+		bad("gateway-trusted-proxies", "%v", err)
+	}
+	for i, rt := range g.Routes {
+		if !strings.HasPrefix(rt.Path, "/") {
+			bad("config", "gateway.routes[%d].path %q must start with /", i, rt.Path)
+		}
+		if (rt.AccountField == "") != (rt.AccountPolicy == "") {
+			bad("config", "gateway.routes[%d]: account_field and account_policy go together", i)
+		}
+	}
+}
+
+// ParsePrefixes reads addresses ("10.0.0.1") and CIDRs ("10.0.0.0/8").
+func ParsePrefixes(ss []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(ss))
+	for _, s := range ss {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an address or CIDR", s)
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}

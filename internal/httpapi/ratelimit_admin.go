@@ -1,0 +1,255 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// policyBody is a policy on the wire. Period is a string parsed here so a
+// bad one is a 422 naming the field, not a JSON syntax error.
+type policyBody struct {
+	Name           string `json:"name"`
+	Algorithm      string `json:"algorithm"`
+	Limit          int64  `json:"limit"`
+	Period         string `json:"period"`
+	Burst          int64  `json:"burst"`
+	Mode           string `json:"mode,omitempty"`
+	BurstOver      int64  `json:"burst_over"`
+	OnStoreFailure string `json:"on_store_failure,omitempty"`
+	Description    string `json:"description,omitempty"`
+	Source         string `json:"source,omitempty"` // responses only
+}
+
+// toPolicy converts b, naming bad fields with prefix.
+func (b policyBody) toPolicy(prefix string) (limits.Policy, error) {
+	p := limits.Policy{Name: b.Name, Algorithm: ratelimit.Algorithm(b.Algorithm), Limit: b.Limit, Burst: b.Burst,
+		Mode: limits.Mode(b.Mode), BurstOver: b.BurstOver, OnStoreFailure: limits.Failure(b.OnStoreFailure),
+		Description: b.Description}
+	var fe []apperr.FieldError
+	if b.Source != "" {
+		fe = append(fe, apperr.FieldError{Field: prefix + "source", Detail: "is set by the server"})
+	}
+	periodBad := true
+	if b.Period == "" {
+		fe = append(fe, apperr.FieldError{Field: prefix + "period", Detail: "is required, e.g. \"1m\""})
+	} else if d, err := limits.ParsePeriod(b.Period); err != nil {
+		fe = append(fe, apperr.FieldError{Field: prefix + "period", Detail: err.Error()})
+	} else {
+		p.Period, periodBad = d, false
+	}
+	p = p.Normalize()
+	for _, f := range p.FieldErrors(prefix) {
+		if !periodBad || f.Field != prefix+"period" {
+			fe = append(fe, f)
+		}
+	}
+	return p, apperr.Fields(apperr.Unprocessable, "the policy is invalid", fe)
+}
+
+func toPolicyBody(p limits.Policy, src limits.Source) policyBody {
+	return policyBody{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit, Period: p.Period.String(),
+		Burst: p.Burst, Mode: string(p.Mode), BurstOver: p.BurstOver, OnStoreFailure: string(p.OnStoreFailure),
+		Description: p.Description, Source: string(src)}
+}
+
+func listPolicies(rl Ratelimiter, w http.ResponseWriter, _ *http.Request) error {
+	ps, srcs := rl.Policies()
+	items := make([]policyBody, len(ps))
+	for i := range ps {
+		items[i] = toPolicyBody(ps[i], srcs[i])
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	return nil
+}
+
+func getPolicy(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
+	p, src, err := rl.Policy(r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toPolicyBody(p, src))
+	return nil
+}
+
+func putPolicy(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
+	var body policyBody
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if body.Name == "" {
+		body.Name = name
+	} else if body.Name != name {
+		return apperr.Fields(apperr.Unprocessable, "the policy is invalid",
+			[]apperr.FieldError{{Field: "name", Detail: "must match the name in the path, " + name}})
+	}
+	p, err := body.toPolicy("")
+	if err != nil {
+		return err
+	}
+	created, err := rl.PutPolicy(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, toPolicyBody(p, limits.FromDatabase))
+	return nil
+}
+
+func deletePolicy(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
+	if err := rl.DeletePolicy(r.Context(), r.PathValue("name")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type blockBody struct {
+	Key      string `json:"key"`
+	Policy   string `json:"policy,omitempty"`
+	Duration string `json:"duration"`
+	Reason   string `json:"reason"`
+}
+
+type blockJSON struct {
+	Key       string    `json:"key"`
+	Policy    string    `json:"policy,omitempty"`
+	Reason    string    `json:"reason"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func toBlockJSON(b limits.Block) blockJSON {
+	return blockJSON{Key: b.Key, Policy: b.Policy, Reason: b.Reason, CreatedAt: b.CreatedAt.UTC(), ExpiresAt: b.ExpiresAt.UTC()}
+}
+
+func createBlock(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
+	var body blockBody
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	req := limits.BlockRequest{Key: body.Key, Policy: body.Policy, Reason: body.Reason}
+	if body.Duration == "" {
+		return apperr.Fields(apperr.Unprocessable, "the block is invalid",
+			[]apperr.FieldError{{Field: "duration", Detail: "is required, e.g. \"15m\""}})
+	}
+	d, err := limits.ParsePeriod(body.Duration)
+	if err != nil {
+		return apperr.Fields(apperr.Unprocessable, "the block is invalid",
+			[]apperr.FieldError{{Field: "duration", Detail: err.Error()}})
+	}
+	req.Duration = time.Duration(d)
+	b, err := rl.BlockKey(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, toBlockJSON(b))
+	return nil
+}
+
+func listBlocks(rl Ratelimiter, w http.ResponseWriter, _ *http.Request) error {
+	bs := rl.Blocks()
+	items := make([]blockJSON, len(bs))
+	for i, b := range bs {
+		items[i] = toBlockJSON(b)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	return nil
+}
+
+func deleteBlock(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
+	var policy *string
+	if r.URL.Query().Has("policy") {
+		p := r.URL.Query().Get("policy")
+		policy = &p
+	}
+	if err := rl.Unblock(r.Context(), r.PathValue("key"), policy); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type simRequestBody struct {
+	AtMS int64  `json:"at_ms"`
+	Key  string `json:"key"`
+	Cost *int64 `json:"cost"`
+}
+
+type simulateBody struct {
+	Policy     *policyBody      `json:"policy"`
+	PolicyName string           `json:"policy_name"`
+	Requests   []simRequestBody `json:"requests"`
+}
+
+type simulateResponse struct {
+	Decisions   []decisionJSON `json:"decisions"`
+	Allowed     int            `json:"allowed"`
+	Refused     int            `json:"refused"`
+	WouldRefuse int            `json:"would_refuse"`
+}
+
+func (s *Server) simulate(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
+	var body simulateBody
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	p, err := simPolicy(rl, body)
+	if err != nil {
+		return err
+	}
+	reqs := make([]ratelimit.SimRequest, len(body.Requests))
+	for i, q := range body.Requests {
+		reqs[i] = ratelimit.SimRequest{At: time.Duration(q.AtMS) * time.Millisecond, Key: q.Key, Cost: 1}
+		if q.Cost != nil {
+			reqs[i].Cost = *q.Cost
+		}
+		if q.AtMS > int64(100*365*24*time.Hour/time.Millisecond) {
+			reqs[i].At = -1 // refused as out of range by Simulate
+		}
+	}
+	ds, err := limits.Simulate(p, reqs)
+	if err != nil {
+		return err
+	}
+	out := simulateResponse{Decisions: make([]decisionJSON, len(ds))}
+	for i, d := range ds {
+		out.Decisions[i] = toDecisionJSON(d)
+		if d.Allowed {
+			out.Allowed++
+		} else {
+			out.Refused++
+		}
+		if d.WouldRefuse {
+			out.WouldRefuse++
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// simPolicy is the inline policy or the named one.
+func simPolicy(rl Ratelimiter, body simulateBody) (limits.Policy, error) {
+	switch {
+	case body.Policy != nil && body.PolicyName != "":
+		return limits.Policy{}, apperr.New(apperr.Invalid, "send either policy or policy_name, not both")
+	case body.Policy != nil:
+		if body.Policy.Name == "" {
+			body.Policy.Name = "simulated"
+		}
+		return body.Policy.toPolicy("policy.")
+	case body.PolicyName != "":
+		p, _, err := rl.Policy(body.PolicyName)
+		return p, err
+	default:
+		return limits.Policy{}, apperr.Fields(apperr.Unprocessable, "the simulation is invalid",
+			[]apperr.FieldError{{Field: "policy", Detail: "an inline policy or a policy_name is required"}})
+	}
+}

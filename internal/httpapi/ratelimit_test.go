@@ -1,0 +1,257 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// setupRL is setup with the rate limit routes on a memory counter store.
+func setupRL(t *testing.T) *bundle {
+	t.Helper()
+	b := setup(t)
+	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rules.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Ratelimit: svc})
+	return b
+}
+
+func decode[T any](t *testing.T, resp *http.Response) T {
+	t.Helper()
+	var v T
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatalf("decode %T: %v", v, err)
+	}
+	return v
+}
+
+func TestCheckSingleAndHeaders(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	resp := b.do(call{method: "POST", path: "/v1/ratelimit/check", body: `{"policy":"free","key":"api_key:abc","cost":1}`})
+	if resp.StatusCode != 200 {
+		t.Fatalf("check = %d, want 200", resp.StatusCode)
+	}
+	got := decode[map[string]any](t, resp)
+	want := map[string]any{"allowed": true, "limit": 60.0, "remaining": 59.0, "retry_after_ms": 0.0, "reset_after_ms": 1000.0, "decided_by": "rule"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("check body %s = %v, want %v (body %v)", k, got[k], v, got)
+		}
+	}
+	headers := map[string]string{
+		"RateLimit-Policy": `"free";q=60;w=60`, "RateLimit": `"free";r=59;t=1`,
+		"X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "59", "X-RateLimit-Reset": "1",
+	}
+	for k, v := range headers {
+		if resp.Header.Get(k) != v {
+			t.Errorf("header %s = %q, want %q", k, resp.Header.Get(k), v)
+		}
+	}
+	// Exhaust it: a refusal is still 200, with allowed false.
+	b.do(call{method: "POST", path: "/v1/ratelimit/check", body: `{"policy":"free","key":"k","cost":60}`})
+	resp = b.do(call{method: "POST", path: "/v1/ratelimit/check", body: `{"policy":"free","key":"k"}`})
+	got = decode[map[string]any](t, resp)
+	if resp.StatusCode != 200 || got["allowed"] != false || got["retry_after_ms"] != 1000.0 || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("over-limit check = %d %v Retry-After %q; want 200, allowed false, retry_after_ms 1000, Retry-After 1",
+			resp.StatusCode, got, resp.Header.Get("Retry-After"))
+	}
+}
+
+func TestCheckMulti(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	body := `{"checks":[{"policy":"free","key":"203.0.113.9"},{"policy":"paid","key":"ann","cost":600}]}`
+	resp := b.do(call{method: "POST", path: "/v1/ratelimit/check", body: body})
+	got := decode[checkResponse](t, resp)
+	if !got.Allowed || len(got.Results) != 2 || got.Results[1].Remaining != 0 || got.Remaining != 0 {
+		t.Fatalf("multi check = %+v, want allowed, two results, the paid one empty", got)
+	}
+	if p := resp.Header.Get("RateLimit-Policy"); p != `"free";q=60;w=60, "paid";q=600;w=60` {
+		t.Errorf("RateLimit-Policy = %q, want one member per policy", p)
+	}
+	resp = b.do(call{method: "POST", path: "/v1/ratelimit/check", body: body})
+	got = decode[checkResponse](t, resp)
+	if got.Allowed || !got.Results[0].Allowed || got.Results[1].Allowed {
+		t.Errorf("second multi check = %+v, want refused by the paid check alone", got)
+	}
+}
+
+func TestRatelimitBadInput(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	long := strings.Repeat("x", 1025)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		field                    string
+	}{
+		{"unknown policy", "POST", "/v1/ratelimit/check", `{"policy":"nope","key":"k"}`, 404, ""},
+		{"key over 1 KiB", "POST", "/v1/ratelimit/check", `{"policy":"free","key":"` + long + `"}`, 400, "key"},
+		{"cost 0", "POST", "/v1/ratelimit/check", `{"policy":"free","key":"k","cost":0}`, 400, "cost"},
+		{"negative cost", "POST", "/v1/ratelimit/check", `{"policy":"free","key":"k","cost":-1}`, 400, "cost"},
+		{"both forms", "POST", "/v1/ratelimit/check", `{"policy":"free","key":"k","checks":[]}`, 400, ""},
+		{"unknown field", "POST", "/v1/ratelimit/check", `{"policy":"free","key":"k","costs":1}`, 400, "costs"},
+		{"invalid policy", "PUT", "/v1/ratelimit/policies/x", `{"algorithm":"leaky","limit":0,"period":"soon"}`, 422, "algorithm"},
+		{"policy name mismatch", "PUT", "/v1/ratelimit/policies/x", `{"name":"y","algorithm":"gcra","limit":1,"period":"1s"}`, 422, "name"},
+		{"unknown policy get", "GET", "/v1/ratelimit/policies/nope", "", 404, ""},
+		{"unknown policy delete", "DELETE", "/v1/ratelimit/policies/nope", "", 404, ""},
+		{"block without duration", "POST", "/v1/ratelimit/blocks", `{"key":"k"}`, 422, "duration"},
+		{"block too long", "POST", "/v1/ratelimit/blocks", `{"key":"k","duration":"400d"}`, 422, "duration"},
+		{"simulate without policy", "POST", "/v1/ratelimit/simulate", `{"requests":[]}`, 422, "policy"},
+		{"simulate bad inline policy", "POST", "/v1/ratelimit/simulate", `{"policy":{"algorithm":"gcra","limit":-1,"period":"1s"},"requests":[]}`, 422, "policy.limit"},
+		{"simulate unknown policy", "POST", "/v1/ratelimit/simulate", `{"policy_name":"nope","requests":[]}`, 404, ""},
+		{"simulate bad cost", "POST", "/v1/ratelimit/simulate", `{"policy_name":"free","requests":[{"at_ms":0,"key":"k","cost":0}]}`, 400, "requests[0].cost"},
+		{"unknown key policy", "GET", "/v1/ratelimit/keys/nope/k", "", 404, ""},
+		{"unblock unblocked", "DELETE", "/v1/ratelimit/blocks/k", "", 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := b.do(call{method: tt.method, path: tt.path, body: tt.body})
+			if resp.StatusCode != tt.status {
+				t.Fatalf("%s %s = %d, want %d", tt.method, tt.path, resp.StatusCode, tt.status)
+			}
+			p := decodeProblem(t, resp)
+			named := false
+			for _, f := range p.Errors {
+				named = named || f.Field == tt.field
+			}
+			if tt.field != "" && !named {
+				t.Errorf("problem errors = %+v, want one naming %q", p.Errors, tt.field)
+			}
+		})
+	}
+	if resp := b.do(call{method: "GET", path: "/v1/ratelimit/keys/free/k"}); decode[map[string]any](t, resp)["remaining"] != 60.0 {
+		t.Error("refused requests charged the key")
+	}
+}
+
+func TestPoliciesCRUD(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	body := `{"algorithm":"sliding_window_log","limit":5,"period":"1m","mode":"soft","burst_over":2,"on_store_failure":"closed"}`
+	resp := b.do(call{method: "PUT", path: "/v1/ratelimit/policies/login_ip", body: body})
+	if resp.StatusCode != 201 {
+		t.Fatalf("PUT new policy = %d, want 201", resp.StatusCode)
+	}
+	if resp := b.do(call{method: "PUT", path: "/v1/ratelimit/policies/login_ip", body: body}); resp.StatusCode != 200 {
+		t.Errorf("PUT existing policy = %d, want 200", resp.StatusCode)
+	}
+	got := decode[policyBody](t, b.do(call{method: "GET", path: "/v1/ratelimit/policies/login_ip"}))
+	want := policyBody{Name: "login_ip", Algorithm: "sliding_window_log", Limit: 5, Period: "1m", Mode: "soft", BurstOver: 2, OnStoreFailure: "closed", Source: "database"}
+	if got != want {
+		t.Errorf("GET policy = %+v, want %+v", got, want)
+	}
+	list := decode[struct{ Items []policyBody }](t, b.do(call{method: "GET", path: "/v1/ratelimit/policies"}))
+	if len(list.Items) != 4 || list.Items[0].Name != "enterprise" {
+		t.Errorf("policies = %+v, want 4 by name", list.Items)
+	}
+	if resp := b.do(call{method: "DELETE", path: "/v1/ratelimit/policies/login_ip"}); resp.StatusCode != 204 {
+		t.Errorf("DELETE = %d, want 204", resp.StatusCode)
+	}
+	if resp := b.do(call{method: "GET", path: "/v1/ratelimit/policies/login_ip"}); resp.StatusCode != 404 {
+		t.Errorf("GET deleted = %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestSimulateEndpoint(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	body := `{"policy":{"algorithm":"fixed_window","limit":2,"period":"10s"},"requests":[
+		{"at_ms":0,"key":"u1"},{"at_ms":9900,"key":"u1"},{"at_ms":9950,"key":"u1"},{"at_ms":10000,"key":"u1","cost":2}]}`
+	got := decode[simulateResponse](t, b.do(call{method: "POST", path: "/v1/ratelimit/simulate", body: body}))
+	allowed := []bool{true, true, false, true}
+	if got.Allowed != 3 || got.Refused != 1 || len(got.Decisions) != 4 {
+		t.Fatalf("simulate = %+v, want 3 allowed, 1 refused", got)
+	}
+	for i, d := range got.Decisions {
+		if d.Allowed != allowed[i] {
+			t.Errorf("decision %d = %+v, want allowed %v", i, d, allowed[i])
+		}
+	}
+	if got.Decisions[2].RetryAfterMS != 50 {
+		t.Errorf("refused decision retry_after_ms = %d, want 50 (the next window at 10s)", got.Decisions[2].RetryAfterMS)
+	}
+	named := decode[simulateResponse](t, b.do(call{method: "POST", path: "/v1/ratelimit/simulate",
+		body: `{"policy_name":"free","requests":[{"at_ms":0,"key":"a","cost":60},{"at_ms":500,"key":"a"}]}`}))
+	if named.Allowed != 1 || named.Refused != 1 || named.Decisions[1].RetryAfterMS != 500 {
+		t.Errorf("simulate free = %+v, want the second refused, retry after 500ms", named)
+	}
+	if resp := b.do(call{method: "GET", path: "/v1/ratelimit/keys/free/a"}); decode[map[string]any](t, resp)["remaining"] != 60.0 {
+		t.Error("simulate touched live state")
+	}
+}
+
+func TestBlocksAndKeys(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	resp := b.do(call{method: "POST", path: "/v1/ratelimit/blocks", body: `{"key":"ip:9","duration":"15m","reason":"credential stuffing"}`})
+	if resp.StatusCode != 201 {
+		t.Fatalf("POST block = %d, want 201", resp.StatusCode)
+	}
+	list := decode[struct{ Items []blockJSON }](t, b.do(call{method: "GET", path: "/v1/ratelimit/blocks"}))
+	if len(list.Items) != 1 || list.Items[0].Reason != "credential stuffing" {
+		t.Errorf("blocks = %+v, want the one", list.Items)
+	}
+	check := decode[checkResponse](t, b.do(call{method: "POST", path: "/v1/ratelimit/check", body: `{"policy":"paid","key":"ip:9"}`}))
+	if check.Allowed || check.DecidedBy != "block" || check.RetryAfterMS < 15*60*1000-5000 || check.RetryAfterMS > 15*60*1000 {
+		t.Errorf("check of a blocked key = %+v, want refused by the block for 15m", check)
+	}
+	key := decode[keyStateJSON](t, b.do(call{method: "GET", path: "/v1/ratelimit/keys/free/ip:9"}))
+	if !key.Blocked || key.DecidedBy != "block" || key.Block == nil || key.Remaining != 60 {
+		t.Errorf("key state = %+v, want blocked, decided by the block, nothing consumed", key)
+	}
+	if resp := b.do(call{method: "DELETE", path: "/v1/ratelimit/blocks/ip:9"}); resp.StatusCode != 204 {
+		t.Errorf("DELETE block = %d, want 204", resp.StatusCode)
+	}
+	b.do(call{method: "POST", path: "/v1/ratelimit/check", body: `{"policy":"free","key":"ip:9","cost":10}`})
+	key = decode[keyStateJSON](t, b.do(call{method: "GET", path: "/v1/ratelimit/keys/free/ip:9"}))
+	if key.Blocked || key.DecidedBy != "rule" || key.Remaining != 50 {
+		t.Errorf("key state after unblock and a check = %+v, want 50 left by the rule", key)
+	}
+	if resp := b.do(call{method: "DELETE", path: "/v1/ratelimit/keys/free/ip:9"}); resp.StatusCode != 204 {
+		t.Errorf("DELETE key = %d, want 204", resp.StatusCode)
+	}
+	if key = decode[keyStateJSON](t, b.do(call{method: "GET", path: "/v1/ratelimit/keys/free/ip:9"})); key.Remaining != 60 {
+		t.Errorf("after reset, %d left, want 60", key.Remaining)
+	}
+}
+
+func TestRatelimitScopes(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	checker := b.addKey(t, auth.ScopeRatelimitCheck)
+	tests := []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/v1/ratelimit/check", `{"policy":"free","key":"k"}`, 200},
+		{"GET", "/v1/ratelimit/keys/free/k", "", 200},
+		{"GET", "/v1/ratelimit/policies", "", 200},
+		{"PUT", "/v1/ratelimit/policies/x", `{"algorithm":"gcra","limit":1,"period":"1s"}`, 403},
+		{"DELETE", "/v1/ratelimit/policies/free", "", 403},
+		{"POST", "/v1/ratelimit/blocks", `{"key":"k","duration":"1m"}`, 403},
+		{"GET", "/v1/ratelimit/blocks", "", 403},
+		{"DELETE", "/v1/ratelimit/keys/free/k", "", 403},
+	}
+	for _, tt := range tests {
+		if resp := b.do(call{method: tt.method, path: tt.path, body: tt.body, key: checker}); resp.StatusCode != tt.status {
+			t.Errorf("%s %s with a ratelimit:check key = %d, want %d", tt.method, tt.path, resp.StatusCode, tt.status)
+		}
+	}
+}

@@ -1,0 +1,254 @@
+package limits
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Mode says what a policy does with a request over its limit.
+type Mode string
+
+// The modes of SPEC §2.
+const (
+	Hard   Mode = "hard"   // refuse
+	Soft   Mode = "soft"   // admit up to BurstOver more, flagged WouldRefuse
+	Shadow Mode = "shadow" // never refuse; count and flag what hard would refuse
+)
+
+// Failure says what a policy does while its store is unreachable.
+type Failure string
+
+// The store failure behaviours.
+const (
+	FailOpen   Failure = "open"   // decide on a local limiter at limit / node count
+	FailClosed Failure = "closed" // refuse
+)
+
+// Source says where a policy comes from.
+type Source string
+
+// The policy sources, from the lowest precedence to the highest.
+const (
+	FromDatabase Source = "database"
+	FromConfig   Source = "config"
+)
+
+// MaxKeyBytes bounds a rate limit key.
+const MaxKeyBytes = 1024
+
+// Period is a policy's period. It reads and writes as a duration string
+// ("1m", "1h", "500ms"), and also accepts a whole number of days ("1d").
+type Period time.Duration
+
+// ParsePeriod reads "90s", "1m", "1h30m" or "2d".
+func ParsePeriod(s string) (Period, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || days < 1 || days > 3650 {
+			return 0, fmt.Errorf("%q is not a whole number of days between 1 and 3650", s)
+		}
+		return Period(time.Duration(days) * 24 * time.Hour), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration like 1s, 1m, 1h or 1d", s)
+	}
+	return Period(d), nil
+}
+
+// String writes the period compactly: "1m", "1h30m", "2d", "250ms".
+func (p Period) String() string {
+	d := time.Duration(p)
+	const day = 24 * time.Hour
+	if d > 0 && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (p Period) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (p *Period) UnmarshalText(b []byte) error {
+	v, err := ParsePeriod(string(b))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// Policy is a named rate limit with its mode: the rule a check names.
+// The zero Mode is Hard and the zero OnStoreFailure is FailOpen.
+// Policies are plain values, safe to copy.
+type Policy struct {
+	Name           string              `json:"name" yaml:"name"`
+	Algorithm      ratelimit.Algorithm `json:"algorithm" yaml:"algorithm"`
+	Limit          int64               `json:"limit" yaml:"limit"`
+	Period         Period              `json:"period" yaml:"period"`
+	Burst          int64               `json:"burst,omitempty" yaml:"burst"`
+	Mode           Mode                `json:"mode,omitempty" yaml:"mode"`
+	BurstOver      int64               `json:"burst_over,omitempty" yaml:"burst_over"`
+	OnStoreFailure Failure             `json:"on_store_failure,omitempty" yaml:"on_store_failure"`
+	Description    string              `json:"description,omitempty" yaml:"description"`
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ValidName reports whether name may name a policy: 1 to 64 letters,
+// digits, '_', '.' or '-', starting with a letter or digit.
+func ValidName(name string) bool { return validName.MatchString(name) }
+
+// Normalize fills the defaults: mode hard, on_store_failure open.
+func (p Policy) Normalize() Policy {
+	if p.Mode == "" {
+		p.Mode = Hard
+	}
+	if p.OnStoreFailure == "" {
+		p.OnStoreFailure = FailOpen
+	}
+	return p
+}
+
+// Validate returns an apperr Unprocessable error naming every bad field
+// (prefixed with prefix, e.g. "policy."), or nil.
+func (p Policy) Validate(prefix string) error {
+	return apperr.Fields(apperr.Unprocessable, "the policy is invalid", p.FieldErrors(prefix))
+}
+
+// FieldErrors lists what is wrong with p, each field named with prefix.
+func (p Policy) FieldErrors(prefix string) []apperr.FieldError {
+	var fe []apperr.FieldError
+	bad := func(field, format string, args ...any) {
+		fe = append(fe, apperr.FieldError{Field: prefix + field, Detail: fmt.Sprintf(format, args...)})
+	}
+	if !ValidName(p.Name) {
+		bad("name", "must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+	}
+	switch p.Algorithm {
+	case ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindowLog,
+		ratelimit.SlidingWindowCounter, ratelimit.Concurrency:
+	case "":
+		bad("algorithm", "is required")
+	default:
+		bad("algorithm", "must be one of token_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter, concurrency")
+	}
+	const maxLimit = 1 << 40
+	if p.Limit < 1 || p.Limit > maxLimit {
+		bad("limit", "must be between 1 and %d", int64(maxLimit))
+	}
+	d := time.Duration(p.Period)
+	if d < time.Millisecond || d > 3650*24*time.Hour || d%time.Millisecond != 0 {
+		bad("period", "must be a whole number of milliseconds between 1ms and 3650d")
+	}
+	if p.Burst < 0 || p.Burst > maxLimit {
+		bad("burst", "must be between 0 (the limit) and %d", int64(maxLimit))
+	}
+	if p.Burst > 0 && p.Algorithm != ratelimit.TokenBucket && p.Algorithm != ratelimit.GCRA {
+		bad("burst", "applies only to token_bucket and gcra")
+	}
+	switch p.Mode {
+	case "", Hard, Shadow:
+		if p.BurstOver != 0 {
+			bad("burst_over", "applies only to mode soft")
+		}
+	case Soft:
+		if p.BurstOver < 1 || p.BurstOver > maxLimit {
+			bad("burst_over", "must be between 1 and %d in mode soft", int64(maxLimit))
+		}
+	default:
+		bad("mode", "must be hard, soft or shadow")
+	}
+	switch p.OnStoreFailure {
+	case "", FailOpen, FailClosed:
+	default:
+		bad("on_store_failure", "must be open or closed")
+	}
+	if len(p.Description) > 1024 {
+		bad("description", "must be at most 1024 bytes")
+	}
+	if len(fe) == 0 {
+		// What is left is arithmetic the library refuses, such as a burst
+		// × period too large to stay exact.
+		if err := p.Effective().Validate(); err != nil {
+			bad("burst", "%s", strings.TrimPrefix(err.Error(), ratelimit.ErrInvalidPolicy.Error()+" "))
+		}
+	}
+	return fe
+}
+
+// Effective is the ratelimit.Policy a store applies for p: p itself, or
+// for mode soft p with BurstOver added to its capacity. Its Name is p's,
+// so the counters of a policy survive changes to its numbers.
+func (p Policy) Effective() ratelimit.Policy {
+	rp := ratelimit.Policy{Name: p.Name, Algorithm: p.Algorithm, Limit: p.Limit, Period: time.Duration(p.Period), Burst: p.Burst}
+	if p.Mode == Soft && p.BurstOver > 0 {
+		switch p.Algorithm {
+		case ratelimit.TokenBucket, ratelimit.GCRA:
+			rp.Burst = rp.Capacity() + p.BurstOver
+		default:
+			rp.Limit += p.BurstOver
+		}
+	}
+	return rp
+}
+
+// Capacity is the hard capacity reported as the limit of every decision.
+func (p Policy) Capacity() int64 {
+	return ratelimit.Policy{Algorithm: p.Algorithm, Limit: p.Limit, Burst: p.Burst}.Capacity()
+}
+
+// Decision is a check's answer under a policy's mode.
+type Decision struct {
+	ratelimit.Decision
+	// WouldRefuse is set on an allowed decision that the hard form of the
+	// policy would have refused (modes soft and shadow).
+	WouldRefuse bool
+}
+
+// apply turns the store's decision on p.Effective() into the decision of
+// p's mode. Live checks and Simulate both go through it.
+func (p *Policy) apply(d ratelimit.Decision) Decision {
+	switch p.Mode {
+	case Soft:
+		capacity := p.Capacity()
+		out := Decision{Decision: d}
+		out.Limit = capacity
+		out.Remaining = max(0, d.Remaining-p.BurstOver)
+		// Allowed, but into the allowance above the hard capacity.
+		out.WouldRefuse = d.Allowed && d.Remaining < p.BurstOver
+		return out
+	case Shadow:
+		out := Decision{Decision: d, WouldRefuse: !d.Allowed}
+		out.Allowed = true
+		out.RetryAfter = 0
+		return out
+	default:
+		return Decision{Decision: d}
+	}
+}
+
+// Defaults returns the tiers shipped in the database by its migration:
+// free (60/min), paid (600/min) and enterprise (6,000/min), token buckets
+// with a one-minute burst.
+func Defaults() []Policy {
+	tier := func(name string, perMin int64) Policy {
+		return Policy{Name: name, Algorithm: ratelimit.TokenBucket, Limit: perMin, Period: Period(time.Minute),
+			Burst: perMin, Mode: Hard, OnStoreFailure: FailOpen, Description: "shipped default tier"}
+	}
+	return []Policy{tier("free", 60), tier("paid", 600), tier("enterprise", 6000)}
+}

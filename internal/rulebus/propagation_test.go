@@ -1,0 +1,117 @@
+package rulebus_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/queue"
+	"github.com/sluicehq/sluice/internal/rulebus"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// node is one in-process rate limit service with its own connections.
+type node struct {
+	svc *limits.Service
+}
+
+func startNode(t *testing.T, dbPath, natsURL, prefix string) *node {
+	t.Helper()
+	ctx := t.Context()
+	db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(ctx, queue.Options{URL: natsURL, StreamPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	// A refresh far longer than the test: only the announcement can make
+	// the other node see a change in time.
+	rules, err := limits.NewRules(limits.RulesOptions{Store: db, Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rules.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bus := rulebus.New(q.NATS(), q.Name("ratelimit.rules.changed"))
+	stop, err := bus.Listen(rules.Invalidate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = rules.Run(runCtx) }()
+	t.Cleanup(func() { _ = stop(); cancel(); <-done })
+	svc, err := limits.NewService(limits.Options{Rules: rules, Announce: bus.Announce,
+		Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &node{svc: svc}
+}
+
+// waitFor polls cond until it holds and returns how long that took, or
+// fails after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+	return time.Since(start)
+}
+
+// TestChangesReachTheOtherNodeWithinASecond: two services sharing one
+// rules database and one NATS server; a policy change and a block made
+// through one are enforced by the other within 1 s.
+func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
+	t.Parallel()
+	nats := enginetest.StartNATS(t)
+	dbPath := filepath.Join(t.TempDir(), "sluice.db")
+	a := startNode(t, dbPath, nats.URL(), "")
+	b := startNode(t, dbPath, nats.URL(), "")
+	ctx := t.Context()
+
+	p := limits.Policy{Name: "burst", Algorithm: ratelimit.FixedWindow, Limit: 1, Period: limits.Period(time.Hour)}
+	if _, err := a.svc.PutPolicy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(t, time.Second, "the new policy on the other node", func() bool {
+		_, _, err := b.svc.Policy("burst")
+		return err == nil
+	})
+	t.Logf("policy created on A served by B after %v", took)
+
+	if _, err := a.svc.BlockKey(ctx, limits.BlockRequest{Key: "ip:6", Duration: time.Minute, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	took = waitFor(t, time.Second, "the block on the other node", func() bool {
+		ok, rs, err := b.svc.Check(ctx, []limits.CheckRequest{{Policy: "free", Key: "ip:6", Cost: 1}})
+		return err == nil && !ok && rs[0].DecidedBy == limits.ByBlock
+	})
+	t.Logf("block made on A enforced by B after %v", took)
+
+	p.Limit = 7
+	if _, err := a.svc.PutPolicy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	took = waitFor(t, time.Second, "the changed limit on the other node", func() bool {
+		_, rs, err := b.svc.Check(ctx, []limits.CheckRequest{{Policy: "burst", Key: "k", Cost: 1}})
+		return err == nil && rs[0].Limit == 7
+	})
+	t.Logf("policy change on A enforced by B after %v", took)
+}
