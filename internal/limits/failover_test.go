@@ -15,8 +15,8 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/ratelimit/redisstore"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.
