@@ -83,7 +83,23 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	// rlStore is the node's shared rate limit counter store (memory, or
 	// Redis behind failover); every rate limiter of the node uses it.
 	rlStore := rl.store
-	_ = rlStore
+	links, err := newLinks(ctx, cfg, db, rc, rlStore, reg, log)
+	if err != nil {
+		return fmt.Errorf("links: %w", err)
+	}
+	// The click flusher and purge job stop after the HTTP server has
+	// drained (no more hits) and before the database closes (deferred
+	// above), with a last flush.
+	linksCtx, stopLinks := context.WithCancel(context.WithoutCancel(ctx))
+	linksDone := make(chan error, 1)
+	go func() { linksDone <- links.Run(linksCtx) }()
+	defer func() {
+		stopLinks()
+		if err := <-linksDone; err != nil {
+			log.Warn("link click flusher", "error", err)
+		}
+	}()
+
 	api := httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     reg,
@@ -92,6 +108,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Version:      buildVersion(),
 		Ratelimit:    rl.service,
+		Links:        links,
 	})
 	if n, err := db.CountActiveAPIKeys(ctx); err == nil && n == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")

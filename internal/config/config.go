@@ -35,6 +35,8 @@ type Config struct {
 	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
 	Ratelimit       Ratelimit     `yaml:"ratelimit"`
 	Gateway         Gateway       `yaml:"gateway"`
+	// Links configures the URL shortener (links.go).
+	Links LinksConfig `yaml:"links"`
 	// Config is the path of the YAML file that was loaded, if any.
 	Config string `yaml:"-" flag:"config" usage:"YAML configuration file"`
 }
@@ -50,6 +52,7 @@ func Default() Config {
 		ShutdownTimeout: 30 * time.Second,
 		MaxBodyBytes:    1 << 20,
 		Ratelimit:       defaultRatelimit(),
+		Links:           DefaultLinks(),
 	}
 }
 
@@ -108,5 +111,6 @@ func (c Config) Validate() error {
 		bad("max-body-bytes", "must be at least 1024")
 	}
 	c.validateRatelimit(bad)
+	c.Links.validate(bad)
 	return errors.Join(errs...)
 }

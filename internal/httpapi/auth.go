@@ -51,34 +51,46 @@ func newAuthenticator(keys KeyStore, now func() time.Time) *authenticator {
 }
 
 // authorize admits r for scope or returns an Unauthorized/Forbidden error.
-// With no active key stored, only loopback clients are served.
-func (a *authenticator) authorize(r *http.Request, scope auth.Scope) error {
+// With no active key stored, only loopback clients are served, as a caller
+// with the zero Key (see callerOf).
+func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, error) {
 	ctx := r.Context()
 	configured, err := a.keysConfigured(ctx)
 	if err != nil {
-		return apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
+		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
 	}
 	if !configured {
 		if isLoopback(r.RemoteAddr) {
-			return nil
+			return auth.Key{}, nil
 		}
-		return apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
+		return auth.Key{}, apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
 	}
 	secret, ok := bearer(r)
 	if !ok {
-		return apperr.New(apperr.Unauthorized, "missing API key: send Authorization: Bearer <key>")
+		return auth.Key{}, apperr.New(apperr.Unauthorized, "missing API key: send Authorization: Bearer <key>")
 	}
 	key, found, err := a.lookup(ctx, auth.HashSecret(secret))
 	if err != nil {
-		return apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
+		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
 	}
 	if !found || !key.Active() {
-		return apperr.New(apperr.Unauthorized, "invalid or revoked API key")
+		return auth.Key{}, apperr.New(apperr.Unauthorized, "invalid or revoked API key")
 	}
 	if !key.Allows(scope) {
-		return apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
+		return auth.Key{}, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
 	}
-	return nil
+	return key, nil
+}
+
+// callerKey is the context key of the authorized API key.
+type callerKey struct{}
+
+// callerOf returns the API key that authorized r: its ID and scopes. The
+// zero Key (empty ID) is a keyless loopback client, served only while no
+// key is configured, and trusted like an admin; public routes have it too.
+func callerOf(r *http.Request) auth.Key {
+	k, _ := r.Context().Value(callerKey{}).(auth.Key)
+	return k
 }
 
 func (a *authenticator) keysConfigured(ctx context.Context) (bool, error) {

@@ -40,6 +40,12 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	}
 	for _, d := range documented {
+		// A GET pattern serves HEAD too (and a separate HEAD pattern
+		// would conflict with fixed GET routes), so a documented HEAD is
+		// served when its GET is.
+		if path, ok := strings.CutPrefix(d, "HEAD "); ok && slices.Contains(registered, "GET "+path) {
+			continue
+		}
 		if !slices.Contains(registered, d) {
 			t.Errorf("openapi.json documents %q, which is not served", d)
 		}

@@ -55,6 +55,9 @@ type Options struct {
 	Version string
 	// Ratelimit serves /v1/ratelimit/*. If nil, those routes answer 503.
 	Ratelimit Ratelimiter
+	// Links serves the URL shortener's routes. If nil, they answer 503
+	// (and redirects 404).
+	Links Links
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -98,6 +101,7 @@ func New(opts Options) *Server {
 	s.registerOps()
 	s.registerKeys()
 	s.registerRatelimit()
+	s.registerLinks()
 	return s
 }
 
@@ -114,9 +118,13 @@ func (s *Server) Handle(pattern string, scope auth.Scope, h handlerFunc) {
 	s.routes = append(s.routes, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if scope != public {
-			if err := s.auth.authorize(r, scope); err != nil {
+			key, err := s.auth.authorize(r, scope)
+			if err != nil {
 				writeError(w, r, s.log, err)
 				return
+			}
+			if key.ID != "" {
+				r = r.WithContext(context.WithValue(r.Context(), callerKey{}, key))
 			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)

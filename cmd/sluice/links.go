@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/shorten"
+	"github.com/sluicehq/sluice/internal/shorten/rediscache"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// linkKeySetting names the generated code key in the database.
+const linkKeySetting = "code_key"
+
+// newLinks builds the URL shortener from cfg. rc is nil without Redis;
+// counters is the node's rate limit store, shared by every limiter.
+func newLinks(ctx context.Context, cfg config.Config, db *store.DB, rc rueidis.Client, counters ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*shorten.Service, error) {
+	key := cfg.Links.Key
+	if key == "" {
+		// Kept in the database, not the data dir, so every node sharing
+		// PostgreSQL permutes with the same key.
+		var raw [32]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return nil, fmt.Errorf("generate link key: %w", err)
+		}
+		var err error
+		if key, err = db.LinkSetting(ctx, linkKeySetting, base64.RawURLEncoding.EncodeToString(raw[:])); err != nil {
+			return nil, fmt.Errorf("link key: %w", err)
+		}
+	}
+	codec, err := shorten.NewCodec([]byte(key), cfg.Links.CodeLength)
+	if err != nil {
+		return nil, err
+	}
+	base := cfg.LinksBaseURL()
+	prefixes, hosts := cfg.Links.AllowedTargetPrefixes()
+	opts := shorten.Options{
+		Store:   db,
+		Codec:   codec,
+		BaseURL: base,
+		Targets: shorten.TargetPolicy{
+			OwnHosts:       ownHosts(base, cfg.HTTPAddr),
+			AllowPrivate:   cfg.AllowPrivate,
+			AllowedPrivate: prefixes,
+			AllowedHosts:   hosts,
+		},
+		FallbackURL:       cfg.Links.FallbackURL,
+		CacheSize:         cfg.Links.CacheSize,
+		NegativeCacheSize: cfg.Links.NegativeCacheSize,
+		CacheTTL:          cfg.Links.CacheTTL,
+		NegativeTTL:       cfg.Links.NegativeTTL,
+		ClickBuffer:       cfg.Links.ClickBuffer,
+		FlushInterval:     cfg.Links.FlushInterval,
+		PurgeInterval:     cfg.Links.PurgeInterval,
+		ExpiredRetention:  cfg.Links.ExpiredRetention,
+		Registry:          reg,
+		Logger:            log,
+	}
+	if rc != nil {
+		opts.Shared = rediscache.New(rc, "")
+	}
+	if n := int64(cfg.Links.UnknownPerMinute); n > 0 {
+		// On the node's counter store (Redis when configured), so the limit
+		// holds across nodes; only unknown codes pay for the check.
+		lim, err := ratelimit.NewPolicyLimiter(counters, ratelimit.Policy{
+			Name: "links_unknown", Algorithm: ratelimit.TokenBucket, Limit: n, Period: time.Minute, Burst: n,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("unknown-code limit: %w", err)
+		}
+		opts.Limiter = lim
+	}
+	return shorten.New(opts)
+}
+
+// ownHosts are the host names of this service, refused as link targets.
+func ownHosts(base, httpAddr string) []string {
+	var hosts []string
+	if u, err := url.Parse(base); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, strings.ToLower(u.Hostname()))
+	}
+	if h, _, err := net.SplitHostPort(httpAddr); err == nil && h != "" && h != "0.0.0.0" && h != "::" {
+		hosts = append(hosts, strings.ToLower(h))
+	}
+	return hosts
+}

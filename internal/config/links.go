@@ -1,0 +1,131 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// LinksConfig configures the URL shortener.
+type LinksConfig struct {
+	CodeLength        int           `yaml:"code_length" flag:"links-code-length" usage:"characters in a generated short code (4-10); 62^n codes exist"`
+	Key               string        `yaml:"key" flag:"links-key" usage:"secret keying the code permutation (at least 16 characters); empty: generated once and kept in the database. Changing it changes future codes only"`
+	BaseURL           string        `yaml:"base_url" flag:"links-base-url" usage:"public root of short URLs, e.g. https://sho.rt; empty: http://<http-addr>"`
+	FallbackURL       string        `yaml:"fallback_url" flag:"links-fallback-url" usage:"where expired links redirect; empty: they answer 410 Gone"`
+	AllowedTargets    []string      `yaml:"allowed_private_targets" flag:"links-allowed-private-targets" usage:"host names or CIDR prefixes accepted as link targets although private, loopback or this service's own (comma-separated)"`
+	CacheSize         int           `yaml:"cache_size" flag:"links-cache-size" usage:"links cached in process for redirects"`
+	NegativeCacheSize int           `yaml:"negative_cache_size" flag:"links-negative-cache-size" usage:"unknown codes remembered in process"`
+	CacheTTL          time.Duration `yaml:"cache_ttl" flag:"links-cache-ttl" usage:"how long a cached link is trusted; bounds how long a link deleted on another node still redirects here"`
+	NegativeTTL       time.Duration `yaml:"negative_ttl" flag:"links-negative-ttl" usage:"how long an unknown code is remembered as unknown"`
+	ClickBuffer       int           `yaml:"click_buffer" flag:"links-click-buffer" usage:"hits held between flushes; beyond it hits are dropped and counted, never slowing a redirect"`
+	FlushInterval     time.Duration `yaml:"flush_interval" flag:"links-flush-interval" usage:"time between writes of buffered hits"`
+	PurgeInterval     time.Duration `yaml:"purge_interval" flag:"links-purge-interval" usage:"time between purges of expired links"`
+	ExpiredRetention  time.Duration `yaml:"expired_retention" flag:"links-expired-retention" usage:"how long an expired link is kept (answering 410) before it is purged"`
+	UnknownPerMinute  int           `yaml:"unknown_per_minute" flag:"links-unknown-per-minute" usage:"lookups of unknown codes allowed per client IP per minute (429 beyond); 0: unlimited"`
+}
+
+// DefaultLinks returns the shortener's defaults.
+func DefaultLinks() LinksConfig {
+	return LinksConfig{
+		CodeLength:        7,
+		CacheSize:         100_000,
+		NegativeCacheSize: 10_000,
+		CacheTTL:          30 * time.Second,
+		NegativeTTL:       5 * time.Second,
+		ClickBuffer:       100_000,
+		FlushInterval:     time.Second,
+		PurgeInterval:     time.Hour,
+		ExpiredRetention:  24 * time.Hour,
+		UnknownPerMinute:  60,
+	}
+}
+
+// LinksBaseURL returns links.base_url, or http://<http-addr> when it is
+// empty (localhost for an address that listens on every interface).
+func (c Config) LinksBaseURL() string {
+	if c.Links.BaseURL != "" {
+		return strings.TrimRight(c.Links.BaseURL, "/")
+	}
+	host, port, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil {
+		return "http://" + c.HTTPAddr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// AllowedTargetPrefixes splits links.allowed_private_targets into CIDR
+// prefixes (single addresses become /32 or /128) and host names.
+func (l LinksConfig) AllowedTargetPrefixes() (prefixes []netip.Prefix, hosts []string) {
+	for _, t := range l.AllowedTargets {
+		t = strings.ToLower(strings.TrimSpace(t))
+		if p, err := netip.ParsePrefix(t); err == nil {
+			prefixes = append(prefixes, p.Masked())
+		} else if a, err := netip.ParseAddr(t); err == nil {
+			prefixes = append(prefixes, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else {
+			hosts = append(hosts, strings.TrimSuffix(t, "."))
+		}
+	}
+	return prefixes, hosts
+}
+
+func (l LinksConfig) validate(bad func(flag, format string, args ...any)) {
+	if l.CodeLength < 4 || l.CodeLength > 10 {
+		bad("links-code-length", "%d is not between 4 and 10", l.CodeLength)
+	}
+	if l.Key != "" && len(l.Key) < 16 {
+		bad("links-key", "must be at least 16 characters (or empty to generate one)")
+	}
+	for _, u := range []struct{ flag, v string }{{"links-base-url", l.BaseURL}, {"links-fallback-url", l.FallbackURL}} {
+		if u.v == "" {
+			continue
+		}
+		p, err := url.Parse(u.v)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			bad(u.flag, "%q is not an absolute http(s) URL", u.v)
+		}
+	}
+	if l.BaseURL != "" {
+		if p, err := url.Parse(l.BaseURL); err == nil && strings.Trim(p.Path, "/") != "" {
+			bad("links-base-url", "%q has a path; short links are served at the root", l.BaseURL)
+		}
+	}
+	for _, t := range l.AllowedTargets {
+		if strings.TrimSpace(t) == "" || strings.ContainsAny(t, " /:") && !validPrefix(t) {
+			bad("links-allowed-private-targets", "%q is neither a host name nor an address or CIDR prefix", t)
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+		min  int
+	}{{"links-cache-size", l.CacheSize, 1}, {"links-negative-cache-size", l.NegativeCacheSize, 1},
+		{"links-click-buffer", l.ClickBuffer, 1}, {"links-unknown-per-minute", l.UnknownPerMinute, 0}} {
+		if n.v < n.min {
+			bad(n.flag, "must be at least %d", n.min)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"links-cache-ttl", l.CacheTTL}, {"links-negative-ttl", l.NegativeTTL}, {"links-flush-interval", l.FlushInterval},
+		{"links-purge-interval", l.PurgeInterval}, {"links-expired-retention", l.ExpiredRetention}} {
+		if d.v <= 0 {
+			bad(d.flag, "must be positive")
+		}
+	}
+}
+
+func validPrefix(s string) bool {
+	s = strings.TrimSpace(s)
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}

@@ -1,0 +1,216 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/shorten"
+)
+
+// Links is what the link routes need from the shortener (*shorten.Service).
+type Links interface {
+	Create(ctx context.Context, req shorten.CreateRequest) (shorten.Link, error)
+	Get(ctx context.Context, caller shorten.Caller, code string) (shorten.Link, error)
+	Delete(ctx context.Context, caller shorten.Caller, code string) error
+	List(ctx context.Context, caller shorten.Caller, cursor string, limit int) ([]shorten.Link, string, error)
+	Resolve(ctx context.Context, code, client string) (shorten.Target, error)
+	RecordHit(h shorten.Hit) bool
+	ShortURL(code string) string
+}
+
+// Link list page sizes.
+const (
+	defaultLinkPage = 50
+	maxLinkPage     = 500
+)
+
+func (s *Server) registerLinks() {
+	s.Handle("POST /v1/links", auth.ScopeLinksWrite, s.createLink)
+	s.Handle("GET /v1/links", auth.ScopeLinksWrite, s.listLinks)
+	s.Handle("GET /v1/links/{code}", auth.ScopeLinksWrite, s.getLink)
+	s.Handle("DELETE /v1/links/{code}", auth.ScopeLinksWrite, s.deleteLink)
+	// GET patterns serve HEAD too; a separate "HEAD /{code}" would
+	// conflict with "GET /healthz" and the other fixed GET routes.
+	s.Handle("GET /{code}", public, s.redirect)
+}
+
+var errLinksOff = apperr.New(apperr.Unavailable, "the URL shortener is not configured on this server")
+
+type linkRequest struct {
+	URL       string `json:"url"`
+	Slug      string `json:"slug"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// LinkResponse is a link as the API shows it.
+type linkResponse struct {
+	Code           string     `json:"code"`
+	ShortURL       string     `json:"short_url"`
+	URL            string     `json:"url"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	Clicks         int64      `json:"clicks"`
+	BotHits        int64      `json:"bot_hits"`
+	FirstClickAt   *time.Time `json:"first_click_at"`
+	NotificationID string     `json:"notification_id,omitempty"`
+}
+
+func (s *Server) toLinkResponse(l shorten.Link) linkResponse {
+	return linkResponse{
+		Code: l.Code, ShortURL: s.opts.Links.ShortURL(l.Code), URL: l.URL,
+		ExpiresAt: optTime(l.ExpiresAt), CreatedAt: l.CreatedAt.UTC(),
+		Clicks: l.Clicks, BotHits: l.BotHits, FirstClickAt: optTime(l.FirstClickAt),
+		NotificationID: l.NotificationID,
+	}
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func linkCaller(r *http.Request) shorten.Caller {
+	k := callerOf(r)
+	return shorten.Caller{ID: k.ID, Admin: k.ID == "" || k.Allows(auth.ScopeAdmin)}
+}
+
+func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Links == nil {
+		return errLinksOff
+	}
+	var req linkRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	cr := shorten.CreateRequest{URL: req.URL, Slug: req.Slug, Owner: callerOf(r).ID}
+	if req.ExpiresAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, req.ExpiresAt)
+		if err != nil {
+			return &apperr.Error{Code: apperr.Invalid, Message: "expires_at is not a time",
+				Fields: []apperr.FieldError{{Field: "expires_at", Detail: "must be an RFC 3339 time such as 2026-12-01T10:00:00Z"}}}
+		}
+		cr.ExpiresAt = t
+	}
+	l, err := s.opts.Links.Create(r.Context(), cr)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/links/"+l.Code)
+	writeJSON(w, http.StatusCreated, s.toLinkResponse(l))
+	return nil
+}
+
+func (s *Server) listLinks(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Links == nil {
+		return errLinksOff
+	}
+	limit := defaultLinkPage
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLinkPage {
+			return &apperr.Error{Code: apperr.Invalid, Message: "limit is out of range",
+				Fields: []apperr.FieldError{{Field: "limit", Detail: "must be an integer from 1 to " + strconv.Itoa(maxLinkPage)}}}
+		}
+		limit = n
+	}
+	links, next, err := s.opts.Links.List(r.Context(), linkCaller(r), r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	items := make([]linkResponse, len(links))
+	for i, l := range links {
+		items[i] = s.toLinkResponse(l)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+	return nil
+}
+
+func (s *Server) getLink(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Links == nil {
+		return errLinksOff
+	}
+	l, err := s.opts.Links.Get(r.Context(), linkCaller(r), r.PathValue("code"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.toLinkResponse(l))
+	return nil
+}
+
+func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Links == nil {
+		return errLinksOff
+	}
+	if err := s.opts.Links.Delete(r.Context(), linkCaller(r), r.PathValue("code")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// Header values of every redirect, shared to spare an allocation each.
+var (
+	noStore = []string{"private, no-store"}
+)
+
+// redirect answers GET and HEAD /{code}: 302 to the target, 404 for an
+// unknown code, 410 (or 302 to the fallback URL) for an expired link, 429
+// when the client has looked up too many unknown codes. A hit on a live
+// link is queued for the click flusher; HEAD is recorded as a bot hit.
+func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Links == nil {
+		return shorten.ErrNotFound
+	}
+	client := clientAddr(r.RemoteAddr)
+	t, err := s.opts.Links.Resolve(r.Context(), r.PathValue("code"), client)
+	if err != nil {
+		if le, ok := errors.AsType[*shorten.LimitedError](err); ok {
+			secs := int64((le.RetryAfter + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(max(1, secs), 10))
+			WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "quota-exceeded", "Too many requests", le.Error()))
+			return nil
+		}
+		return err
+	}
+	h := w.Header()
+	h["Cache-Control"] = noStore
+	if t.Expired {
+		if t.URL == "" {
+			return apperr.New(apperr.Gone, "this short link has expired")
+		}
+		h["Location"] = []string{t.URL}
+		w.WriteHeader(http.StatusFound)
+		return nil
+	}
+	purpose := r.Header.Get("Sec-Purpose")
+	if purpose == "" {
+		purpose = r.Header.Get("Purpose")
+	}
+	s.opts.Links.RecordHit(shorten.Hit{
+		LinkID: t.LinkID, Head: r.Method == http.MethodHead,
+		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client,
+	})
+	h["Location"] = []string{t.URL}
+	w.WriteHeader(http.StatusFound)
+	return nil
+}
+
+// clientAddr is the client's IP address, the key for per-client limits.
+// Forwarded headers are not trusted here: behind a proxy, configure it to
+// pass the client address through PROXY protocol or use the gateway.
+func clientAddr(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
+}

@@ -1,0 +1,148 @@
+package shorten
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Hit is one request that reached a live link, as the redirect handler saw
+// it. Classification and hashing happen later, in the flusher, so the
+// redirect path only appends.
+type Hit struct {
+	LinkID int64
+	// Head is true for HEAD requests, which are never human clicks.
+	Head bool
+	// UserAgent, Purpose (the Sec-Purpose or Purpose header) and Client
+	// (the client's address) feed ClassifyHit and the visitor hash.
+	UserAgent, Purpose, Client string
+}
+
+type bufferedHit struct {
+	Hit
+	at int64 // Unix microseconds
+}
+
+// clickBuffer holds hits between flushes. Add never blocks: when the
+// buffer is full the hit is counted as dropped. It is safe for concurrent
+// use; one goroutine (Service.Run) flushes it.
+type clickBuffer struct {
+	mu      sync.Mutex
+	hits    []bufferedHit
+	spare   []bufferedHit // the other half of a double buffer, reused
+	max     int
+	kickAt  int
+	kick    chan struct{} // cap 1: "a batch is ready"
+	retry   []Click       // a batch the store refused, tried again next flush
+	metrics *metrics
+}
+
+func newClickBuffer(size int, m *metrics) *clickBuffer {
+	return &clickBuffer{
+		hits:    make([]bufferedHit, 0, min(size, 4096)),
+		max:     size,
+		kickAt:  max(1, min(size/2, 4096)),
+		kick:    make(chan struct{}, 1),
+		metrics: m,
+	}
+}
+
+// add appends h; it reports false (and counts a drop) when full.
+func (b *clickBuffer) add(h Hit, at int64) bool {
+	b.mu.Lock()
+	if len(b.hits) >= b.max {
+		b.mu.Unlock()
+		b.metrics.dropFull.Inc()
+		return false
+	}
+	b.hits = append(b.hits, bufferedHit{Hit: h, at: at})
+	n := len(b.hits)
+	b.mu.Unlock()
+	if n == b.kickAt {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take swaps the buffer out, with the batch left to retry.
+func (b *clickBuffer) take() ([]bufferedHit, []Click) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out, retry := b.hits, b.retry
+	b.hits, b.spare, b.retry = b.spare[:0], nil, nil
+	return out, retry
+}
+
+// giveBack returns a drained slice for reuse.
+func (b *clickBuffer) giveBack(s []bufferedHit) {
+	clear(s) // drop references to user agents
+	b.mu.Lock()
+	if b.spare == nil && cap(s) <= 4*b.kickAt {
+		b.spare = s[:0]
+	}
+	b.mu.Unlock()
+}
+
+func (b *clickBuffer) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.hits) + len(b.retry)
+}
+
+// visitorHash is the stored visitor: an HMAC of client and user agent
+// under a key derived from the code key, so addresses cannot be recovered
+// by hashing every IPv4 address.
+func visitorHash(key []byte, client, ua string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(client))
+	m.Write([]byte{0})
+	m.Write([]byte(ua))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// Flush writes the buffered hits now, as one batch, and reports the
+// store's error (the batch is then kept and tried again at the next flush,
+// as far as the buffer's size allows). Service.Run calls it on a timer;
+// tests call it directly.
+func (s *Service) Flush(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	b := s.clicks
+	hits, clicks := b.take()
+	for _, h := range hits {
+		bot, reason := ClassifyHit(h.Head, h.UserAgent, h.Purpose)
+		clicks = append(clicks, Click{
+			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: bot, Reason: reason,
+			Visitor: visitorHash(s.visitorKey, h.Client, h.UserAgent),
+		})
+	}
+	b.giveBack(hits)
+	if len(clicks) == 0 {
+		return nil
+	}
+	if err := s.store.RecordClicks(ctx, clicks); err != nil {
+		keep := min(len(clicks), b.max)
+		s.metrics.dropStore.Add(float64(len(clicks) - keep))
+		b.mu.Lock()
+		b.retry = clicks[:keep]
+		b.mu.Unlock()
+		s.log.Warn("recording link clicks failed; will retry", slog.Int("clicks", keep), slog.Any("error", err))
+		return err
+	}
+	bots := 0
+	for _, c := range clicks {
+		if c.Bot {
+			bots++
+		}
+	}
+	s.metrics.botHits.Add(float64(bots))
+	s.metrics.humanClicks.Add(float64(len(clicks) - bots))
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package shorten is Sluice's URL shortener: links, their codes, the
+// redirect path and click statistics. It imports no storage engine: the
+// record store implements [Store], Redis (when configured) implements
+// [SharedCache], and the rate limiter plugs in through [Limiter].
+//
+// # Codes
+//
+// Each link gets an id from a database sequence; [Codec] permutes it with a
+// keyed Feistel network over [0, 62^n) and writes it in base62, so codes
+// are short, unique by construction and unrelated for consecutive ids. A
+// link may instead carry a custom slug ([ValidateSlug]).
+//
+// # Redirects
+//
+// [Service.Resolve] answers from a bounded in-process cache whose entries
+// carry the link's expiry, checked on every hit, then from the shared
+// cache, then from the store, with one lookup per code in flight
+// (singleflight) and negative caching of unknown codes. A hit is appended
+// to a bounded [ClickBuffer] and written in batches by its flusher; the
+// redirect itself never writes to the database.
+//
+// # Clicks
+//
+// Hits are classified by [ClassifyHit]: HEAD requests, link-preview
+// fetchers, scanners, crawlers and tools are bot hits with a reason; the
+// rest are human clicks. A link reports its human clicks, bot hits and the
+// time of the first human click.
+package shorten

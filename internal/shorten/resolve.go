@@ -1,0 +1,226 @@
+package shorten
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+)
+
+// Target is where a redirect goes.
+type Target struct {
+	LinkID int64
+	URL    string
+	// Expired is set when the link has expired; URL is then the fallback
+	// URL, or empty when there is none (answer 410).
+	Expired bool
+}
+
+// Errors of the redirect path, shared so that answering costs no
+// allocation. Callers test them with errors.Is; ErrNotFound is also an
+// apperr NotFound. ErrLimited comes wrapped in a *LimitedError.
+var (
+	ErrNotFound = apperr.New(apperr.NotFound, "no such short link")
+	ErrLimited  = errors.New("too many lookups of unknown short links from this client")
+)
+
+// LimitedError is ErrLimited with how long the client should wait.
+type LimitedError struct{ RetryAfter time.Duration }
+
+func (e *LimitedError) Error() string { return ErrLimited.Error() }
+func (e *LimitedError) Unwrap() error { return ErrLimited }
+
+// Resolve finds where code redirects to, for a client at address client
+// (the rate limit key for unknown codes). It answers from the in-process
+// cache when it can, then the shared cache, then the store, with one store
+// lookup per code in flight. It returns ErrNotFound for unknown codes and
+// a *LimitedError when client has looked up too many unknown codes.
+func (s *Service) Resolve(ctx context.Context, code, client string) (Target, error) {
+	now := s.now().UnixMicro()
+	if e := s.links.get(code, now); e != nil {
+		s.metrics.localHit.Inc()
+		return s.target(e, now), nil
+	}
+	s.metrics.localMiss.Inc()
+	if !validCode(code) || s.unknown.get(code, now) != nil {
+		return Target{}, s.unknownCode(ctx, client, now)
+	}
+	if until := s.limited.until(client); now < until {
+		s.metrics.limited.Inc()
+		return Target{}, &LimitedError{RetryAfter: time.Duration(until-now) * time.Microsecond}
+	}
+	v, err, _ := s.flight.Do(code, func() (any, error) { return s.load(ctx, code) })
+	if err != nil {
+		return Target{}, err
+	}
+	e := v.(*entry)
+	if e.notFound {
+		return Target{}, s.unknownCode(ctx, client, now)
+	}
+	return s.target(e, now), nil
+}
+
+func (s *Service) target(e *entry, now int64) Target {
+	if e.expired(now) {
+		s.metrics.expired.Inc()
+		return Target{LinkID: e.id, URL: s.opts.FallbackURL, Expired: true}
+	}
+	s.metrics.found.Inc()
+	return Target{LinkID: e.id, URL: e.url}
+}
+
+// load reads code from the shared cache or the store and caches the answer.
+func (s *Service) load(ctx context.Context, code string) (*entry, error) {
+	now := s.now()
+	if sh := s.opts.Shared; sh != nil {
+		cl, ok, err := sh.Get(ctx, code)
+		switch {
+		case err != nil:
+			s.metrics.sharedErr.Inc()
+			s.log.Debug("shared link cache get failed", slog.String("code", code), slog.Any("error", err))
+		case ok:
+			s.metrics.sharedHit.Inc()
+			e := &entry{id: cl.ID, url: cl.URL, expiresAt: micros(cl.ExpiresAt), until: now.Add(s.opts.CacheTTL).UnixMicro()}
+			s.links.put(code, e)
+			return e, nil
+		default:
+			s.metrics.sharedMiss.Inc()
+		}
+	}
+	l, err := s.store.LinkByCode(ctx, code)
+	if apperr.Is(err, apperr.NotFound) {
+		e := &entry{notFound: true, until: now.Add(s.opts.NegativeTTL).UnixMicro()}
+		s.unknown.put(code, e)
+		return e, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{id: l.ID, url: l.URL, expiresAt: micros(l.ExpiresAt), until: now.Add(s.opts.CacheTTL).UnixMicro()}
+	s.links.put(code, e)
+	if sh := s.opts.Shared; sh != nil && !l.Expired(now) {
+		ttl := s.opts.CacheTTL
+		if !l.ExpiresAt.IsZero() {
+			ttl = min(ttl, l.ExpiresAt.Sub(now)) // the shared entry never outlives the link
+		}
+		cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}
+		if err := sh.Set(ctx, code, cl, ttl); err != nil {
+			s.metrics.sharedErr.Inc()
+			s.log.Debug("shared link cache set failed", slog.String("code", code), slog.Any("error", err))
+		}
+	}
+	return e, nil
+}
+
+// unknownCode charges client for a lookup of an unknown code.
+func (s *Service) unknownCode(ctx context.Context, client string, now int64) error {
+	if s.opts.Limiter == nil {
+		s.metrics.notFound.Inc()
+		return ErrNotFound
+	}
+	d, err := s.opts.Limiter.Allow(ctx, "links_unknown:"+client, 1)
+	if err != nil { // fail open: a limiter outage must not break redirects
+		s.log.Debug("unknown-code limiter failed", slog.Any("error", err))
+		s.metrics.notFound.Inc()
+		return ErrNotFound
+	}
+	if !d.Allowed {
+		s.limited.set(client, now+d.RetryAfter.Microseconds())
+		s.metrics.limited.Inc()
+		return &LimitedError{RetryAfter: d.RetryAfter}
+	}
+	s.metrics.notFound.Inc()
+	return ErrNotFound
+}
+
+// RecordHit queues a hit on a live link for the next flush. It never
+// blocks and never touches the store; when the buffer is full the hit is
+// dropped and counted in sluice_links_clicks_dropped_total.
+func (s *Service) RecordHit(h Hit) bool {
+	return s.clicks.add(h, s.now().UnixMicro())
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// limitedClientsMax bounds the clients remembered as over their limit.
+const limitedClientsMax = 10_000
+
+// limitedClients remembers clients over their unknown-code limit until
+// their RetryAfter, so their lookups of uncached codes are refused without
+// reaching the store.
+type limitedClients struct {
+	mu sync.Mutex
+	m  map[string]int64 // client -> Unix microseconds
+}
+
+func (l *limitedClients) until(client string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[client]
+}
+
+func (l *limitedClients) set(client string, until int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.m) >= limitedClientsMax {
+		clear(l.m) // bounded and crude: the limiter itself still refuses them
+	}
+	l.m[client] = until
+}
+
+// Run flushes recorded hits every FlushInterval (sooner when the buffer
+// fills) and purges expired links every PurgeInterval, until ctx ends; it
+// then flushes once more, within a few seconds, and returns. Call it once,
+// and stop it before closing the store.
+func (s *Service) Run(ctx context.Context) error {
+	flush := time.NewTicker(s.opts.FlushInterval)
+	defer flush.Stop()
+	purge := time.NewTicker(s.opts.PurgeInterval)
+	defer purge.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := s.Flush(fctx); err != nil {
+				s.log.Error("last flush of link clicks failed; clicks lost", slog.Any("error", err))
+			}
+			return nil
+		case <-flush.C:
+			_ = s.Flush(ctx) // logged by Flush
+		case <-s.clicks.kick:
+			_ = s.Flush(ctx)
+		case <-purge.C:
+			if _, err := s.Purge(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("purging expired links failed", slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// purgeBatch bounds the links one purge transaction deletes.
+const purgeBatch = 1000
+
+// Purge deletes links that expired more than ExpiredRetention ago and
+// returns how many went. Cached entries need no purge: each carries its
+// link's expiry, checked on every hit.
+func (s *Service) Purge(ctx context.Context) (int, error) {
+	before := s.now().Add(-s.opts.ExpiredRetention)
+	total := 0
+	for {
+		n, err := s.store.PurgeExpiredLinks(ctx, before, purgeBatch)
+		total += n
+		s.metrics.purged.Add(float64(n))
+		if err != nil || n < purgeBatch {
+			return total, err
+		}
+	}
+}

@@ -1,0 +1,337 @@
+package shorten
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// SharedCache is a cache shared by every node (Redis), the second level
+// behind each node's own. Errors make the redirect path fall through to the
+// store, never fail.
+type SharedCache interface {
+	Get(ctx context.Context, code string) (CachedLink, bool, error)
+	Set(ctx context.Context, code string, l CachedLink, ttl time.Duration) error
+	Delete(ctx context.Context, code string) error
+}
+
+// CachedLink is what the shared cache keeps of a link.
+type CachedLink struct {
+	ID        int64
+	URL       string
+	ExpiresAt time.Time // zero: never
+}
+
+// Limiter limits unknown-code lookups per client; a ratelimit.PolicyLimiter
+// is one.
+type Limiter interface {
+	Allow(ctx context.Context, key string, cost int64) (ratelimit.Decision, error)
+}
+
+// Options configure a Service. Store, Codec and BaseURL are required.
+type Options struct {
+	Store Store
+	Codec *Codec
+	// BaseURL prefixes codes in short URLs: BaseURL + "/" + code.
+	BaseURL string
+	// Targets says which targets are acceptable.
+	Targets TargetPolicy
+	// FallbackURL, when set, is where expired links redirect instead of
+	// answering 410.
+	FallbackURL string
+	// Shared is the second-level cache. If nil, there is none.
+	Shared SharedCache
+	// Limiter limits unknown-code lookups per client address. If nil,
+	// they are not limited.
+	Limiter Limiter
+	// CacheSize bounds the links cached in process (default 100,000), and
+	// NegativeCacheSize the unknown codes remembered (default 10,000).
+	CacheSize, NegativeCacheSize int
+	// CacheTTL bounds how long a cached link is trusted before it is read
+	// again, which is how long a delete made on another node can take to be
+	// seen here (default 30s). NegativeTTL is the same for unknown codes
+	// (default 5s).
+	CacheTTL, NegativeTTL time.Duration
+	// ClickBuffer bounds the hits held between flushes (default 100,000);
+	// FlushInterval is the time between flushes (default 1s).
+	ClickBuffer   int
+	FlushInterval time.Duration
+	// PurgeInterval is the time between purges of expired links (default
+	// 1h); ExpiredRetention is how long an expired link is kept (answering
+	// 410) before it is purged (default 24h).
+	PurgeInterval, ExpiredRetention time.Duration
+	// Registry receives the metrics. If nil, they are not registered.
+	Registry prometheus.Registerer
+	// Logger receives warnings. If nil, nothing is logged.
+	Logger *slog.Logger
+	// Now is the clock. If nil, time.Now is used.
+	Now func() time.Time
+}
+
+// Service creates, resolves and reports on short links. It is safe for
+// concurrent use. Run must be running for hits to be recorded and expired
+// links purged.
+type Service struct {
+	opts       Options
+	store      Store
+	codec      *Codec
+	now        func() time.Time
+	log        *slog.Logger
+	baseURL    string
+	visitorKey []byte
+	metrics    *metrics
+
+	links    *cache
+	unknown  *cache
+	flight   singleflight.Group
+	limited  limitedClients
+	clicks   *clickBuffer
+	flushMu  sync.Mutex
+	inserter batcher
+}
+
+// New returns a Service for opts.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil || opts.Codec == nil {
+		return nil, errors.New("shorten: Store and Codec are required")
+	}
+	if !strings.HasPrefix(opts.BaseURL, "http://") && !strings.HasPrefix(opts.BaseURL, "https://") {
+		return nil, fmt.Errorf("shorten: base URL %q is not http(s)", opts.BaseURL)
+	}
+	opts.CacheSize = cmp.Or(opts.CacheSize, 100_000)
+	opts.NegativeCacheSize = cmp.Or(opts.NegativeCacheSize, 10_000)
+	opts.CacheTTL = cmp.Or(opts.CacheTTL, 30*time.Second)
+	opts.NegativeTTL = cmp.Or(opts.NegativeTTL, 5*time.Second)
+	opts.ClickBuffer = cmp.Or(opts.ClickBuffer, 100_000)
+	opts.FlushInterval = cmp.Or(opts.FlushInterval, time.Second)
+	opts.PurgeInterval = cmp.Or(opts.PurgeInterval, time.Hour)
+	opts.ExpiredRetention = cmp.Or(opts.ExpiredRetention, 24*time.Hour)
+	s := &Service{
+		opts:       opts,
+		store:      opts.Store,
+		codec:      opts.Codec,
+		now:        opts.Now,
+		log:        cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
+		baseURL:    strings.TrimRight(opts.BaseURL, "/"),
+		visitorKey: opts.Codec.visitor[:],
+		links:      newCache(opts.CacheSize),
+		unknown:    newCache(opts.NegativeCacheSize),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.metrics = newMetrics(opts.Registry, func() float64 { return float64(s.clicks.len()) })
+	s.clicks = newClickBuffer(opts.ClickBuffer, s.metrics)
+	s.limited.m = make(map[string]int64)
+	s.inserter.store = s.store
+	s.inserter.codec = s.codec
+	return s, nil
+}
+
+// ShortURL returns the public URL of code.
+func (s *Service) ShortURL(code string) string { return s.baseURL + "/" + code }
+
+// CreateRequest is a link to create.
+type CreateRequest struct {
+	URL  string
+	Slug string // empty: a code from the sequence
+	// ExpiresAt is the zero time for a link that never expires.
+	ExpiresAt time.Time
+	Owner     string
+}
+
+// Create validates req and stores a new link. Invalid input is an apperr
+// Unprocessable error naming the field ("url", "slug", "expires_at"); a
+// taken slug is an apperr Conflict naming "slug".
+func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
+	now := s.now()
+	var fields []apperr.FieldError
+	if _, err := s.opts.Targets.ValidateTarget(req.URL); err != nil {
+		fields = append(fields, apperr.FieldError{Field: "url", Detail: err.Error()})
+	}
+	if req.Slug != "" {
+		if err := ValidateSlug(req.Slug); err != nil {
+			fields = append(fields, apperr.FieldError{Field: "slug", Detail: err.Error()})
+		}
+	}
+	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
+		fields = append(fields, apperr.FieldError{Field: "expires_at", Detail: "must be in the future"})
+	}
+	if err := apperr.Fields(apperr.Unprocessable, "the link request is invalid", fields); err != nil {
+		return Link{}, err
+	}
+	nl := NewLink{Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt}
+	l, err := s.create(ctx, nl, func() (Link, bool, error) {
+		if req.Slug != "" {
+			return Link{}, false, &apperr.Error{Code: apperr.Conflict, Message: "the slug is taken",
+				Fields: []apperr.FieldError{{Field: "slug", Detail: fmt.Sprintf("%q is taken", req.Slug)}}}
+		}
+		return Link{}, false, nil
+	})
+	if err != nil {
+		return Link{}, err
+	}
+	if req.Slug != "" {
+		s.unknown.remove(req.Slug) // a 404 remembered for the slug must not hide the new link
+	}
+	return l, nil
+}
+
+// maxCodeRetries bounds the fresh ids tried when generated codes are taken
+// (by custom slugs that happen to look like codes).
+const maxCodeRetries = 8
+
+// create stores nl through the batcher. When it does not go in, onTaken
+// decides: return the existing link, fail, or (false, nil) retry with a
+// fresh id.
+func (s *Service) create(ctx context.Context, nl NewLink, onTaken func() (Link, bool, error)) (Link, error) {
+	for range maxCodeRetries {
+		l, ok, err := s.inserter.insert(ctx, nl)
+		if err != nil {
+			return Link{}, fmt.Errorf("create link: %w", err)
+		}
+		if ok {
+			s.metrics.created.Inc()
+			return l, nil
+		}
+		existing, found, err := onTaken()
+		if err != nil || found {
+			return existing, err
+		}
+	}
+	return Link{}, fmt.Errorf("create link: %d generated codes in a row were taken", maxCodeRetries)
+}
+
+// ShortenForNotification returns the short link of url owned by
+// notification id, creating it on first use: one link per notification per
+// URL, so rendering a message again (a retry) reuses it. The SMS renderer
+// calls it for each link of a message, through RewriteLinks, and sends the
+// long link when it fails.
+func (s *Service) ShortenForNotification(ctx context.Context, notificationID, url string) (Link, error) {
+	if notificationID == "" {
+		return Link{}, apperr.New(apperr.Invalid, "a notification id is required")
+	}
+	if _, err := s.opts.Targets.ValidateTarget(url); err != nil {
+		return Link{}, &apperr.Error{Code: apperr.Unprocessable, Message: "the link is not shortened",
+			Fields: []apperr.FieldError{{Field: "url", Detail: err.Error()}}}
+	}
+	if l, err := s.store.NotificationLink(ctx, notificationID, url); err == nil {
+		return l, nil
+	} else if !apperr.Is(err, apperr.NotFound) {
+		return Link{}, err
+	}
+	nl := NewLink{URL: url, NotificationID: notificationID, CreatedAt: s.now()}
+	return s.create(ctx, nl, func() (Link, bool, error) {
+		l, err := s.store.NotificationLink(ctx, notificationID, url)
+		if apperr.Is(err, apperr.NotFound) {
+			return Link{}, false, nil // the generated code was taken: next id
+		}
+		return l, err == nil, err
+	})
+}
+
+// NotificationShortener returns the shorten function RewriteLinks needs
+// for one notification's message: each URL becomes that notification's
+// short URL for it.
+func (s *Service) NotificationShortener(ctx context.Context, notificationID string) func(url string) (string, error) {
+	return func(url string) (string, error) {
+		l, err := s.ShortenForNotification(ctx, notificationID, url)
+		if err != nil {
+			return "", err
+		}
+		return s.ShortURL(l.Code), nil
+	}
+}
+
+// NotificationLinks returns the links of a notification with their clicks,
+// oldest first.
+func (s *Service) NotificationLinks(ctx context.Context, notificationID string) ([]Link, error) {
+	return s.store.NotificationLinks(ctx, notificationID)
+}
+
+// Caller is who asks: the API key id, and whether it may see every link.
+type Caller struct {
+	ID    string
+	Admin bool
+}
+
+func (c Caller) owns(l Link) bool { return c.Admin || l.Owner == c.ID }
+
+// Get returns the link with code, with its statistics as last flushed. A
+// link the caller does not own is NotFound, as if absent.
+func (s *Service) Get(ctx context.Context, caller Caller, code string) (Link, error) {
+	l, err := s.store.LinkByCode(ctx, code)
+	if err != nil {
+		return Link{}, err
+	}
+	if !caller.owns(l) {
+		return Link{}, apperr.New(apperr.NotFound, "link %q not found", code)
+	}
+	return l, nil
+}
+
+// Delete removes the link with code, which the caller must own, and drops
+// it from the caches. Other nodes stop redirecting it within CacheTTL.
+func (s *Service) Delete(ctx context.Context, caller Caller, code string) error {
+	if _, err := s.Get(ctx, caller, code); err != nil {
+		return err
+	}
+	if err := s.store.DeleteLink(ctx, code); err != nil {
+		return err
+	}
+	s.links.remove(code)
+	if s.opts.Shared != nil {
+		if err := s.opts.Shared.Delete(ctx, code); err != nil {
+			s.log.Warn("dropping a deleted link from the shared cache failed", slog.String("code", code), slog.Any("error", err))
+		}
+	}
+	return nil
+}
+
+// List returns a page of the caller's links, newest first, and the cursor
+// of the next page ("" after the last).
+func (s *Service) List(ctx context.Context, caller Caller, cursor string, limit int) ([]Link, string, error) {
+	before, err := parseCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	links, err := s.store.ListLinks(ctx, caller.ID, before, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(links) > limit {
+		links = links[:limit]
+		next = formatCursor(links[limit-1].ID)
+	}
+	return links, next, nil
+}
+
+func formatCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, uint64(id)))
+}
+
+func parseCursor(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 8 {
+		return 0, &apperr.Error{Code: apperr.Invalid, Message: "the cursor is not one this server gave",
+			Fields: []apperr.FieldError{{Field: "cursor", Detail: "is not valid"}}}
+	}
+	return int64(binary.BigEndian.Uint64(b)), nil
+}

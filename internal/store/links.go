@@ -1,0 +1,357 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/shorten"
+)
+
+var _ shorten.Store = (*DB)(nil)
+
+// linkColumns is the column list every links read selects, in scanLink's
+// order.
+const linkColumns = "id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at"
+
+// insertChunk bounds the rows of one multi-row INSERT, well inside both
+// engines' limits on bound parameters.
+const insertChunk = 500
+
+// CreateLinks implements shorten.Store. Ids come from links_id_seq on
+// PostgreSQL and from the one-row link_ids counter on SQLite, the only
+// difference between the engines; the rest is one multi-row INSERT ... ON
+// CONFLICT DO NOTHING RETURNING id per chunk, in one transaction, so a
+// batch of creations costs one commit.
+func (db *DB) CreateLinks(ctx context.Context, links []shorten.NewLink, code func(id int64) (string, error)) ([]shorten.Link, []bool, error) {
+	out := make([]shorten.Link, len(links))
+	created := make([]bool, len(links))
+	if len(links) == 0 {
+		return out, created, nil
+	}
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		ids, err := db.reserveLinkIDs(ctx, tx, len(links))
+		if err != nil {
+			return err
+		}
+		byID := make(map[int64]int, len(links))
+		for i, l := range links {
+			c := l.Code
+			if c == "" {
+				if c, err = code(ids[i]); err != nil {
+					return fmt.Errorf("code for link %d: %w", ids[i], err)
+				}
+			}
+			out[i] = shorten.Link{ID: ids[i], Code: c, URL: l.URL, Owner: l.Owner, NotificationID: l.NotificationID,
+				CreatedAt: l.CreatedAt.Truncate(time.Microsecond).UTC(), ExpiresAt: utcMicros(l.ExpiresAt)}
+			byID[ids[i]] = i
+		}
+		for chunk := range slices.Chunk(out, insertChunk) {
+			if err := db.insertLinks(ctx, tx, chunk, byID, created); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, mapErr(err, "create links")
+	}
+	for i := range out {
+		if !created[i] {
+			out[i] = shorten.Link{}
+		}
+	}
+	return out, created, nil
+}
+
+func (db *DB) reserveLinkIDs(ctx context.Context, tx *sql.Tx, n int) ([]int64, error) {
+	ids := make([]int64, 0, n)
+	if db.dialect == DialectPostgres {
+		rows, err := tx.QueryContext(ctx, "SELECT nextval('links_id_seq') FROM generate_series(1, $1::integer)", n)
+		if err != nil {
+			return nil, mapErr(err, "reserve link ids")
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return nil, mapErr(err, "reserve link ids")
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, mapErr(err, "reserve link ids")
+		}
+	} else {
+		var next int64
+		err := tx.QueryRowContext(ctx, "UPDATE link_ids SET next = next + ? WHERE one = 1 RETURNING next", n).Scan(&next)
+		if err != nil {
+			return nil, mapErr(err, "reserve link ids")
+		}
+		for id := next - int64(n); id < next; id++ {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("reserve link ids: got %d of %d", len(ids), n)
+	}
+	return ids, nil
+}
+
+func (db *DB) insertLinks(ctx context.Context, tx *sql.Tx, links []shorten.Link, byID map[int64]int, created []bool) error {
+	var q strings.Builder
+	q.WriteString("INSERT INTO links (id, code, url, owner, notification_id, created_at, expires_at) VALUES ")
+	args := make([]any, 0, len(links)*7)
+	for i, l := range links {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, l.ID, l.Code, l.URL, l.Owner, nullString(l.NotificationID), toMicros(l.CreatedAt), toMicros(l.ExpiresAt))
+	}
+	q.WriteString(" ON CONFLICT DO NOTHING RETURNING id")
+	rows, err := tx.QueryContext(ctx, db.Rebind(q.String()), args...)
+	if err != nil {
+		return mapErr(err, "insert links")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return mapErr(err, "insert links")
+		}
+		if i, ok := byID[id]; ok {
+			created[i] = true
+		}
+	}
+	return mapErr(rows.Err(), "insert links")
+}
+
+// LinkByCode implements shorten.Store.
+func (db *DB) LinkByCode(ctx context.Context, code string) (shorten.Link, error) {
+	l, err := scanLink(db.queryRow(ctx, `SELECT `+linkColumns+` FROM links WHERE code = ?`, code))
+	if errors.Is(err, sql.ErrNoRows) {
+		return shorten.Link{}, apperr.New(apperr.NotFound, "link %q not found", code)
+	}
+	return l, mapErr(err, "get link")
+}
+
+// NotificationLink implements shorten.Store.
+func (db *DB) NotificationLink(ctx context.Context, notificationID, url string) (shorten.Link, error) {
+	l, err := scanLink(db.queryRow(ctx, `SELECT `+linkColumns+` FROM links WHERE notification_id = ? AND url = ?`, notificationID, url))
+	if errors.Is(err, sql.ErrNoRows) {
+		return shorten.Link{}, apperr.New(apperr.NotFound, "notification %q has no link to that URL", notificationID)
+	}
+	return l, mapErr(err, "get notification link")
+}
+
+// NotificationLinks implements shorten.Store.
+func (db *DB) NotificationLinks(ctx context.Context, notificationID string) ([]shorten.Link, error) {
+	return db.queryLinks(ctx, "list notification links",
+		`SELECT `+linkColumns+` FROM links WHERE notification_id = ? ORDER BY id`, notificationID)
+}
+
+// ListLinks implements shorten.Store.
+func (db *DB) ListLinks(ctx context.Context, owner string, before int64, limit int) ([]shorten.Link, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	return db.queryLinks(ctx, "list links",
+		`SELECT `+linkColumns+` FROM links WHERE owner = ? AND id < ? ORDER BY id DESC LIMIT ?`, owner, before, limit)
+}
+
+func (db *DB) queryLinks(ctx context.Context, op, q string, args ...any) ([]shorten.Link, error) {
+	rows, err := db.query(ctx, q, args...)
+	if err != nil {
+		return nil, mapErr(err, op)
+	}
+	defer rows.Close()
+	links := []shorten.Link{}
+	for rows.Next() {
+		l, err := scanLink(rows)
+		if err != nil {
+			return nil, mapErr(err, op)
+		}
+		links = append(links, l)
+	}
+	return links, mapErr(rows.Err(), op)
+}
+
+// DeleteLink implements shorten.Store.
+func (db *DB) DeleteLink(ctx context.Context, code string) error {
+	return db.InTx(ctx, func(tx *sql.Tx) error {
+		var id int64
+		err := tx.QueryRowContext(ctx, db.Rebind("DELETE FROM links WHERE code = ? RETURNING id"), code).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return apperr.New(apperr.NotFound, "link %q not found", code)
+		}
+		if err != nil {
+			return mapErr(err, "delete link")
+		}
+		_, err = tx.ExecContext(ctx, db.Rebind("DELETE FROM link_clicks WHERE link_id = ?"), id)
+		return mapErr(err, "delete link clicks")
+	})
+}
+
+// linkTally is one link's share of a batch of clicks.
+type linkTally struct {
+	clicks, bots int64
+	first        time.Time
+}
+
+// RecordClicks implements shorten.Store: one counter update per link, then
+// the click rows of the links that still exist, in one transaction.
+func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
+	if len(clicks) == 0 {
+		return nil
+	}
+	tallies := map[int64]*linkTally{}
+	var order []int64
+	for _, c := range clicks {
+		t := tallies[c.LinkID]
+		if t == nil {
+			t = &linkTally{}
+			tallies[c.LinkID] = t
+			order = append(order, c.LinkID)
+		}
+		if c.Bot {
+			t.bots++
+			continue
+		}
+		t.clicks++
+		if t.first.IsZero() || c.At.Before(t.first) {
+			t.first = c.At
+		}
+	}
+	slices.Sort(order) // a fixed lock order keeps concurrent flushers from deadlocking on PostgreSQL
+	return db.InTx(ctx, func(tx *sql.Tx) error {
+		update := db.Rebind(`UPDATE links SET clicks = clicks + ?, bot_hits = bot_hits + ?,
+			first_click_at = COALESCE(first_click_at, ?) WHERE id = ?`)
+		gone := map[int64]bool{}
+		for _, id := range order {
+			t := tallies[id]
+			res, err := tx.ExecContext(ctx, update, t.clicks, t.bots, toMicros(t.first), id)
+			if err != nil {
+				return mapErr(err, "count clicks")
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return mapErr(err, "count clicks")
+			} else if n == 0 {
+				gone[id] = true
+			}
+		}
+		kept := clicks
+		if len(gone) > 0 {
+			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return gone[c.LinkID] })
+		}
+		for chunk := range slices.Chunk(kept, insertChunk) {
+			var q strings.Builder
+			q.WriteString("INSERT INTO link_clicks (link_id, at, bot, reason, visitor) VALUES ")
+			args := make([]any, 0, len(chunk)*5)
+			for i, c := range chunk {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString("(?, ?, ?, ?, ?)")
+				args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, c.Visitor)
+			}
+			if _, err := tx.ExecContext(ctx, db.Rebind(q.String()), args...); err != nil {
+				return mapErr(err, "record clicks")
+			}
+		}
+		return nil
+	})
+}
+
+// PurgeExpiredLinks implements shorten.Store.
+func (db *DB) PurgeExpiredLinks(ctx context.Context, before time.Time, limit int) (int, error) {
+	n := 0
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, db.Rebind(`DELETE FROM links WHERE id IN
+			(SELECT id FROM links WHERE expires_at < ? ORDER BY expires_at LIMIT ?) RETURNING id`), before.UnixMicro(), limit)
+		if err != nil {
+			return mapErr(err, "purge links")
+		}
+		var ids []any
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return mapErr(err, "purge links")
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return mapErr(err, "purge links")
+		}
+		n = len(ids)
+		for chunk := range slices.Chunk(ids, insertChunk) {
+			q := "DELETE FROM link_clicks WHERE link_id IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
+			if _, err := tx.ExecContext(ctx, db.Rebind(q), chunk...); err != nil {
+				return mapErr(err, "purge link clicks")
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// LinkSetting returns the shortener setting name, storing candidate first
+// when it has none, so that every node sharing the database agrees on it
+// (the first to store wins).
+func (db *DB) LinkSetting(ctx context.Context, name, candidate string) (string, error) {
+	_, err := db.exec(ctx, "INSERT INTO link_settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING", name, candidate)
+	if err != nil {
+		return "", mapErr(err, "store link setting")
+	}
+	var v string
+	err = db.write.QueryRowContext(ctx, db.Rebind("SELECT value FROM link_settings WHERE name = ?"), name).Scan(&v)
+	return v, mapErr(err, "read link setting")
+}
+
+func scanLink(row interface{ Scan(...any) error }) (shorten.Link, error) {
+	var (
+		l              shorten.Link
+		notif          *string
+		created        int64
+		expires, first *int64
+	)
+	if err := row.Scan(&l.ID, &l.Code, &l.URL, &l.Owner, &notif, &created, &expires, &l.Clicks, &l.BotHits, &first); err != nil {
+		return shorten.Link{}, err
+	}
+	if notif != nil {
+		l.NotificationID = *notif
+	}
+	l.CreatedAt = fromMicros(&created)
+	l.ExpiresAt = fromMicros(expires)
+	l.FirstClickAt = fromMicros(first)
+	return l, nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func utcMicros(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(time.Microsecond).UTC()
+}
