@@ -25,6 +25,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("InTx", s.inTx)
 	t.Run("APIKeys", s.apiKeys)
 	t.Run("Ratelimit", s.ratelimit)
+	t.Run("Links", s.links)
 }
 
 type suite struct {
