@@ -41,6 +41,7 @@ var commands = map[string]command{
 	"migrate": {"apply pending database migrations and exit", runMigrate},
 	"keys":    {"manage API keys: keys create|list|revoke", runKeys},
 	"version": {"print the version", runVersion},
+	"shorten": {"ask a running server for a short link: shorten URL", runShorten},
 }
 
 func main() {

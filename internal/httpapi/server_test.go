@@ -56,6 +56,7 @@ type call struct {
 	key                string
 	remote             string
 	contentType        string
+	userAgent          string
 }
 
 func (b *bundle) do(c call) *http.Response {
@@ -70,6 +71,9 @@ func (b *bundle) do(c call) *http.Response {
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
 	}
 	if c.contentType != "" {
 		req.Header.Set("Content-Type", c.contentType)

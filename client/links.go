@@ -1,0 +1,77 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// LinkRequest asks for a short link. URL is required; Slug (a custom code)
+// and ExpiresAt are optional.
+type LinkRequest struct {
+	URL       string     `json:"url"`
+	Slug      string     `json:"slug,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Link is a short link with its statistics.
+type Link struct {
+	Code      string     `json:"code"`
+	ShortURL  string     `json:"short_url"`
+	URL       string     `json:"url"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	// Clicks counts human clicks, BotHits previews, scanners, crawlers and
+	// HEAD requests; both as of the server's last flush (about a second).
+	Clicks         int64      `json:"clicks"`
+	BotHits        int64      `json:"bot_hits"`
+	FirstClickAt   *time.Time `json:"first_click_at"`
+	NotificationID string     `json:"notification_id,omitempty"`
+}
+
+// LinkPage is one page of Links; NextCursor is empty after the last.
+type LinkPage struct {
+	Items      []Link `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// Shorten creates a short link (POST /v1/links). Refused input comes back
+// as *Error with status 400, 409 or 422 and the field named in Errors.
+func (c *Client) Shorten(ctx context.Context, req LinkRequest) (Link, error) {
+	var l Link
+	err := c.Do(ctx, http.MethodPost, "/v1/links", req, &l)
+	return l, err
+}
+
+// Link returns the link with code and its statistics (GET /v1/links/{code}).
+func (c *Client) Link(ctx context.Context, code string) (Link, error) {
+	var l Link
+	err := c.Do(ctx, http.MethodGet, "/v1/links/"+url.PathEscape(code), nil, &l)
+	return l, err
+}
+
+// DeleteLink deletes the link with code (DELETE /v1/links/{code}).
+func (c *Client) DeleteLink(ctx context.Context, code string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/links/"+url.PathEscape(code), nil, nil)
+}
+
+// Links returns a page of the caller's links, newest first: limit per page
+// (0: the server's default of 50), starting at cursor ("" for the first).
+func (c *Client) Links(ctx context.Context, limit int, cursor string) (LinkPage, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := "/v1/links"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var p LinkPage
+	err := c.Do(ctx, http.MethodGet, path, nil, &p)
+	return p, err
+}

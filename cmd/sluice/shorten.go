@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+// runShorten is `sluice shorten URL`: it asks a running server for a short
+// link and prints it.
+func runShorten(ctx context.Context, env *environment, args []string) error {
+	fs := flag.NewFlagSet("shorten", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	server := fs.String("server", cmpOrEnv(env, "SLUICE_SERVER", client.DefaultServer), "Sluice server URL [SLUICE_SERVER]")
+	apiKey := fs.String("api-key", env.getenv("SLUICE_API_KEY"), "API key with the links:write scope [SLUICE_API_KEY]")
+	slug := fs.String("slug", "", "custom code instead of a generated one")
+	expiresIn := fs.Duration("expires-in", 0, "expire the link after this long (e.g. 72h); 0: never")
+	verbose := fs.Bool("v", false, "print the code, target and expiry too")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "Usage: sluice shorten [flags] URL\n\nPrints the short URL of URL.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(interleaved(fs, args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("want exactly one URL")
+	}
+	req := client.LinkRequest{URL: fs.Arg(0), Slug: *slug}
+	if *expiresIn < 0 {
+		return errors.New("--expires-in must not be negative")
+	}
+	if *expiresIn > 0 {
+		t := time.Now().Add(*expiresIn).UTC()
+		req.ExpiresAt = &t
+	}
+	l, err := client.New(*server, *apiKey).Shorten(ctx, req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, l.ShortURL)
+	if *verbose {
+		exp := "never"
+		if l.ExpiresAt != nil {
+			exp = l.ExpiresAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(env.stderr, "code %s -> %s (expires %s)\n", l.Code, l.URL, exp)
+	}
+	return nil
+}
+
+func cmpOrEnv(env *environment, name, def string) string {
+	if v := env.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// interleaved moves flags after the positional URL in front of it, so
+// `sluice shorten URL --slug x` works as users expect.
+func interleaved(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+			name := a[1:]
+			if len(name) > 0 && name[0] == '-' {
+				name = name[1:]
+			}
+			if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+				i++
+				flags = append(flags, args[i])
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

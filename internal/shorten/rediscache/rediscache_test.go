@@ -1,0 +1,68 @@
+package rediscache
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/shorten"
+)
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DisableCache = true
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	ctx := t.Context()
+	c := New(rc, fmt.Sprintf("sluice-test:%d:", time.Now().UnixNano()))
+	if _, ok, err := c.Get(ctx, "absent"); ok || err != nil {
+		t.Errorf("Get(absent) = %v, %v; want a miss", ok, err)
+	}
+	exp := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+	tests := []shorten.CachedLink{
+		{ID: 42, URL: "https://example.com/a b?c=d e", ExpiresAt: exp},
+		{ID: 7, URL: "https://example.com/"},
+	}
+	for i, want := range tests {
+		code := fmt.Sprint("code", i)
+		if err := c.Set(ctx, code, want, time.Minute); err != nil {
+			t.Fatalf("Set: %v", err)
+		}
+		got, ok, err := c.Get(ctx, code)
+		if err != nil || !ok || got != want {
+			t.Errorf("Get(%s) = %+v, %v, %v; want %+v", code, got, ok, err, want)
+		}
+		ttl, err := rc.Do(ctx, rc.B().Pttl().Key(c.prefix+code).Build()).AsInt64()
+		if err != nil || ttl <= 0 || ttl > 60_000 {
+			t.Errorf("PTTL = %d, %v; want an expiry within the minute", ttl, err)
+		}
+		if err := c.Delete(ctx, code); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		if _, ok, _ := c.Get(ctx, code); ok {
+			t.Errorf("Get after Delete hit")
+		}
+	}
+	if err := c.Set(ctx, "short", tests[0], time.Microsecond); err != nil {
+		t.Errorf("Set with a sub-millisecond ttl = %v", err)
+	}
+	if _, ok, _ := c.Get(ctx, "short"); ok {
+		t.Error("a sub-millisecond ttl stored an entry")
+	}
+	if err := rc.Do(ctx, rc.B().Set().Key(c.prefix+"junk").Value("junk").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Get(ctx, "junk"); err == nil {
+		t.Error("Get of a malformed value succeeded, want an error")
+	}
+}
