@@ -172,4 +172,3 @@ func cmpOr(a, b string) string {
 }
 
 const browser = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36"
-
