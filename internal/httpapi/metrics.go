@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,7 @@ import (
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	resolved sync.Map // seriesKey -> series
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -28,7 +30,29 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return m
 }
 
+// seriesKey names the resolved series of one route, method and status.
+type seriesKey struct {
+	route, method string
+	status        int
+}
+
+type series struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
 func (m *httpMetrics) observe(route, method string, status int, d time.Duration) {
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
+	// Resolving label values hashes them on every call; the set of routes,
+	// methods and statuses is small, so resolved series are kept.
+	k := seriesKey{route, method, status}
+	v, ok := m.resolved.Load(k)
+	if !ok {
+		v, _ = m.resolved.LoadOrStore(k, series{
+			requests: m.requests.WithLabelValues(route, method, strconv.Itoa(status)),
+			latency:  m.latency.WithLabelValues(route, method),
+		})
+	}
+	ser := v.(series)
+	ser.requests.Inc()
+	ser.latency.Observe(d.Seconds())
 }

@@ -116,11 +116,33 @@ func (s *Service) Flush(ctx context.Context) error {
 	defer s.flushMu.Unlock()
 	b := s.clicks
 	hits, clicks := b.take()
+	// A batch holds few distinct clients and user agents (a hot link is
+	// clicked by the same browsers over and over), so each is classified
+	// and hashed once per batch.
+	type verdict struct {
+		bot    bool
+		reason string
+	}
+	verdicts := map[[3]string]verdict{}
+	visitors := map[[2]string]string{}
 	for _, h := range hits {
-		bot, reason := ClassifyHit(h.Head, h.UserAgent, h.Purpose)
+		vk := [3]string{h.UserAgent, h.Purpose, ""}
+		if h.Head {
+			vk[2] = "head"
+		}
+		v, ok := verdicts[vk]
+		if !ok {
+			v.bot, v.reason = ClassifyHit(h.Head, h.UserAgent, h.Purpose)
+			verdicts[vk] = v
+		}
+		hk := [2]string{h.Client, h.UserAgent}
+		visitor, ok := visitors[hk]
+		if !ok {
+			visitor = visitorHash(s.visitorKey, h.Client, h.UserAgent)
+			visitors[hk] = visitor
+		}
 		clicks = append(clicks, Click{
-			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: bot, Reason: reason,
-			Visitor: visitorHash(s.visitorKey, h.Client, h.UserAgent),
+			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: v.bot, Reason: v.reason, Visitor: visitor,
 		})
 	}
 	b.giveBack(hits)
