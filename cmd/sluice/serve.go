@@ -134,6 +134,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
 
+	gwCtx, stopGateway := context.WithCancel(ctx)
+	defer stopGateway()
+	gwDone, err := startGateway(gwCtx, cfg, log, rl.service)
+	if err != nil {
+		httpLn.Close()
+		grpcLn.Close()
+		return err
+	}
+
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(httpLn) }()
 	go func() { errc <- gs.Serve(grpcLn) }()
@@ -156,6 +165,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		log.Warn("http shutdown", "error", err)
 	}
 	stopGRPC(sctx, gs)
+	stopGateway()
+	<-gwDone
 	log.Info("stopped")
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr

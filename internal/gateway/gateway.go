@@ -1,0 +1,247 @@
+// Package gateway is Sluice's rate limiting reverse proxy: an
+// httputil.ReverseProxy in front of an upstream, behind the httplimit
+// middleware, with its routes, tiers and global capacity limit from the
+// YAML configuration and its decisions from the rate limit service (so
+// blocks, policy modes, failover and metrics apply as for the decision
+// API).
+//
+// Per request: the client is its API key (tier from gateway.tiers, else
+// default_tier) or, without one, its IP (anonymous_policy), X-Forwarded-For
+// believed only from trusted_proxies; the route matching the path (longest
+// prefix) adds its policies, an IP policy and, on login routes, an account
+// policy keyed by the account named in the body. The global policy, if
+// any, sheds load with 503.
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/httplimit"
+)
+
+// tierPolicy in a route's policies stands for the client's tier.
+const tierPolicy = "tier"
+
+// globalKey is the counter key of the global capacity limit.
+const globalKey = "global"
+
+// Options configures New.
+type Options struct {
+	Config config.Gateway
+	// Limits decides the checks. Required.
+	Limits *limits.Service
+	// Logger receives proxy errors and misconfigured policy names. If nil,
+	// nothing is logged.
+	Logger *slog.Logger
+	// Transport reaches the upstream. If nil, http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// Gateway is the rate limiting reverse proxy, an http.Handler. It is safe
+// for concurrent use.
+type Gateway struct {
+	cfg    config.Gateway
+	svc    *limits.Service
+	log    *slog.Logger
+	id     httplimit.Identifier
+	routes []config.GatewayRoute // longest path first
+	proxy  *httputil.ReverseProxy
+	mw     *httplimit.Middleware
+	h      http.Handler
+	warned sync.Map // policy names already reported unknown
+}
+
+// New builds the gateway; it fails on an invalid upstream or proxy list.
+func New(opts Options) (*Gateway, error) {
+	if opts.Limits == nil {
+		return nil, errors.New("gateway: Limits is required")
+	}
+	up, err := url.Parse(opts.Config.Upstream)
+	if err != nil || up.Host == "" {
+		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
+	}
+	trusted, err := config.ParsePrefixes(opts.Config.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("gateway trusted proxies: %w", err)
+	}
+	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: trusted}}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	g.cfg.DefaultTier = cmp.Or(g.cfg.DefaultTier, "free")
+	g.cfg.AnonymousPolicy = cmp.Or(g.cfg.AnonymousPolicy, "free")
+	g.routes = slices.Clone(g.cfg.Routes)
+	slices.SortStableFunc(g.routes, func(a, b config.GatewayRoute) int { return cmp.Compare(len(b.Path), len(a.Path)) })
+
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			pr.SetXForwarded()
+			// Keep the chain a trusted proxy sent, so the upstream sees
+			// the same client the limits did.
+			if prior := strings.Join(pr.In.Header.Values("X-Forwarded-For"), ", "); prior != "" && g.trustedPeer(pr.In) {
+				pr.Out.Header.Set("X-Forwarded-For", prior+", "+pr.Out.Header.Get("X-Forwarded-For"))
+			}
+			pr.Out.Host = pr.In.Host
+		},
+		Transport: opts.Transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.log.Warn("gateway upstream failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	g.mw = &httplimit.Middleware{Limits: g.limits, Decide: g.decide, MaxWait: g.cfg.Global.MaxWait}
+	if g.cfg.Global.Policy != "" {
+		g.mw.Global = g.global
+	}
+	g.h = g.mw.Wrap(g.proxy)
+	return g, nil
+}
+
+// trustedPeer reports whether r comes straight from a trusted proxy.
+func (g *Gateway) trustedPeer(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	for _, p := range g.id.TrustedProxies {
+		if p.Contains(a.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.h.ServeHTTP(w, r) }
+
+// route returns the route of r, if any.
+func (g *Gateway) route(r *http.Request) (config.GatewayRoute, bool) {
+	for _, rt := range g.routes {
+		if !strings.HasPrefix(r.URL.Path, rt.Path) {
+			continue
+		}
+		if len(rt.Methods) == 0 || slices.ContainsFunc(rt.Methods, func(m string) bool { return strings.EqualFold(m, r.Method) }) {
+			return rt, true
+		}
+	}
+	return config.GatewayRoute{}, false
+}
+
+// limits is the client's checks for r.
+func (g *Gateway) limits(r *http.Request) []httplimit.Limit {
+	id := g.id.Identify(r)
+	tier := g.cfg.AnonymousPolicy
+	if id.APIKey != "" {
+		tier = cmp.Or(g.cfg.Tiers[id.APIKey], g.cfg.DefaultTier)
+	}
+	rt, ok := g.route(r)
+	policies := []string{tierPolicy}
+	if ok && len(rt.Policies) > 0 {
+		policies = rt.Policies
+	}
+	var out []httplimit.Limit
+	add := func(name, key string) {
+		if l, ok := g.limit(name, key); ok && !slices.ContainsFunc(out, func(o httplimit.Limit) bool {
+			return o.Policy.Name == name && o.Key == key
+		}) {
+			out = append(out, l)
+		}
+	}
+	for _, name := range policies {
+		if name == tierPolicy {
+			name = tier
+		}
+		add(name, id.Key())
+	}
+	if ok && rt.IPPolicy != "" {
+		add(rt.IPPolicy, httplimit.IPKey(id.IP))
+	}
+	if ok && rt.AccountPolicy != "" {
+		if account := httplimit.AccountFromBody(r, rt.AccountField, 0); account != "" {
+			add(rt.AccountPolicy, "account:"+account)
+		}
+	}
+	return out
+}
+
+func (g *Gateway) global(*http.Request) []httplimit.Limit {
+	if l, ok := g.limit(g.cfg.Global.Policy, globalKey); ok {
+		return []httplimit.Limit{l}
+	}
+	return nil
+}
+
+// limit describes policy name for key, or logs that it does not exist
+// (a misconfigured route then limits nothing rather than failing).
+func (g *Gateway) limit(name, key string) (httplimit.Limit, bool) {
+	p, _, err := g.svc.Policy(name)
+	if err != nil {
+		if _, seen := g.warned.LoadOrStore(name, true); !seen {
+			g.log.Warn("gateway configuration names an unknown rate limit policy; it is skipped until it exists", slog.String("policy", name))
+		}
+		return httplimit.Limit{}, false
+	}
+	return httplimit.Limit{Key: key, Cost: 1, Policy: &ratelimit.Policy{Name: p.Name, Algorithm: p.Algorithm,
+		Limit: p.Limit, Period: time.Duration(p.Period), Burst: p.Burst}}, true
+}
+
+// decide asks the rate limit service, which applies blocks and modes.
+func (g *Gateway) decide(ctx context.Context, ls []httplimit.Limit) ([]ratelimit.Decision, error) {
+	reqs := make([]limits.CheckRequest, len(ls))
+	for i, l := range ls {
+		reqs[i] = limits.CheckRequest{Policy: l.Policy.Name, Key: l.Key, Cost: max(l.Cost, 1)}
+	}
+	_, results, err := g.svc.Check(ctx, reqs)
+	if err != nil {
+		if apperr.Is(err, apperr.Invalid) || apperr.Is(err, apperr.NotFound) {
+			g.log.Warn("gateway check refused by the rate limiter; request let through", slog.Any("error", err))
+		}
+		return nil, err
+	}
+	ds := make([]ratelimit.Decision, len(results))
+	for i, res := range results {
+		ds[i] = res.Decision.Decision
+	}
+	return ds, nil
+}
+
+// Serve serves the gateway on ln until ctx ends, then drains within
+// shutdown.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener, shutdown time.Duration) error {
+	hs := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gateway: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc
+	return err
+}

@@ -1,0 +1,168 @@
+package httplimit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// Identity is who a request comes from, in the layers the seeds describe:
+// the API key where there is one, else the client IP; on login routes also
+// the account the request targets.
+type Identity struct {
+	// APIKey is the key from "Authorization: Bearer" or X-API-Key, or "".
+	APIKey string
+	// IP is the client's address (see Identifier.ClientIP).
+	IP netip.Addr
+}
+
+// Key is the identity's rate limit key: "key:" and a hash of the API key
+// (the secret itself never reaches the counter store), else "ip:" and the
+// client IP.
+func (id Identity) Key() string {
+	if id.APIKey != "" {
+		return "key:" + HashKey(id.APIKey)
+	}
+	return IPKey(id.IP)
+}
+
+// IPKey is the rate limit key of a client IP: "ip:203.0.113.9".
+func IPKey(ip netip.Addr) string { return "ip:" + ip.String() }
+
+// HashKey returns the first 128 bits of the SHA-256 of an API key, in hex.
+func HashKey(apiKey string) string {
+	sum := sha256.Sum256([]byte(apiKey))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Identifier identifies clients. The zero value trusts no proxy, so the
+// client IP is the peer address. It is safe for concurrent use.
+type Identifier struct {
+	// TrustedProxies are the peers whose X-Forwarded-For is believed: a
+	// load balancer or CDN in front of this server. Anyone else can write
+	// anything in that header.
+	TrustedProxies []netip.Prefix
+}
+
+// Identify returns r's identity.
+func (c *Identifier) Identify(r *http.Request) Identity {
+	return Identity{APIKey: APIKey(r), IP: c.ClientIP(r)}
+}
+
+// APIKey returns the key of "Authorization: Bearer <key>", else of the
+// X-API-Key header, else "".
+func APIKey(r *http.Request) string {
+	if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return strings.TrimSpace(auth[7:])
+	}
+	return strings.TrimSpace(r.Header.Get("X-API-Key"))
+}
+
+func (c *Identifier) trusted(a netip.Addr) bool {
+	for _, p := range c.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClientIP is the peer address, unless the peer is a trusted proxy: then
+// X-Forwarded-For is read from the right, skipping trusted proxies, and
+// the first address not trusted is the client (addresses further left
+// were written by the client and prove nothing). An unparsable entry stops
+// the walk at the last trusted hop.
+func (c *Identifier) ClientIP(r *http.Request) netip.Addr {
+	peer := parseAddr(r.RemoteAddr)
+	if !peer.IsValid() || !c.trusted(peer) {
+		return peer
+	}
+	hops := r.Header.Values("X-Forwarded-For")
+	client := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		parts := strings.Split(hops[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a := parseAddr(strings.TrimSpace(parts[j]))
+			if !a.IsValid() {
+				return client
+			}
+			client = a
+			if !c.trusted(a) {
+				return a
+			}
+		}
+	}
+	return client
+}
+
+// parseAddr reads "1.2.3.4", "1.2.3.4:5", "[::1]:5" or "::1", unmapping
+// IPv4-in-IPv6.
+func parseAddr(s string) netip.Addr {
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap().WithZone("")
+}
+
+// DefaultMaxAccountBody bounds how much of a body AccountFromBody reads.
+const DefaultMaxAccountBody = 64 << 10
+
+// Unreadable is the account AccountFromBody reports for a body it cannot
+// read (too large, not JSON or a form): such requests share one account
+// key, so padding a body does not escape the per-account limit.
+const Unreadable = "(unreadable)"
+
+// AccountFromBody returns the value of field in r's body (a JSON object,
+// or a URL-encoded form), reading at most maxBytes (DefaultMaxAccountBody
+// if 0). The body is put back, so the handler or upstream receives it
+// unchanged. It returns "" when the body has no such field, and Unreadable
+// when it cannot tell.
+func AccountFromBody(r *http.Request, field string, maxBytes int64) string {
+	if r.Body == nil || r.Body == http.NoBody {
+		return ""
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxAccountBody
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	if err != nil || int64(len(buf)) > maxBytes {
+		return Unreadable
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "application/x-www-form-urlencoded" {
+		vals, err := url.ParseQuery(string(buf))
+		if err != nil {
+			return Unreadable
+		}
+		return vals.Get(field)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(buf, &obj); err != nil {
+		return Unreadable
+	}
+	raw, ok := obj[field]
+	if !ok {
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return strings.TrimSpace(string(raw)) // a number or other literal
+	}
+	return s
+}
