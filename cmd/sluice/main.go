@@ -40,6 +40,7 @@ var commands = map[string]command{
 	"serve":   {"run the HTTP API, gRPC rate limit service and workers", runServe},
 	"migrate": {"apply pending database migrations and exit", runMigrate},
 	"keys":    {"manage API keys: keys create|list|revoke", runKeys},
+	"check":   {"check and consume a rate limit key on a running server", runCheck},
 	"version": {"print the version", runVersion},
 	"shorten": {"ask a running server for a short link: shorten URL", runShorten},
 }

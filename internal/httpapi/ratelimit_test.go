@@ -13,7 +13,7 @@ import (
 )
 
 // setupRL is setup with the rate limit routes on a memory counter store.
-func setupRL(t *testing.T) *bundle {
+func setupRL(t testing.TB) *bundle {
 	t.Helper()
 	b := setup(t)
 	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+)
+
+func send(t *testing.T, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+// TestTwoNodesShareOneService runs two `sluice serve` nodes on one
+// PostgreSQL, one Redis and one NATS: a policy change and a block made
+// through one are enforced by the other within 1 s, and a limit is
+// shared, not doubled.
+func TestTwoNodesShareOneService(t *testing.T) {
+	t.Parallel()
+	pg := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+	redis := enginetest.StartRedis(t)
+	nats := enginetest.StartNATS(t)
+	cfg := testConfig(t)
+	cfg.DatabaseURL, cfg.RedisURL, cfg.NATSURL = pg, redis.URL(), nats.URL()
+	cfg.Ratelimit.Nodes = 2
+	cfg.Ratelimit.RefreshInterval = time.Hour // only the push path can make it in time
+	a := startNode(t, cfg)
+	cfg.DataDir = t.TempDir()
+	b := startNode(t, cfg)
+
+	start := time.Now()
+	if code, body := send(t, "PUT", a.httpURL+"/v1/ratelimit/policies/shared",
+		`{"algorithm":"fixed_window","limit":10,"period":"1h"}`); code != 201 {
+		t.Fatalf("PUT policy on A = %d %v", code, body)
+	}
+	eventually(t, time.Second, "B serves the policy created on A", func() (bool, string) {
+		code, body := send(t, "GET", b.httpURL+"/v1/ratelimit/policies/shared", "")
+		return code == 200, fmt.Sprint(code, body)
+	})
+	t.Logf("policy created on A served by B after %v", time.Since(start))
+
+	check := func(n *node, key string) bool {
+		code, body := send(t, "POST", n.httpURL+"/v1/ratelimit/check", `{"policy":"shared","key":"`+key+`"}`)
+		if code != 200 {
+			t.Fatalf("check = %d %v", code, body)
+		}
+		return body["allowed"] == true
+	}
+	allowed := 0
+	for i := range 30 {
+		n := a
+		if i%2 == 1 {
+			n = b
+		}
+		if check(n, "k") {
+			allowed++
+		}
+	}
+	if allowed != 10 {
+		t.Errorf("30 checks spread over two nodes admitted %d, want 10 (one shared limit, not one per node)", allowed)
+	}
+
+	start = time.Now()
+	if code, body := send(t, "POST", b.httpURL+"/v1/ratelimit/blocks", `{"key":"mallory","duration":"10m","reason":"abuse"}`); code != 201 {
+		t.Fatalf("POST block on B = %d %v", code, body)
+	}
+	eventually(t, time.Second, "A enforces the block made on B", func() (bool, string) {
+		return !check(a, "mallory"), ""
+	})
+	t.Logf("block made on B enforced by A after %v", time.Since(start))
+
+	code, out, errs := runCLI(t, nil, "check", "--server", a.httpURL, "--policy", "free", "api_key:abc")
+	if code != 0 || !strings.HasPrefix(out, "allowed\tfree\tapi_key:abc\tremaining 59/60") {
+		t.Errorf("sluice check = %d %q %q, want allowed with 59 of 60 left", code, out, errs)
+	}
+	code, out, _ = runCLI(t, map[string]string{"SLUICE_SERVER": a.httpURL}, "check", "--policy", "free", "--cost", "60", "api_key:abc")
+	if code != 1 || !strings.HasPrefix(out, "refused") {
+		t.Errorf("sluice check over the limit = %d %q, want exit 1 and refused", code, out)
+	}
+}
+
+// TestGatewayInServe runs serve with a gateway in front of an upstream.
+func TestGatewayInServe(t *testing.T) {
+	t.Parallel()
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up") })}
+	ln := listenLocal(t)
+	go up.Serve(ln)
+	t.Cleanup(func() { up.Close() })
+	gwLn := listenLocal(t)
+	gwAddr := gwLn.Addr().String()
+	gwLn.Close()
+
+	cfg := testConfig(t)
+	cfg.Gateway.Listen, cfg.Gateway.Upstream = gwAddr, "http://"+ln.Addr().String()
+	cfg.Gateway.AnonymousPolicy = "free"
+	startNode(t, cfg)
+	resp, err := http.Get("http://" + gwAddr + "/anything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !bytes.Equal(body, []byte("up")) || resp.Header.Get("RateLimit") != `"free";r=59;t=1` {
+		t.Errorf("through the gateway: %d %q RateLimit %q, want the upstream's answer with the free tier's headers",
+			resp.StatusCode, body, resp.Header.Get("RateLimit"))
+	}
+}
+
+func listenLocal(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
