@@ -76,14 +76,16 @@ func SetHeaders(h http.Header, qs []Quota) {
 			retry = max(retry, q.Decision.RetryAfter)
 		}
 	}
-	h.Set("RateLimit-Policy", pol.String())
-	h.Set("RateLimit", cur.String())
+	// Keys in canonical form, assigned directly: these headers are set on
+	// every checked request, and Set would canonicalize each one again.
+	h["Ratelimit-Policy"] = []string{pol.String()}
+	h["Ratelimit"] = []string{cur.String()}
 	m := qs[most].Decision
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(m.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(m.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(Seconds(m.ResetAfter), 10))
+	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(m.Limit, 10)}
+	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(m.Remaining, 10)}
+	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(Seconds(m.ResetAfter), 10)}
 	if retry > 0 {
-		h.Set("Retry-After", strconv.FormatInt(Seconds(retry), 10))
+		h["Retry-After"] = []string{strconv.FormatInt(Seconds(retry), 10)}
 	}
 }
 
