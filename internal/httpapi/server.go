@@ -205,10 +205,11 @@ func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Durat
 	}
 	s.metrics.observe(route, r.Method, rec.status, d)
 	level := slog.LevelInfo
-	// Probes, scrapes and short-link redirects log at Debug: they are
-	// frequent, and a redirect's record is its click (at 50,000 redirects
+	// Probes, scrapes, short-link redirects and rate limit checks log at
+	// Debug: they are frequent, and a redirect's record is its click, a
+	// check's its sluice_ratelimit_checks_total count (at 50,000 redirects
 	// a second the access log cost more than the redirect itself).
-	if route == "/healthz" || route == "/readyz" || route == "/metrics" || route == "/{code}" {
+	if route == "/healthz" || route == "/readyz" || route == "/metrics" || route == "/{code}" || route == "/v1/ratelimit/check" {
 		level = slog.LevelDebug
 	}
 	s.log.LogAttrs(r.Context(), level, "http request",
