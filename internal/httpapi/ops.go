@@ -13,6 +13,7 @@ import (
 )
 
 func (s *Server) registerOps() {
+	s.mux.HandleFunc("/", s.notRouted) // not in Routes: it is the 404/405 fallback
 	s.Handle("GET /healthz", public, func(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.opts.Version})
 		return nil

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,7 +155,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = s.reqPfx + "-" + strconv.FormatUint(s.reqSeq.Add(1), 16)
 	}
 	w.Header().Set(headerRequestID, id)
-	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	rec := recorders.Get().(*recorder)
+	*rec = recorder{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -166,44 +168,61 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.observe(r, rec, id, s.opts.Now().Sub(start))
+		*rec = recorder{}
+		recorders.Put(rec)
 	}()
-
-	h, pattern := s.mux.Handler(r)
-	if pattern == "" {
-		s.notRouted(rec, r, h)
-		return
-	}
+	// One route match: unmatched requests reach the catch-all "/" handler
+	// (notRouted), which answers 404 or 405 as problem+json.
 	s.mux.ServeHTTP(rec, r)
 }
 
-// notRouted renders the mux's own 404 or 405 (with its Allow header) as
-// problem+json.
-func (s *Server) notRouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
-	probe := &statusProbe{header: http.Header{}}
-	h.ServeHTTP(probe, r)
-	switch probe.status {
-	case http.StatusMethodNotAllowed:
-		w.Header().Set("Allow", probe.header.Get("Allow"))
-		WriteProblem(w, r, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", "",
-			fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, probe.header.Get("Allow"))))
-	case http.StatusNotFound, 0:
-		WriteProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "", "no route for "+r.Method+" "+r.URL.Path))
-	default: // a redirect to a cleaned path, for example
-		for k, v := range probe.header {
-			w.Header()[k] = v
+var recorders = sync.Pool{New: func() any { return new(recorder) }}
+
+// probeMethods are the methods notRouted tries when computing Allow.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// notRouted is the catch-all: 405 with Allow when the path has routes for
+// other methods, 404 otherwise.
+func (s *Server) notRouted(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	probe := r.Clone(r.Context())
+	for _, m := range probeMethods {
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
 		}
-		w.WriteHeader(probe.status)
 	}
+	if len(allow) == 0 {
+		WriteProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "", "no route for "+r.Method+" "+r.URL.Path))
+		return
+	}
+	list := strings.Join(allow, ", ")
+	w.Header().Set("Allow", list)
+	WriteProblem(w, r, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", "",
+		fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, list)))
+}
+
+// standardMethods bounds the method label of metrics: anything else is OTHER.
+var standardMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
 
 func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Duration) {
 	route := r.Pattern
-	if route == "" {
+	switch {
+	case route == "" || route == "/":
 		route = "unmatched"
-	} else if _, path, ok := strings.Cut(route, " "); ok {
-		route = path
+	default:
+		if _, path, ok := strings.Cut(route, " "); ok {
+			route = path
+		}
 	}
-	s.metrics.observe(route, r.Method, rec.status, d)
+	method := r.Method
+	if !standardMethods[method] {
+		method = "OTHER"
+	}
+	s.metrics.observe(route, method, rec.status, d)
 	level := slog.LevelInfo
 	// Probes, scrapes, short-link redirects and rate limit checks log at
 	// Debug: they are frequent, and a redirect's record is its click, a
@@ -211,6 +230,9 @@ func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Durat
 	// a second the access log cost more than the redirect itself).
 	if route == "/healthz" || route == "/readyz" || route == "/metrics" || route == "/{code}" || route == "/v1/ratelimit/check" {
 		level = slog.LevelDebug
+	}
+	if !s.log.Enabled(r.Context(), level) {
+		return
 	}
 	s.log.LogAttrs(r.Context(), level, "http request",
 		slog.String(logKeyRequestID, id),
@@ -247,22 +269,3 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the real writer (Flush, deadlines).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// statusProbe captures what the mux's fallback handler would answer.
-type statusProbe struct {
-	header http.Header
-	status int
-}
-
-func (p *statusProbe) Header() http.Header { return p.header }
-func (p *statusProbe) Write(b []byte) (int, error) {
-	if p.status == 0 {
-		p.status = http.StatusOK
-	}
-	return len(b), nil
-}
-func (p *statusProbe) WriteHeader(code int) {
-	if p.status == 0 {
-		p.status = code
-	}
-}
