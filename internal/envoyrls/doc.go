@@ -1,0 +1,45 @@
+// Package envoyrls serves Envoy's rate limit service
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) on Sluice's
+// rate limiter, so Envoy, Istio, Contour, Gloo and Emissary can use Sluice in
+// place of envoyproxy/ratelimit.
+//
+// # Configuration
+//
+// A Config is loaded from envoyproxy/ratelimit's YAML format: one file per
+// domain, each with nested descriptors (key, optional value, a value ending
+// in "*" matching by prefix) and rate_limit blocks (unit, requests_per_unit,
+// unlimited, name, replaces), plus shadow_mode and detailed_metric. Sluice
+// adds two keys inside rate_limit: algorithm (fixed_window by default, as in
+// that project, or token_bucket, gcra, sliding_window_log,
+// sliding_window_counter) and burst (token_bucket and gcra only; default
+// requests_per_unit). Validation is as strict as that project's: unknown
+// keys, an empty domain or key, duplicate domains or descriptors, bad units
+// and a rule replacing itself are errors naming the file, line and path.
+// Load reads a file or every .yaml/.yml file of a folder; a Watcher polls
+// them and swaps a new Config into the Server when they change, keeping the
+// previous one when the new files are bad.
+//
+// # Matching
+//
+// Each request descriptor walks its domain's tree one entry at a time:
+// the exact key and value first, then a wildcard value, then the bare key.
+// The rule of the node reached by the descriptor's last entry applies; a
+// descriptor that stops early, an unknown domain or a node without a rule
+// means no limit. A descriptor's own limit override replaces the configured
+// rule (a fixed window of its requests_per_unit per unit).
+//
+// # Counting
+//
+// Sluice keeps its own counting rule: every limited descriptor of a request
+// is checked in one atomic step of the ratelimit.Store (ratelimit.AllowAll),
+// and either all are charged or, when any is over its limit, none is. A
+// refused request charges nothing; envoyproxy/ratelimit charges every
+// descriptor even when one is over. Shadow-mode rules never refuse: a
+// would-be refusal is counted in metrics, charges nothing on its own key,
+// and lets the other descriptors through.
+//
+// Counters are kept per rule and per full descriptor (domain and every
+// key and value, the way envoyproxy/ratelimit builds its cache keys), under
+// a ratelimit.Policy whose Name carries the domain, the rule's path and its
+// limit, so editing a limit starts fresh counts.
+package envoyrls

@@ -1,0 +1,194 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Log attribute keys.
+const (
+	logFile   = "file"
+	logError  = "error"
+	logDomain = "domain"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Store keeps the counters. Required. Sluice hands in the node's shared
+	// store (memory, or Redis with its in-memory failover).
+	Store ratelimit.Store
+	// Logger receives reloads and store failures. If nil, nothing is logged.
+	Logger *slog.Logger
+	// Registerer receives the sluice_envoy_* metrics. If nil, they are kept
+	// but not registered.
+	Registerer prometheus.Registerer
+	// Now is the clock of rules that need no store (requests_per_unit: 0
+	// reports when its window ends). If nil, time.Now is used.
+	Now func() time.Time
+	// FailClosed answers gRPC UNAVAILABLE when the store fails, so Envoy's
+	// own failure_mode_deny decides. If false (the default), the service
+	// fails open: every descriptor is answered OK, the error is logged (at
+	// most once a second) and counted in sluice_envoy_store_errors_total.
+	FailClosed bool
+	// NearLimitRatio is the share of a limit past which an allowed
+	// descriptor counts as near its limit. If 0, 0.8 is used, as in
+	// envoyproxy/ratelimit.
+	NearLimitRatio float64
+}
+
+// Server implements envoy.service.ratelimit.v3.RateLimitService. It is safe
+// for concurrent use; SetConfig swaps its rules atomically while calls are
+// in flight (each call sees one Config from start to end).
+type Server struct {
+	rlspb.UnimplementedRateLimitServiceServer
+
+	store      ratelimit.Store
+	log        *slog.Logger
+	now        func() time.Time
+	failClosed bool
+	nearRatio  float64
+	m          *metrics
+
+	state atomic.Pointer[state]
+
+	reloadMu    sync.Mutex // serialises Reload
+	lastErrLog  atomic.Int64
+	errsSkipped atomic.Int64
+}
+
+// state is a Config with its metric series, swapped as one.
+type state struct {
+	cfg    *Config
+	series map[*domain]*series
+}
+
+var _ rlspb.RateLimitServiceServer = (*Server)(nil)
+
+// New returns a Server applying cfg (nil: no domains) on opts.Store.
+func New(cfg *Config, opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("envoyrls: Options.Store is required")
+	}
+	s := &Server{
+		store:      opts.Store,
+		log:        opts.Logger,
+		now:        opts.Now,
+		failClosed: opts.FailClosed,
+		nearRatio:  opts.NearLimitRatio,
+		m:          newMetrics(opts.Registerer),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.nearRatio <= 0 || s.nearRatio > 1 {
+		s.nearRatio = 0.8
+	}
+	s.SetConfig(cfg)
+	return s, nil
+}
+
+// Register registers s on a gRPC server.
+func (s *Server) Register(r grpc.ServiceRegistrar) { rlspb.RegisterRateLimitServiceServer(r, s) }
+
+// Config returns the Config in force.
+func (s *Server) Config() *Config { return s.state.Load().cfg }
+
+// SetConfig puts cfg in force for every call that starts after it returns.
+func (s *Server) SetConfig(cfg *Config) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	st := &state{cfg: cfg, series: make(map[*domain]*series, len(cfg.domains))}
+	for name, d := range cfg.domains {
+		st.series[d] = s.m.series(name, "")
+	}
+	s.state.Store(st)
+}
+
+// Reload loads path and puts it in force. When it is bad, the error is
+// logged with the file's name and returned, the failure is counted, and the
+// previous Config stays in force.
+func (s *Server) Reload(path string) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	cfg, err := Load(path)
+	if err != nil {
+		s.m.reloadFailures.Inc()
+		s.log.Error("envoy rate limit config rejected; previous rules stay in force", logFile, path, logError, err)
+		return err
+	}
+	s.SetConfig(cfg)
+	s.m.reloads.Inc()
+	s.log.Info("envoy rate limit config loaded", logFile, path, "domains", len(cfg.domains))
+	return nil
+}
+
+// ShouldRateLimit implements RateLimitServiceServer. See the package
+// documentation for the rules it applies.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if err := validateRequest(req); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	st := s.state.Load()
+	d := st.cfg.domains[req.Domain]
+	resp := &rlspb.RateLimitResponse{
+		OverallCode: rlspb.RateLimitResponse_OK,
+		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors)),
+	}
+	if d == nil {
+		for i := range resp.Statuses {
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		}
+		return resp, nil
+	}
+	c, err := s.plan(d, req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.decide(ctx, c); err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		s.m.storeErrors.WithLabelValues(d.name).Inc()
+		s.logStoreError(d.name, err)
+		if s.failClosed {
+			return nil, status.Error(codes.Unavailable, "rate limit store unavailable")
+		}
+		s.failOpen(c, resp)
+		return resp, nil
+	}
+	s.respond(c, resp, st.series[d])
+	return resp, nil
+}
+
+// logStoreError logs a store failure at most once a second, saying how many
+// were not logged since.
+func (s *Server) logStoreError(domain string, err error) {
+	now := time.Now().UnixNano()
+	last := s.lastErrLog.Load()
+	if now-last < int64(time.Second) || !s.lastErrLog.CompareAndSwap(last, now) {
+		s.errsSkipped.Add(1)
+		return
+	}
+	answer := "OK (fail open)"
+	if s.failClosed {
+		answer = "UNAVAILABLE (fail closed)"
+	}
+	s.log.Error("envoy rate limit store failed", "answer", answer, logDomain, domain, logError, err,
+		"unlogged_since_last", s.errsSkipped.Swap(0))
+}
