@@ -43,6 +43,7 @@ type pending struct {
 	shadow bool
 	never  bool // cost above what the rule can ever admit: refused outright
 	d      ratelimit.Decision
+	dry    bool // d is from an atomic step that refused: nothing was taken
 }
 
 // call is one ShouldRateLimit call being decided.
@@ -214,7 +215,7 @@ func (s *Server) charge(ctx context.Context, checks []pending, active []int) (pa
 		}
 		shadowOnly := true
 		for j, i := range active {
-			checks[i].d = ds[j]
+			checks[i].d, checks[i].dry = ds[j], !allowed
 			if !ds[j].Allowed && !checks[i].shadow {
 				shadowOnly = false
 			}
@@ -240,12 +241,13 @@ func (s *Server) charge(ctx context.Context, checks []pending, active []int) (pa
 // effort: the answer does not depend on it.
 func (s *Server) peekCheck(ctx context.Context, p *pending) {
 	d, err := s.store.Peek(ctx, p.check.Policy, p.check.Key)
-	if err != nil {
-		d = ratelimit.Decision{Limit: p.check.Policy.Capacity()}
-	}
-	if p.never {
+	switch {
+	case p.never:
 		d.Allowed = false
-	} else {
+	case err != nil:
+		// Unknown: do not blame this descriptor for the refusal.
+		d = ratelimit.Decision{Allowed: true, Limit: p.check.Policy.Capacity()}
+	default:
 		d.Allowed = d.Remaining >= p.check.Cost
 	}
 	p.d = d

@@ -20,7 +20,7 @@ func (c *call) decision(it *item) ratelimit.Decision {
 	}
 	p := &c.checks[it.check]
 	d := p.d
-	if !c.passed && d.Allowed {
+	if p.dry && d.Allowed {
 		// Nothing was charged: show the allowance as it is, not as the
 		// refused request would have left it.
 		d.Remaining = min(d.Limit, d.Remaining+p.check.Cost)

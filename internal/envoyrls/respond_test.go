@@ -1,0 +1,181 @@
+package envoyrls_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// headerText renders response headers one per line.
+func headerText(r *rlspb.RateLimitResponse) string {
+	var b strings.Builder
+	for _, h := range r.ResponseHeadersToAdd {
+		b.WriteString(h.Key + ": " + h.Value + "\n")
+	}
+	return b.String()
+}
+
+func TestResponseHeaders(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		calls int // identical calls before the one checked
+		req   *rlspb.RateLimitRequest
+		want  string
+	}{
+		{"the most constrained descriptor", 0, req("api", desc("ip", "1"), desc("user", "ann")),
+			"RateLimit-Policy: \"per_user\";q=3;w=60\nRateLimit: \"per_user\";r=2;t=60\n" +
+				"X-RateLimit-Limit: 3\nX-RateLimit-Remaining: 2\nX-RateLimit-Reset: 60\n"},
+		{"an unnamed rule goes by its path", 0, req("api", desc("ip", "1")),
+			"RateLimit-Policy: \"api.ip\";q=5;w=60\nRateLimit: \"api.ip\";r=4;t=60\n" +
+				"X-RateLimit-Limit: 5\nX-RateLimit-Remaining: 4\nX-RateLimit-Reset: 60\n"},
+		{"refused: the refusing descriptor and Retry-After", 3, req("api", desc("user", "ann"), desc("ip", "1")),
+			"RateLimit-Policy: \"per_user\";q=3;w=60\nRateLimit: \"per_user\";r=0;t=60\n" +
+				"X-RateLimit-Limit: 3\nX-RateLimit-Remaining: 0\nX-RateLimit-Reset: 60\nRetry-After: 60\n"},
+		{"shadow rules stay invisible", 0, req("api", desc("shadow", "x")), ""},
+		{"no limit, no headers", 0, req("api", desc("zzz", "x")), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{})
+			for range tt.calls {
+				b.call(t, tt.req)
+			}
+			if got := headerText(b.call(t, tt.req)); got != tt.want {
+				t.Errorf("headers:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{})
+	badUnit := override(desc("user", "ann"), 1, typepb.RateLimitUnit_UNKNOWN)
+	tests := []struct {
+		name string
+		req  *rlspb.RateLimitRequest
+		want string
+	}{
+		{"empty domain", req("", desc("user", "ann")), "domain must not be empty"},
+		{"no descriptors", req("api"), "descriptor list must not be empty"},
+		{"descriptor without entries", req("api", desc("user", "ann"), &commonpb.RateLimitDescriptor{}), "descriptor 1 has no entries"},
+		{"entry with an empty key", req("api", desc("", "x")), "descriptor 0 entry 0 has an empty key"},
+		{"override with an unknown unit", req("api", badUnit), "unknown unit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := b.client.ShouldRateLimit(context.Background(), tt.req)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ShouldRateLimit = %v, want INVALID_ARGUMENT containing %q", err, tt.want)
+			}
+		})
+	}
+	if got := summary(b.call(t, req("api", desc("user", "ann")))); got != "OK [OK per_user 3/MINUTE r=2 t=60]" {
+		t.Errorf("after invalid requests: %s; want nothing charged", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{})
+	for range 6 {
+		b.call(t, req("api", desc("ip", "1")))
+	}
+	b.call(t, req("api", desc("shadow", "x")))
+	b.call(t, req("api", desc("shadow", "x")))
+	b.call(t, req("api", desc("detailed", "d1")))
+	b.call(t, req("api", desc("zzz", "x")))
+	b.call(t, req("nope", desc("ip", "1")))
+	dom := []string{"domain", "api", "descriptor", ""}
+	tests := []struct {
+		name   string
+		metric string
+		labels []string
+		want   float64
+	}{
+		{"requests: descriptors with a limit", "sluice_envoy_requests_total", dom, 8},
+		{"over limit", "sluice_envoy_over_limit_total", dom, 1},
+		{"near limit: the 5th of 5 and the shadow's 1st of 1 are past 80%", "sluice_envoy_near_limit_total", dom, 2},
+		{"shadow over limit", "sluice_envoy_shadow_over_limit_total", dom, 1},
+		{"detailed_metric labels the descriptor", "sluice_envoy_requests_total", []string{"domain", "api", "descriptor", "api.detailed_d1"}, 1},
+		{"unknown domains make no series", "sluice_envoy_requests_total", []string{"domain", "nope"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := b.metric(t, tt.metric, tt.labels...); got != tt.want {
+				t.Errorf("%s%v = %v, want %v", tt.metric, tt.labels, got, tt.want)
+			}
+		})
+	}
+}
+
+// brokenStore fails every check, like a store whose server is gone.
+type brokenStore struct{ ratelimit.Store }
+
+var errBroken = errors.New("connection refused")
+
+func (brokenStore) Allow(context.Context, *ratelimit.Policy, string, int64) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errBroken
+}
+
+func (brokenStore) AllowMulti(context.Context, []ratelimit.Check) ([]ratelimit.Decision, error) {
+	return nil, errBroken
+}
+
+func (brokenStore) Peek(context.Context, *ratelimit.Policy, string) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errBroken
+}
+
+func TestStoreFailure(t *testing.T) {
+	t.Parallel()
+	store := brokenStore{ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})}
+	t.Run("fail open", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{Store: store})
+		for range 3 {
+			got := summary(b.call(t, req("api", desc("user", "ann"), desc("ip", "1"))))
+			if want := "OK [OK per_user 3/MINUTE r=0 t=0, OK 5/MINUTE r=0 t=0]"; got != want {
+				t.Errorf("ShouldRateLimit = %s, want %s", got, want)
+			}
+		}
+		if got := b.metric(t, "sluice_envoy_store_errors_total", "domain", "api"); got != 3 {
+			t.Errorf("store errors = %v, want 3", got)
+		}
+		if logs := b.logs.String(); strings.Count(logs, "store failed") != 1 || !strings.Contains(logs, "connection refused") {
+			t.Errorf("logs = %s; want the failure logged once with its cause", logs)
+		}
+		got := summary(b.call(t, req("api", desc("blocked", "x"), desc("user", "ann"))))
+		if want := "OVER_LIMIT [OVER_LIMIT 0/HOUR r=0 t=3600, OK per_user 3/MINUTE r=0 t=0]"; got != want {
+			t.Errorf("a zero rule needs no store: %s, want %s", got, want)
+		}
+	})
+	t.Run("fail closed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{Store: store, FailClosed: true})
+		_, err := b.client.ShouldRateLimit(context.Background(), req("api", desc("user", "ann")))
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("ShouldRateLimit = %v, want UNAVAILABLE", err)
+		}
+	})
+}
+
+func TestNewNeedsAStore(t *testing.T) {
+	t.Parallel()
+	if _, err := envoyrls.New(nil, envoyrls.Options{}); err == nil {
+		t.Error("New without a store = nil error")
+	}
+}
