@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,9 @@ type rule struct {
 	replaces  []string
 	policy    ratelimit.Policy // zero when unlimited or rpu is 0
 	limit     *rlspb.RateLimitResponse_RateLimit
+
+	// Header parts that do not change between requests.
+	hdrName, hdrPolicy, hdrLimit string
 }
 
 // units are the periods of rate_limit.unit. A month is 30 days and a year
@@ -85,6 +89,9 @@ func newRule(path, name string, unit rlspb.RateLimitResponse_RateLimit_Unit, mul
 	if mult > 1 {
 		r.limit.UnitMultiplier = wrapperspb.UInt32(mult)
 	}
+	r.hdrName = sfString(r.name)
+	r.hdrLimit = strconv.FormatUint(uint64(rpu), 10)
+	r.hdrPolicy = r.hdrName + ";q=" + r.hdrLimit + ";w=" + strconv.FormatInt(int64(r.period()/time.Second), 10)
 	if rpu == 0 {
 		return r, nil
 	}

@@ -51,6 +51,12 @@ type call struct {
 	items  []item
 	checks []pending
 	passed bool // no enforced descriptor refused: the charges were taken
+
+	// Room for the usual few descriptors, so a call allocates once.
+	itemBuf   [4]item
+	checkBuf  [4]pending
+	activeBuf [4]int
+	batchBuf  [4]ratelimit.Check
 }
 
 // validateRequest applies the checks envoyproxy/ratelimit makes, and
@@ -77,7 +83,13 @@ func validateRequest(req *rlspb.RateLimitRequest) error {
 
 // plan resolves every descriptor of req to its rule, cost and counter.
 func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
-	c := &call{items: make([]item, len(req.Descriptors))}
+	c := &call{}
+	c.checks = c.checkBuf[:0]
+	if n := len(req.Descriptors); n <= len(c.itemBuf) {
+		c.items = c.itemBuf[:n]
+	} else {
+		c.items = make([]item, n)
+	}
 	var replaced map[string]bool
 	for i, desc := range req.Descriptors {
 		r, err := d.ruleFor(desc)
@@ -177,7 +189,7 @@ func (s *Server) decide(ctx context.Context, c *call) error {
 		}
 		return nil
 	}
-	active := make([]int, 0, len(c.checks))
+	active := c.activeBuf[:0]
 	for i := range c.checks {
 		if c.checks[i].never {
 			s.peekCheck(ctx, &c.checks[i])
@@ -185,7 +197,7 @@ func (s *Server) decide(ctx context.Context, c *call) error {
 		}
 		active = append(active, i)
 	}
-	passed, err := s.charge(ctx, c.checks, active)
+	passed, err := s.charge(ctx, c.checks, active, c.batchBuf[:0])
 	c.passed = passed
 	return err
 }
@@ -194,8 +206,8 @@ func (s *Server) decide(ctx context.Context, c *call) error {
 // check does not refuse the request: it is dropped and the step is run
 // again without it, so the other counters are charged (and it is not).
 // passed is false when an enforced check refused; nothing is charged then.
-func (s *Server) charge(ctx context.Context, checks []pending, active []int) (passed bool, err error) {
-	batch := make([]ratelimit.Check, 0, len(active))
+func (s *Server) charge(ctx context.Context, checks []pending, active []int, batch []ratelimit.Check) (passed bool, err error) {
+	var one [1]ratelimit.Decision
 	for len(active) > 0 {
 		batch = batch[:0]
 		for _, i := range active {
@@ -204,9 +216,9 @@ func (s *Server) charge(ctx context.Context, checks []pending, active []int) (pa
 		var ds []ratelimit.Decision
 		allowed := false
 		if len(batch) == 1 {
-			var d ratelimit.Decision
-			d, err = s.store.Allow(ctx, batch[0].Policy, batch[0].Key, batch[0].Cost)
-			ds, allowed = []ratelimit.Decision{d}, d.Allowed
+			// The common case, without AllowMulti's bookkeeping.
+			one[0], err = s.store.Allow(ctx, batch[0].Policy, batch[0].Key, batch[0].Cost)
+			ds, allowed = one[:], one[0].Allowed
 		} else {
 			allowed, ds, err = ratelimit.AllowAll(ctx, s.store, batch)
 		}

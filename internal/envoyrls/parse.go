@@ -14,9 +14,11 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// maxNodes bounds the YAML nodes one file may expand to, so aliases cannot
-// blow a small file up into an unbounded tree.
-const maxNodes = 1 << 20
+// nodeBudget is how many YAML nodes a file of n bytes may expand to: a
+// file without aliases has fewer nodes than bytes, so this leaves room for
+// anchors reused a good many times while a small file cannot blow up into
+// an unbounded tree through aliases of aliases.
+func nodeBudget(n int) int { return 4*n + 4096 }
 
 // The keys each YAML mapping may hold; anything else is an error, as in
 // envoyproxy/ratelimit (plus Sluice's algorithm and burst).
@@ -34,8 +36,10 @@ var algorithms = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.TokenBuc
 
 // parser reads one file.
 type parser struct {
-	file  string
-	nodes int
+	file     string
+	size     int
+	nodes    int
+	maxNodes int
 }
 
 // configError is a problem at node n, under path inside the file.
@@ -52,7 +56,7 @@ func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) error {
 
 // parseDomain parses one file holding one domain.
 func parseDomain(file string, data []byte) (*domain, error) {
-	p := &parser{file: file}
+	p := &parser{file: file, size: len(data), maxNodes: nodeBudget(len(data))}
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
@@ -281,8 +285,8 @@ func (p *parser) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
 		n = n.Alias
 	}
 	p.nodes++
-	if p.nodes > maxNodes {
-		return nil, p.errorf(n, path, "more than %d YAML nodes (aliases expanding?)", maxNodes)
+	if p.nodes > p.maxNodes {
+		return nil, p.errorf(n, path, "more than %d YAML nodes for %d bytes (aliases expanding?)", p.maxNodes, p.size)
 	}
 	return n, nil
 }

@@ -28,14 +28,29 @@ func (c *call) decision(it *item) ratelimit.Decision {
 	return d
 }
 
+// newResponse returns an OK response with n OK statuses, allocated
+// together.
+func newResponse(n int) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{
+		OverallCode: rlspb.RateLimitResponse_OK,
+		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, n),
+	}
+	sts := make([]rlspb.RateLimitResponse_DescriptorStatus, n)
+	for i := range sts {
+		sts[i].Code = rlspb.RateLimitResponse_OK
+		resp.Statuses[i] = &sts[i]
+	}
+	return resp
+}
+
 // respond fills resp from a decided call and counts it in metrics.
 func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series) {
 	var worst *item
 	var worstD ratelimit.Decision
+	var durs []durationpb.Duration
 	for i := range c.items {
 		it := &c.items[i]
-		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
-		resp.Statuses[i] = st
+		st := resp.Statuses[i]
 		if it.kind == noLimit {
 			continue
 		}
@@ -51,7 +66,11 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series) {
 		d := c.decision(it)
 		st.CurrentLimit = it.rule.limit
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = &durationpb.Duration{Seconds: ceilSeconds(resetOf(d))}
+		if durs == nil {
+			durs = make([]durationpb.Duration, len(c.items))
+		}
+		durs[i].Seconds = ceilSeconds(resetOf(d))
+		st.DurationUntilReset = &durs[i]
 		over := !d.Allowed
 		switch {
 		case over && it.rule.shadow:
@@ -77,7 +96,7 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series) {
 func (s *Server) failOpen(c *call, resp *rlspb.RateLimitResponse) {
 	for i := range c.items {
 		it := &c.items[i]
-		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		st := resp.Statuses[i]
 		switch it.kind {
 		case noLimit:
 		case unlimited:
@@ -85,7 +104,6 @@ func (s *Server) failOpen(c *call, resp *rlspb.RateLimitResponse) {
 		default:
 			st.CurrentLimit = it.rule.limit
 		}
-		resp.Statuses[i] = st
 	}
 }
 
@@ -120,22 +138,27 @@ func ceilSeconds(d time.Duration) int64 {
 // and later) and the widespread X-RateLimit-* for the most constrained
 // descriptor, plus Retry-After when the request is refused.
 func headers(r *rule, d ratelimit.Decision, refused bool) []*corepb.HeaderValue {
-	name := sfString(r.name)
 	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
-	reset := strconv.FormatInt(ceilSeconds(resetOf(d)), 10)
-	limit := strconv.FormatUint(uint64(r.rpu), 10)
-	window := strconv.FormatInt(int64(r.period()/time.Second), 10)
-	h := []*corepb.HeaderValue{
-		{Key: "RateLimit-Policy", Value: name + ";q=" + limit + ";w=" + window},
-		{Key: "RateLimit", Value: name + ";r=" + remaining + ";t=" + reset},
-		{Key: "X-RateLimit-Limit", Value: limit},
-		{Key: "X-RateLimit-Remaining", Value: remaining},
-		{Key: "X-RateLimit-Reset", Value: reset},
-	}
+	secs := ceilSeconds(resetOf(d))
+	reset := strconv.FormatInt(secs, 10)
+	n := 5
 	if refused {
-		h = append(h, &corepb.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(1, ceilSeconds(resetOf(d))), 10)})
+		n = 6
 	}
-	return h
+	hv := make([]corepb.HeaderValue, n) // one allocation for all of them
+	hv[0].Key, hv[0].Value = "RateLimit-Policy", r.hdrPolicy
+	hv[1].Key, hv[1].Value = "RateLimit", r.hdrName+";r="+remaining+";t="+reset
+	hv[2].Key, hv[2].Value = "X-RateLimit-Limit", r.hdrLimit
+	hv[3].Key, hv[3].Value = "X-RateLimit-Remaining", remaining
+	hv[4].Key, hv[4].Value = "X-RateLimit-Reset", reset
+	if refused {
+		hv[5].Key, hv[5].Value = "Retry-After", strconv.FormatInt(max(1, secs), 10)
+	}
+	out := make([]*corepb.HeaderValue, n)
+	for i := range hv {
+		out[i] = &hv[i]
+	}
+	return out
 }
 
 // sfString quotes s as a structured field string (RFC 9651): printable

@@ -146,14 +146,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	}
 	st := s.state.Load()
 	d := st.cfg.domains[req.Domain]
-	resp := &rlspb.RateLimitResponse{
-		OverallCode: rlspb.RateLimitResponse_OK,
-		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors)),
-	}
+	resp := newResponse(len(req.Descriptors))
 	if d == nil {
-		for i := range resp.Statuses {
-			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
-		}
 		return resp, nil
 	}
 	c, err := s.plan(d, req)

@@ -1,0 +1,114 @@
+package envoyrls_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+const benchYAML = `
+domain: bench
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 1000000000}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1000000000, algorithm: token_bucket}
+    descriptors:
+      - key: path
+        rate_limit: {unit: hour, requests_per_unit: 1000000000, algorithm: gcra}
+`
+
+// benchKeys are distinct clients, so the store holds many keys.
+const benchKeys = 1024
+
+func benchRequests(n int) []*rlspb.RateLimitRequest {
+	out := make([]*rlspb.RateLimitRequest, benchKeys)
+	for i := range out {
+		id := strconv.Itoa(i)
+		ds := []*commonpb.RateLimitDescriptor{desc("remote_address", "10.0.0."+id)}
+		if n == 3 {
+			ds = append(ds, desc("user", "u"+id), desc("user", "u"+id, "path", "/api/items"))
+		}
+		out[i] = req("bench", ds...)
+	}
+	return out
+}
+
+// BenchmarkShouldRateLimit calls the service in process (no gRPC), with
+// one and with three descriptors per request, on the memory store.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
+			s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			reqs := benchRequests(n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					resp, err := s.ShouldRateLimit(ctx, reqs[i%benchKeys])
+					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
+					}
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkPlainChecks is the floor under BenchmarkShouldRateLimit: the
+// same checks straight on the memory store, keys prepared in advance.
+func BenchmarkPlainChecks(b *testing.B) {
+	policies := []ratelimit.Policy{
+		{Name: "ip", Algorithm: ratelimit.FixedWindow, Limit: 1e9, Period: 1e9},
+		{Name: "user", Algorithm: ratelimit.TokenBucket, Limit: 1e9, Period: 60e9},
+		{Name: "path", Algorithm: ratelimit.GCRA, Limit: 1e9, Period: 3600e9},
+	}
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
+			store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+			checks := make([][]ratelimit.Check, benchKeys)
+			for i := range checks {
+				id := strconv.Itoa(i)
+				for j := range n {
+					checks[i] = append(checks[i], ratelimit.Check{Policy: &policies[j], Key: "bench_k_" + id + "_" + strconv.Itoa(j), Cost: 1})
+				}
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					c := checks[i%benchKeys]
+					var ok bool
+					var err error
+					if len(c) == 1 {
+						var d ratelimit.Decision
+						d, err = store.Allow(ctx, c[0].Policy, c[0].Key, 1)
+						ok = d.Allowed
+					} else {
+						ok, _, err = ratelimit.AllowAll(ctx, store, c)
+					}
+					if err != nil || !ok {
+						b.Fatalf("check = %v, %v", ok, err)
+					}
+					i++
+				}
+			})
+		})
+	}
+}
