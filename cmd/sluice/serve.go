@@ -80,6 +80,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		return err
 	}
 	defer rl.stop()
+	envoy, err := startEnvoy(ctx, cfg, log, rl.store, reg)
+	if err != nil {
+		return err
+	}
+	defer envoy.stop()
 	// rlStore is the node's shared rate limit counter store (memory, or
 	// Redis behind failover); every rate limiter of the node uses it.
 	rlStore := rl.store
@@ -133,6 +138,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	gs := grpc.NewServer()
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
+	envoy.server.Register(gs)
 
 	gwCtx, stopGateway := context.WithCancel(ctx)
 	defer stopGateway()
