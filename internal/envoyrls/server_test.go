@@ -181,15 +181,24 @@ func TestShouldRateLimit(t *testing.T) {
 			{time.Second, req("api", desc("bucket", "x")), "OK [OK 1/SECOND r=0 t=3]"},
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	cfg, err := envoyrls.Parse(map[string][]byte{"api.yaml": []byte(apiYAML)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{})
-			for i, s := range tt.steps {
-				b.clock.Advance(s.advance)
-				if got := summary(b.call(t, s.req)); got != s.want {
-					t.Errorf("step %d: ShouldRateLimit = %s\n want %s", i, got, s.want)
-				}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					b := serveOn(t, cfg, envoyrls.Options{}, be)
+					for i, s := range tt.steps {
+						b.clock.Advance(s.advance)
+						if got := summary(b.call(t, s.req)); got != s.want {
+							t.Errorf("step %d: ShouldRateLimit = %s\n want %s", i, got, s.want)
+						}
+					}
+				})
 			}
 		})
 	}
@@ -222,5 +231,27 @@ func TestConcurrentCallsAdmitExactlyTheLimit(t *testing.T) {
 	got := summary(b.call(t, req("api", override(desc("user", "ann"), 100, typepb.RateLimitUnit_MINUTE))))
 	if want := "OK [OK 100/MINUTE r=94 t=60]"; got != want {
 		t.Errorf("after the run: %s, want %s", got, want)
+	}
+}
+
+func TestTwoNodesShareALimitOnRedis(t *testing.T) {
+	t.Parallel()
+	// A token bucket, so the server's real clock cannot cross a window
+	// boundary mid-test: the next token is 20 minutes away.
+	const y = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: token_bucket}\n"
+	cfg, err := envoyrls.Parse(map[string][]byte{"api.yaml": []byte(y)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := redisStores(t, 2, nil) // the Redis server's clock
+	nodes := []*bundle{serveOn(t, cfg, envoyrls.Options{Store: stores[0]}, backends[0]),
+		serveOn(t, cfg, envoyrls.Options{Store: stores[1]}, backends[0])}
+	var codes []string
+	for i := range 6 {
+		r := nodes[i%2].call(t, req("api", desc("user", "shared")))
+		codes = append(codes, r.OverallCode.String())
+	}
+	if got, want := strings.Join(codes, " "), "OK OK OK OVER_LIMIT OVER_LIMIT OVER_LIMIT"; got != want {
+		t.Errorf("alternating nodes at 3 per minute: %s, want %s", got, want)
 	}
 }

@@ -3,6 +3,8 @@ package envoyrls_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"net"
 	"sync"
@@ -13,12 +15,15 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
 // start is a moment on a whole hour, so minute and hour windows start now.
@@ -59,9 +64,56 @@ func setup(t *testing.T, files map[string]string, opts envoyrls.Options) *bundle
 
 func serve(t *testing.T, cfg *envoyrls.Config, opts envoyrls.Options) *bundle {
 	t.Helper()
+	return serveOn(t, cfg, opts, backends[0])
+}
+
+// backend opens a counter store on a clock.
+type backend struct {
+	name string
+	open func(t *testing.T, now func() time.Time) ratelimit.Store
+}
+
+// backends are the stores the service is tested on: the same test body
+// runs against each.
+var backends = []backend{
+	{"memory", func(_ *testing.T, now func() time.Time) ratelimit.Store {
+		return ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: now})
+	}},
+	{"redis", func(t *testing.T, now func() time.Time) ratelimit.Store { return redisStores(t, 1, now)[0] }},
+}
+
+// redisStores opens n stores on the test Redis sharing one fresh key
+// prefix, as n nodes sharing a server would, or skips without Redis.
+func redisStores(t *testing.T, n int, now func() time.Time) []ratelimit.Store {
+	t.Helper()
+	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DisableCache = true
+	var tag [6]byte
+	_, _ = rand.Read(tag[:])
+	// Keys expire by themselves: the store sets a TTL on every key.
+	prefix := "sluicetest:envoy:" + hex.EncodeToString(tag[:]) + ":"
+	out := make([]ratelimit.Store, n)
+	for i := range out {
+		rc, err := rueidis.NewClient(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rc.Close)
+		if out[i], err = redisstore.New(rc, redisstore.Options{Prefix: prefix, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func serveOn(t *testing.T, cfg *envoyrls.Config, opts envoyrls.Options, be backend) *bundle {
+	t.Helper()
 	b := &bundle{clock: newClock(), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if opts.Store == nil {
-		opts.Store = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: b.clock.Now})
+		opts.Store = be.open(t, b.clock.Now)
 	}
 	if opts.Now == nil {
 		opts.Now = b.clock.Now
