@@ -2,11 +2,16 @@ package envoyrls_test
 
 import (
 	"context"
+	"net"
+	"runtime"
 	"strconv"
 	"testing"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -111,4 +116,52 @@ func BenchmarkPlainChecks(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkShouldRateLimitGRPC goes through the real generated client and
+// a gRPC server over an in-process connection, 64 callers at once.
+func BenchmarkShouldRateLimitGRPC(b *testing.B) {
+	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
+			client := serveBench(b, cfg)
+			reqs := benchRequests(n)
+			b.ReportAllocs()
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					resp, err := client.ShouldRateLimit(context.Background(), reqs[i%benchKeys])
+					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
+					}
+					i++
+				}
+			})
+		})
+	}
+}
+
+// serveBench serves cfg on the memory store over bufconn.
+func serveBench(b *testing.B, cfg *envoyrls.Config) rlspb.RateLimitServiceClient {
+	s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	s.Register(gs)
+	go gs.Serve(lis)
+	b.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return rlspb.NewRateLimitServiceClient(conn)
 }
