@@ -145,15 +145,55 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 	}
 }
 
+// okServer answers every call OK at once: the floor of the gRPC path.
+type okServer struct {
+	rlspb.UnimplementedRateLimitServiceServer
+}
+
+func (okServer) ShouldRateLimit(_ context.Context, r *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK}
+	for range r.Descriptors {
+		resp.Statuses = append(resp.Statuses, &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK})
+	}
+	return resp, nil
+}
+
+// BenchmarkGRPCFloor is BenchmarkShouldRateLimitGRPC's harness around a
+// server that decides nothing: what gRPC itself costs here.
+func BenchmarkGRPCFloor(b *testing.B) {
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
+			client := serveGRPC(b, okServer{})
+			reqs := benchRequests(n)
+			b.ReportAllocs()
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if _, err := client.ShouldRateLimit(context.Background(), reqs[i%benchKeys]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		})
+	}
+}
+
 // serveBench serves cfg on the memory store over bufconn.
 func serveBench(b *testing.B, cfg *envoyrls.Config) rlspb.RateLimitServiceClient {
 	s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return serveGRPC(b, s)
+}
+
+// serveGRPC serves srv over bufconn and returns a client of it.
+func serveGRPC(b *testing.B, srv rlspb.RateLimitServiceServer) rlspb.RateLimitServiceClient {
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
-	s.Register(gs)
+	rlspb.RegisterRateLimitServiceServer(gs, srv)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufconn",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -59,6 +60,16 @@ type call struct {
 	batchBuf  [4]ratelimit.Check
 }
 
+// calls recycles call bookkeeping: with the response, it is most of what a
+// call allocates.
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// release returns c to the pool, dropping its references.
+func (c *call) release() {
+	*c = call{}
+	calls.Put(c)
+}
+
 // validateRequest applies the checks envoyproxy/ratelimit makes, and
 // refuses descriptors the matcher could not read.
 func validateRequest(req *rlspb.RateLimitRequest) error {
@@ -83,7 +94,7 @@ func validateRequest(req *rlspb.RateLimitRequest) error {
 
 // plan resolves every descriptor of req to its rule, cost and counter.
 func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
-	c := &call{}
+	c := calls.Get().(*call)
 	c.checks = c.checkBuf[:0]
 	if n := len(req.Descriptors); n <= len(c.itemBuf) {
 		c.items = c.itemBuf[:n]
@@ -94,6 +105,7 @@ func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
 	for i, desc := range req.Descriptors {
 		r, err := d.ruleFor(desc)
 		if err != nil {
+			c.release()
 			return nil, fmt.Errorf("descriptor %d: %w", i, err)
 		}
 		c.items[i] = item{rule: r, desc: desc}
