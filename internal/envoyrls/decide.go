@@ -193,12 +193,12 @@ func (s *Server) decide(ctx context.Context, c *call) error {
 			enforcedNever = true
 		}
 	}
-	defer s.peekItems(ctx, c)
 	if enforcedNever {
 		// Refused whatever the counters say: charge nothing, report them.
 		for i := range c.checks {
 			s.peekCheck(ctx, &c.checks[i])
 		}
+		s.peekItems(ctx, c)
 		return nil
 	}
 	active := c.activeBuf[:0]
@@ -210,8 +210,12 @@ func (s *Server) decide(ctx context.Context, c *call) error {
 		active = append(active, i)
 	}
 	passed, err := s.charge(ctx, c.checks, active, c.batchBuf[:0])
+	if err != nil {
+		return err
+	}
 	c.passed = passed
-	return err
+	s.peekItems(ctx, c)
+	return nil
 }
 
 // charge runs the atomic step over the active checks. A refused shadow

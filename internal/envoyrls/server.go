@@ -19,9 +19,12 @@ import (
 
 // Log attribute keys.
 const (
-	logFile   = "file"
-	logError  = "error"
-	logDomain = "domain"
+	logFile     = "file"
+	logError    = "error"
+	logDomain   = "domain"
+	logDomains  = "domains"
+	logAnswer   = "answer"
+	logUnlogged = "unlogged_since_last"
 )
 
 // Options configures a Server.
@@ -134,7 +137,7 @@ func (s *Server) Reload(path string) error {
 	}
 	s.SetConfig(cfg)
 	s.m.reloads.Inc()
-	s.log.Info("envoy rate limit config loaded", logFile, path, "domains", len(cfg.domains))
+	s.log.Info("envoy rate limit config loaded", logFile, path, logDomains, len(cfg.domains))
 	return nil
 }
 
@@ -184,6 +187,6 @@ func (s *Server) logStoreError(domain string, err error) {
 	if s.failClosed {
 		answer = "UNAVAILABLE (fail closed)"
 	}
-	s.log.Error("envoy rate limit store failed", "answer", answer, logDomain, domain, logError, err,
-		"unlogged_since_last", s.errsSkipped.Swap(0))
+	s.log.Error("envoy rate limit store failed", logAnswer, answer, logDomain, domain, logError, err,
+		logUnlogged, s.errsSkipped.Swap(0))
 }
