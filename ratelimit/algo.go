@@ -45,12 +45,12 @@ func (v verdict) decision(limit int64) Decision {
 
 // fresh returns the state of a key with no history.
 func (pp *params) fresh(now int64) state {
-	switch pp.alg {
-	case TokenBucket:
+	switch pp.code {
+	case codeTokenBucket:
 		return state{a: pp.capacity, t: now}
-	case FixedWindow, SlidingWindowCounter:
+	case codeFixedWindow, codeCounter:
 		return state{a: now / pp.period}
-	case SlidingWindowLog, Concurrency:
+	case codeLog, codeConcurrency:
 		return state{q: new(queue)}
 	}
 	return state{} // gcra: an arrival time in the past is a full bucket
@@ -61,7 +61,7 @@ func (pp *params) minLevel() int64 { return pp.capacity - (maxExact - 1) }
 
 // level returns the token bucket level at now (token_bucket and gcra).
 func (pp *params) level(st *state, now int64) int64 {
-	if pp.alg == GCRA {
+	if pp.code == codeGCRA {
 		var d int64
 		switch {
 		case st.a > now:
@@ -84,7 +84,7 @@ func (pp *params) level(st *state, now int64) int64 {
 
 // setLevel stores level lvl at now (token_bucket and gcra).
 func (pp *params) setLevel(st *state, now, lvl int64) {
-	if pp.alg == GCRA {
+	if pp.code == codeGCRA {
 		d := pp.capacity - lvl
 		if d <= 0 {
 			st.a, st.b = now, 0
@@ -118,7 +118,7 @@ func (pp *params) roll(st *state, now int64) {
 	idx := now / pp.period
 	switch {
 	case idx <= st.a:
-	case pp.alg == SlidingWindowCounter && idx == st.a+1:
+	case pp.code == codeCounter && idx == st.a+1:
 		st.a, st.b, st.c = idx, st.c, 0
 	default:
 		st.a, st.b, st.c = idx, 0, 0
@@ -234,19 +234,19 @@ type request struct {
 // only if it wants the result kept; queues are changed in place unless
 // r.dry. exp is when the new state equals no state.
 func (pp *params) step(st *state, now int64, r request) (v verdict, exp int64) {
-	switch pp.alg {
-	case TokenBucket, GCRA:
+	switch pp.code {
+	case codeTokenBucket, codeGCRA:
 		var lvl int64
 		v, lvl = pp.bucket(st, now, r.cost, r.reserve, r.maxWait)
 		if v.allowed {
 			pp.setLevel(st, now, lvl)
 		}
-	case FixedWindow:
+	case codeFixedWindow:
 		v = pp.fixed(st, now, r.cost)
 		if v.allowed {
 			st.b += r.cost
 		}
-	case SlidingWindowCounter:
+	case codeCounter:
 		v = pp.counter(st, now, r.cost)
 		if v.allowed {
 			st.c += r.cost
@@ -266,17 +266,17 @@ func (pp *params) peek(st *state, now int64) verdict {
 	cp := *st
 	v, _ := pp.step(&cp, now, request{cost: 1, dry: true})
 	cur := *st
-	switch pp.alg {
-	case TokenBucket, GCRA:
+	switch pp.code {
+	case codeTokenBucket, codeGCRA:
 		lvl := pp.level(st, now)
 		v.remaining, v.reset = max(0, lvl/pp.unit), ceilDiv(pp.capacity-lvl, pp.rate)
-	case FixedWindow:
+	case codeFixedWindow:
 		pp.roll(&cur, now)
 		v.remaining, v.reset = pp.limit-cur.b, 0
 		if cur.b > 0 {
 			v.reset = (cur.a+1)*pp.period - now
 		}
-	case SlidingWindowCounter:
+	case codeCounter:
 		pp.roll(&cur, now)
 		e := max(0, now-cur.a*pp.period)
 		v.remaining = max(0, pp.limit-cur.c-weight(cur.b, pp.period, e))

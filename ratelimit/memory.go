@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -17,8 +16,11 @@ import (
 
 // MemoryOptions configures a MemoryStore.
 type MemoryOptions struct {
-	// Now is the clock. If nil, time.Now is used. Times before the Unix
-	// epoch count as the epoch.
+	// Now is the clock. If nil, the store reads the wall clock once, when
+	// it is made, and advances it by Go's monotonic clock (time.Since):
+	// one clock read per check instead of time.Now's two, exact to the
+	// microsecond, and immune to steps of the wall clock. Times before the
+	// Unix epoch count as the epoch.
 	Now func() time.Time
 	// Shards is the number of independently locked shards, rounded up to a
 	// power of two. If 0, 16 × GOMAXPROCS (at least 64) is used.
@@ -30,50 +32,35 @@ type MemoryOptions struct {
 // a single-key check takes one shard lock and allocates nothing once the
 // key exists.
 //
-// A (policy, key) pair is identified by a 128-bit hash of both, keyed with
-// a random seed per store, rather than by the strings: the table then holds
-// no pointers (the garbage collector never scans it) and a check touches
-// no memory but its own slot. Two pairs would share state only if both
-// 64-bit halves collided, which for a billion live keys has odds below
-// 2^-68, and the seed keeps clients from choosing keys that collide.
+// A (policy, key) pair is identified by a 128-bit hash of both (two
+// 64-bit lanes computed in one pass, keyed with a random seed per store),
+// rather than by the strings: the table then holds no pointers (the
+// garbage collector never scans it) and a check touches no memory but its
+// own slot, one 64-byte cache line holding the identity and the state.
+// Two pairs would share state only if both 64-bit lanes collided, which
+// for a billion live keys has odds around 2^-69, and the seed keeps
+// clients from choosing keys that collide. The shard is chosen by a hash
+// of the key alone, so every policy of one key lives in one shard.
 //
 // Memory is bounded by active keys: a key whose state is back to its full
 // allowance (a full bucket, an expired window, an empty log) equals no
-// state, and is treated as absent. Each shard deletes such keys when it has
-// doubled in size since its last sweep, and rebuilds its map when that
-// leaves it under a quarter of its peak, so a shard holds at most about
-// twice the keys that were active at its last sweep, plus 64; Sweep removes
-// them at once. A key costs about 100 bytes (64 in the table, the rest
-// slack), and a sliding_window_log or concurrency key also 32 bytes per
-// distinct admission instant or lease (at most Limit of them).
+// state, and is treated as absent. Each shard deletes such keys when an
+// insertion would fill its table past 3/4, and then shrinks the table if
+// under a quarter of it is still in use, so a shard holds at most 3 times
+// the keys that were active at its last sweep (plus 12), in 64-byte slots
+// of which at least a quarter are in use after a sweep: at most 256 bytes
+// per active key, typically about 128. Sweep removes idle keys at once. A
+// sliding_window_log or concurrency key also costs 32 bytes per distinct
+// admission instant or lease (at most Limit of them).
 type MemoryStore struct {
-	now    func() time.Time
-	seed   [2]maphash.Seed
-	mask   uint64
-	shards []shard
-	leases atomic.Uint64
+	now       func() time.Time
+	base      time.Time // with a monotonic reading, when now is nil
+	baseNanos int64     // base in Unix ns
+	seed      hashSeed
+	shift     uint // 64 - log2(len(shards))
+	shards    []shard
+	leases    atomic.Uint64
 }
-
-// hkey identifies a (policy, key) pair.
-type hkey struct{ a, b uint64 }
-
-// slot is the pointer-free part of a state.
-type slot struct {
-	code       uint8 // params.code
-	exp        int64 // Unix µs at which the state equals no state
-	a, b, c, t int64
-}
-
-type shard struct {
-	mu        sync.Mutex
-	m         map[hkey]slot
-	q         map[hkey]*queue // sliding_window_log and concurrency entries
-	nextSweep int
-	peak      int
-	_         [64]byte // keep shards' locks on separate cache lines
-}
-
-const minSweep = 64
 
 var _ Store = (*MemoryStore)(nil)
 
@@ -83,89 +70,87 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	if n <= 0 {
 		n = max(64, 16*runtime.GOMAXPROCS(0))
 	}
-	n = 1 << bits.Len(uint(n-1))
-	s := &MemoryStore{now: opts.Now, seed: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, mask: uint64(n - 1), shards: make([]shard, n)}
+	lg := bits.Len(uint(n - 1))
+	s := &MemoryStore{now: opts.Now, shift: uint(64 - lg), shards: make([]shard, 1<<lg)}
 	if s.now == nil {
-		s.now = time.Now
+		s.base = time.Now()
+		s.baseNanos = s.base.UnixNano()
 	}
+	var sd maphash.Hash // a random seed
+	s.seed.h = sd.Sum64()
+	sd.WriteByte(1)
+	s.seed.v = sd.Sum64()
 	for i := range s.shards {
-		s.shards[i].m = make(map[hkey]slot)
-		s.shards[i].q = make(map[hkey]*queue)
-		s.shards[i].nextSweep = minSweep
+		s.shards[i].init()
 	}
 	return s
 }
 
 // micros reads the clock in Unix microseconds.
-func (s *MemoryStore) micros() int64 { return max(0, s.now().UnixMicro()) }
-
-// locate returns the pair's identity and its shard. Every policy of one key
-// lives in one shard, so a multi-policy check on a key takes one lock.
-func (s *MemoryStore) locate(policy, key string) (hkey, *shard) {
-	ka, kb := maphash.String(s.seed[0], key), maphash.String(s.seed[1], key)
-	pa, pb := maphash.String(s.seed[0], policy), maphash.String(s.seed[1], policy)
-	return hkey{ka ^ pa*0x9E3779B97F4A7C15, kb ^ pb*0xC2B2AE3D27D4EB4F}, &s.shards[ka&s.mask]
+func (s *MemoryStore) micros() int64 {
+	if s.now == nil {
+		return max(0, (s.baseNanos+int64(time.Since(s.base)))/1000)
+	}
+	return max(0, s.now().UnixMicro())
 }
 
-// load returns the live state of k, or a fresh one.
-func (sh *shard) load(pp *params, k hkey, now int64) state {
-	sl, ok := sh.m[k]
-	if !ok || sl.code != pp.code || sl.exp <= now {
-		st := pp.fresh(now)
-		if st.q != nil {
-			if q := sh.q[k]; q != nil { // reuse the expired log's memory
+// ref is a located (policy, key) pair.
+type ref struct {
+	h, v uint64
+	sh   *shard
+}
+
+func (s *MemoryStore) locate(policy, key string) ref {
+	h, v, kh := s.seed.pairHash(policy, key)
+	if s.shift == 64 {
+		kh = 0
+	}
+	return ref{h, v, &s.shards[kh>>s.shift]}
+}
+
+// load returns the live state of r, or a fresh one, with the slot index
+// where it is or would go and whether that slot holds r.
+func (r ref) load(pp *params, now int64) (st state, i int, found bool) {
+	sh := r.sh
+	i, found = sh.find(r.h, r.v)
+	sl := &sh.slots[i]
+	if !found || sl.code != pp.code || sl.exp <= now {
+		st = pp.fresh(now)
+		if st.q != nil && found && sl.code == pp.code {
+			if q := sh.q[hkey{r.h, r.v}]; q != nil { // reuse the expired log's memory
 				q.e, q.head, q.sum = q.e[:0], 0, 0
 				st.q = q
 			}
 		}
-		return st
+		return st, i, found
 	}
-	st := state{a: sl.a, b: sl.b, c: sl.c, t: sl.t}
-	if pp.alg == SlidingWindowLog || pp.alg == Concurrency {
-		st.q = sh.q[k]
+	st = state{a: sl.a, b: sl.b, c: sl.c, t: sl.t}
+	if pp.code == codeLog || pp.code == codeConcurrency {
+		st.q = sh.q[hkey{r.h, r.v}]
 	}
-	return st
+	return st, i, found
 }
 
-// store keeps st until exp, or deletes k when st already equals no state.
-func (sh *shard) store(pp *params, k hkey, st *state, exp, now int64) {
+// store keeps st in slot i (as found by load) until exp, or deletes it
+// when st already equals no state.
+func (r ref) store(pp *params, i int, found bool, st *state, exp, now int64) {
+	sh := r.sh
 	if exp <= now {
-		sh.remove(k)
+		if found {
+			sh.remove(i)
+		}
 		return
 	}
-	sh.m[k] = slot{code: pp.code, exp: exp, a: st.a, b: st.b, c: st.c, t: st.t}
+	if !found {
+		i = sh.insert(r.h, r.v, i, now)
+		sh.n++
+	} else if c := sh.slots[i].code; c != pp.code && (c == codeLog || c == codeConcurrency) {
+		delete(sh.q, hkey{r.h, r.v})
+	}
+	sh.slots[i] = slot{h: r.h, v: r.v, exp: exp, a: st.a, b: st.b, c: st.c, t: st.t, code: pp.code}
 	if st.q != nil {
-		sh.q[k] = st.q
+		sh.q[hkey{r.h, r.v}] = st.q
 	}
-	if n := len(sh.m); n >= sh.nextSweep {
-		sh.sweep(now)
-	}
-}
-
-func (sh *shard) remove(k hkey) {
-	delete(sh.m, k)
-	delete(sh.q, k)
-}
-
-func (sh *shard) sweep(now int64) {
-	sh.peak = max(sh.peak, len(sh.m))
-	for k, sl := range sh.m {
-		if sl.exp <= now {
-			sh.remove(k)
-		}
-	}
-	if n := len(sh.m); n < sh.peak/4 {
-		m := make(map[hkey]slot, n)
-		for k, sl := range sh.m {
-			m[k] = sl
-		}
-		q := make(map[hkey]*queue, len(sh.q))
-		for k, v := range sh.q {
-			q[k] = v
-		}
-		sh.m, sh.q, sh.peak = m, q, n
-	}
-	sh.nextSweep = max(minSweep, 2*len(sh.m))
 }
 
 // Sweep deletes every key whose state equals no state.
@@ -174,7 +159,6 @@ func (s *MemoryStore) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.peak = len(sh.m)
 		sh.sweep(now)
 		sh.mu.Unlock()
 	}
@@ -187,7 +171,7 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -206,23 +190,22 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 	if err := pp.checkCost(cost); err != nil {
 		return Decision{}, err
 	}
+	r := s.locate(p.Name, key)
 	now := s.micros()
-	k, sh := s.locate(p.Name, key)
-	sh.mu.Lock()
-	st := sh.load(&pp, k, now)
+	r.sh.mu.Lock()
+	st, i, found := r.load(&pp, now)
 	v, exp := pp.step(&st, now, request{cost: cost, id: id})
 	if v.allowed {
-		sh.store(&pp, k, &st, exp, now)
+		r.store(&pp, i, found, &st, exp, now)
 	}
-	sh.mu.Unlock()
+	r.sh.mu.Unlock()
 	return v.decision(pp.limit), nil
 }
 
 // AllowMulti implements Store.
 func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decision, error) {
 	pps := make([]params, len(checks))
-	ks := make([]hkey, len(checks))
-	shs := make([]*shard, len(checks))
+	refs := make([]ref, len(checks))
 	for i, c := range checks {
 		if c.Policy == nil {
 			return nil, fmt.Errorf("check %d: %w: no policy", i, ErrInvalidPolicy)
@@ -240,11 +223,14 @@ func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decisio
 			}
 		}
 		pps[i] = pp
-		ks[i], shs[i] = s.locate(c.Policy.Name, c.Key)
+		refs[i] = s.locate(c.Policy.Name, c.Key)
 	}
 	// Lock each shard once, in address order, so concurrent multi-key
 	// checks cannot deadlock.
-	locked := slices.Clone(shs)
+	locked := make([]*shard, len(refs))
+	for i := range refs {
+		locked[i] = refs[i].sh
+	}
 	slices.SortFunc(locked, func(a, b *shard) int { return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))) })
 	locked = slices.Compact(locked)
 	for _, sh := range locked {
@@ -259,7 +245,7 @@ func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decisio
 	out := make([]Decision, len(checks))
 	all := true
 	for i := range checks {
-		st := shs[i].load(&pps[i], ks[i], now)
+		st, _, _ := refs[i].load(&pps[i], now)
 		v, _ := pps[i].step(&st, now, request{cost: checks[i].Cost, dry: true})
 		out[i] = v.decision(pps[i].limit)
 		all = all && v.allowed
@@ -267,10 +253,11 @@ func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decisio
 	if !all {
 		return out, nil
 	}
+	// Load again: storing one check may move the slots of the others.
 	for i := range checks {
-		st := shs[i].load(&pps[i], ks[i], now)
+		st, j, found := refs[i].load(&pps[i], now)
 		v, exp := pps[i].step(&st, now, request{cost: checks[i].Cost})
-		shs[i].store(&pps[i], ks[i], &st, exp, now)
+		refs[i].store(&pps[i], j, found, &st, exp, now)
 		out[i] = v.decision(pps[i].limit)
 	}
 	return out, nil
@@ -282,21 +269,21 @@ func (s *MemoryStore) Reserve(ctx context.Context, p *Policy, key string, cost i
 	if err != nil {
 		return Reservation{}, err
 	}
-	if pp.alg != TokenBucket && pp.alg != GCRA {
+	if pp.code != codeTokenBucket && pp.code != codeGCRA {
 		return Reservation{}, fmt.Errorf("%w: policy %q is %s", ErrReserveUnsupported, p.Name, p.Algorithm)
 	}
 	if err := pp.checkCost(cost); err != nil {
 		return Reservation{}, err
 	}
+	r := s.locate(p.Name, key)
 	now := s.micros()
-	k, sh := s.locate(p.Name, key)
-	sh.mu.Lock()
-	st := sh.load(&pp, k, now)
+	r.sh.mu.Lock()
+	st, i, found := r.load(&pp, now)
 	v, exp := pp.step(&st, now, request{cost: cost, reserve: true, maxWait: micros(maxWait)})
 	if v.allowed {
-		sh.store(&pp, k, &st, exp, now)
+		r.store(&pp, i, found, &st, exp, now)
 	}
-	sh.mu.Unlock()
+	r.sh.mu.Unlock()
 	return reservation(p, key, cost, now, v, pp.limit), nil
 }
 
@@ -323,20 +310,20 @@ func (s *MemoryStore) CancelReservation(ctx context.Context, r Reservation) erro
 		return nil
 	}
 	pp, err := r.Policy.prepare()
-	if err != nil || (pp.alg != TokenBucket && pp.alg != GCRA) {
+	if err != nil || (pp.code != codeTokenBucket && pp.code != codeGCRA) {
 		return err
 	}
 	now := s.micros()
 	if now >= r.Until {
 		return nil
 	}
-	k, sh := s.locate(r.Policy.Name, r.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st := sh.load(&pp, k, now)
+	ref := s.locate(r.Policy.Name, r.Key)
+	ref.sh.mu.Lock()
+	defer ref.sh.mu.Unlock()
+	st, i, found := ref.load(&pp, now)
 	lvl := min(pp.capacity, pp.level(&st, now)+r.Cost*pp.unit)
 	pp.setLevel(&st, now, lvl)
-	sh.store(&pp, k, &st, now+ceilDiv(pp.capacity-lvl, pp.rate), now)
+	ref.store(&pp, i, found, &st, now+ceilDiv(pp.capacity-lvl, pp.rate), now)
 	return nil
 }
 
@@ -346,21 +333,23 @@ func (s *MemoryStore) Peek(ctx context.Context, p *Policy, key string) (Decision
 	if err != nil {
 		return Decision{}, err
 	}
+	r := s.locate(p.Name, key)
 	now := s.micros()
-	k, sh := s.locate(p.Name, key)
-	sh.mu.Lock()
-	st := sh.load(&pp, k, now)
+	r.sh.mu.Lock()
+	st, _, _ := r.load(&pp, now)
 	v := pp.peek(&st, now)
-	sh.mu.Unlock()
+	r.sh.mu.Unlock()
 	return v.decision(pp.limit), nil
 }
 
 // Reset implements Store.
 func (s *MemoryStore) Reset(ctx context.Context, p *Policy, key string) error {
-	k, sh := s.locate(p.Name, key)
-	sh.mu.Lock()
-	sh.remove(k)
-	sh.mu.Unlock()
+	r := s.locate(p.Name, key)
+	r.sh.mu.Lock()
+	if i, found := r.sh.find(r.h, r.v); found {
+		r.sh.remove(i)
+	}
+	r.sh.mu.Unlock()
 	return nil
 }
 
@@ -382,16 +371,17 @@ func (s *MemoryStore) Release(ctx context.Context, l Lease) error {
 	if l.Policy == nil || l.ID == "" {
 		return nil
 	}
-	k, sh := s.locate(l.Policy.Name, l.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	q := sh.q[k]
-	if q == nil {
+	r := s.locate(l.Policy.Name, l.Key)
+	r.sh.mu.Lock()
+	defer r.sh.mu.Unlock()
+	i, found := r.sh.find(r.h, r.v)
+	q := r.sh.q[hkey{r.h, r.v}]
+	if !found || q == nil {
 		return nil
 	}
 	q.remove(l.ID)
 	if q.len() == 0 {
-		sh.remove(k)
+		r.sh.remove(i)
 	}
 	return nil
 }

@@ -152,9 +152,18 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
+// The algorithms' codes in params.code and in the memory store's slots.
+const (
+	codeTokenBucket = 1 + iota
+	codeGCRA
+	codeFixedWindow
+	codeLog
+	codeCounter
+	codeConcurrency
+)
+
 // params is a policy prepared for the arithmetic of one check.
 type params struct {
-	alg      Algorithm
 	code     uint8 // 1 + the algorithm's index in Algorithms: 0 is no state
 	limit    int64 // Limit, or Burst for the buckets: the reported Limit
 	period   int64 // µs
@@ -170,12 +179,12 @@ func (p *Policy) prepare() (params, error) {
 	if p.Limit < 1 || p.Limit >= maxExact || p.Period < time.Microsecond || p.Period%time.Microsecond != 0 || p.Burst < 0 {
 		return params{}, p.Validate()
 	}
-	pp := params{alg: p.Algorithm, limit: p.Limit, period: int64(p.Period / time.Microsecond)}
+	pp := params{limit: p.Limit, period: int64(p.Period / time.Microsecond)}
 	switch p.Algorithm {
 	case TokenBucket, GCRA:
-		pp.code = 1
+		pp.code = codeTokenBucket
 		if p.Algorithm == GCRA {
-			pp.code = 2
+			pp.code = codeGCRA
 		}
 		b := p.burst()
 		unit, rate, ok := bucketScale(p.Limit, pp.period, b)
@@ -184,13 +193,13 @@ func (p *Policy) prepare() (params, error) {
 		}
 		pp.limit, pp.unit, pp.rate, pp.capacity = b, unit, rate, b*unit
 	case FixedWindow:
-		pp.code = 3
+		pp.code = codeFixedWindow
 	case SlidingWindowLog:
-		pp.code = 4
+		pp.code = codeLog
 	case SlidingWindowCounter:
-		pp.code = 5
+		pp.code = codeCounter
 	case Concurrency:
-		pp.code = 6
+		pp.code = codeConcurrency
 	default:
 		return params{}, p.Validate()
 	}

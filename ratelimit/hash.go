@@ -1,0 +1,87 @@
+package ratelimit
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+)
+
+// The memory store identifies a (policy, key) pair by a 128-bit hash of
+// both strings, computed in one pass: hashing is most of what a check
+// costs besides its one cache miss, and maphash would need four calls (two
+// seeds, two strings) for the same 128 bits.
+//
+// pairHash is wyhash's construction (the one behind Go's own fallback map
+// hash) run as two lanes with independent random seeds over the same
+// loads: each 16-byte block (a, b) is folded into a lane as the 128-bit
+// product of a and b, each xored with the lane's state and constants,
+// reduced to 64 bits by xoring the halves. A string's last block also
+// carries its length, so the pair's encoding is unambiguous. Both lanes
+// are keyed by a random per-store seed, so clients who pick keys cannot
+// pick colliding ones without knowing it.
+
+const (
+	wyp0 = 0xa0761d6478bd642f
+	wyp1 = 0xe7037ed1a0b428db
+	wyp2 = 0x8ebc6af09c88c6e3
+	wyp3 = 0x589965cc75374cc3
+	wyp4 = 0x1d8e4e27c47d124f
+	wyp5 = 0x9e3779b97f4a7c15
+)
+
+func wymix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// hashSeed keys pairHash.
+type hashSeed struct{ h, v uint64 }
+
+// load64 and load32 read little-endian words at p+off; callers keep them
+// inside the string.
+func load64(p unsafe.Pointer, off int) uint64 {
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, off))[:])
+}
+
+func load32(p unsafe.Pointer, off int) uint64 {
+	return uint64(binary.LittleEndian.Uint32((*[4]byte)(unsafe.Add(p, off))[:]))
+}
+
+// absorb folds s into the lanes h and v.
+func absorb(h, v uint64, s string) (uint64, uint64) {
+	p := unsafe.Pointer(unsafe.StringData(s))
+	n := len(s)
+	m := n
+	for ; m > 16; m -= 16 {
+		a, b := load64(p, 0), load64(p, 8)
+		h = wymix(a^h^wyp1, b^h^wyp2)
+		v = wymix(a^v^wyp3, b^v^wyp4)
+		p = unsafe.Add(p, 16)
+	}
+	// The last 0 to 16 bytes, read as wyhash does: two overlapping words,
+	// which with the length determine the bytes.
+	var a, b uint64
+	switch {
+	case m >= 8:
+		a, b = load64(p, 0), load64(p, m-8)
+	case m >= 4:
+		a = load32(p, 0)<<32 | load32(p, m-4)
+	case m > 0:
+		bs := unsafe.Slice((*byte)(p), m)
+		a = uint64(bs[0])<<16 | uint64(bs[m>>1])<<8 | uint64(bs[m-1])
+	}
+	b ^= uint64(n) * wyp5
+	h = wymix(a^h^wyp1, b^h^wyp0)
+	v = wymix(a^v^wyp3, b^v^wyp2)
+	return h, v
+}
+
+// pairHash returns the 128-bit identity (h, v) of (policy, key), and kh,
+// a hash of key alone, which picks the shard: every policy of one key
+// lives in one shard, so a multi-policy check on one key takes one lock.
+func (sd hashSeed) pairHash(policy, key string) (h, v, kh uint64) {
+	h, v = absorb(sd.h, sd.v, key)
+	kh = wymix(h^wyp4, wyp1)
+	h, v = absorb(h, v, policy)
+	return wymix(h^wyp0, wyp3^sd.h), wymix(v^wyp2, wyp5^sd.v), kh
+}

@@ -1,0 +1,127 @@
+package ratelimit
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// A shard's states live in an open-addressing table with linear probing:
+// a power-of-two array of 64-byte slots, each holding a pair's full
+// 128-bit identity and its algorithm state inline. A check reads and
+// writes its slot in place, so at 100k keys and more it costs one cache
+// miss (two when the probe runs onto the next line, which the hardware's
+// adjacent-line prefetch usually covers). Slots hold no pointers, so the
+// garbage collector never scans the table. Deletion shifts the following
+// entries of the cluster back instead of leaving tombstones.
+//
+// Size: the table is swept when an insertion would fill it past 3/4. The
+// sweep deletes every idle state (one equal to no state), then the table
+// keeps its size if between 1/4 and 1/2 of it is still in use, doubles if
+// more is, and otherwise shrinks to the smallest power of two (at least
+// minSlots) at least twice what is in use. So a shard holds at most 3
+// times the states that were live at its last sweep (or 3/4 × minSlots),
+// in at most 4 times as many slots: at most 256 bytes, typically about
+// 128, per active key.
+
+// slot is one (policy, key) state. code 0 marks an empty slot.
+type slot struct {
+	h, v       uint64 // identity (pairHash)
+	exp        int64  // Unix µs at which the state equals no state
+	a, b, c, t int64  // state, as in the struct state
+	code       uint8  // params.code
+	_          [7]byte
+}
+
+const minSlots = 16
+
+type shard struct {
+	mu    sync.Mutex
+	slots []slot
+	n     int             // slots in use
+	q     map[hkey]*queue // sliding_window_log and concurrency entries
+	_     [64]byte        // keep shards' locks on separate cache lines
+}
+
+// hkey identifies a (policy, key) pair in the side map of queues.
+type hkey struct{ h, v uint64 }
+
+func (sh *shard) init() {
+	sh.slots = make([]slot, minSlots)
+	sh.q = make(map[hkey]*queue)
+}
+
+// find returns the index of k's slot, or of the empty slot where it would
+// go, and whether it was found.
+func (sh *shard) find(h, v uint64) (int, bool) {
+	mask := uint64(len(sh.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &sh.slots[i]
+		if s.code == 0 {
+			return int(i), false
+		}
+		if s.h == h && s.v == v {
+			return int(i), true
+		}
+	}
+}
+
+// insert returns the index of an empty slot for (h, v), which must be
+// absent, sweeping or resizing first if the table would pass 3/4 full.
+// The caller sets the slot's code (and so its use) and counts it in n.
+func (sh *shard) insert(h, v uint64, i int, now int64) int {
+	if 4*(sh.n+1) > 3*len(sh.slots) {
+		sh.sweep(now)
+		i, _ = sh.find(h, v)
+	}
+	return i
+}
+
+// remove empties slot i, shifting the rest of its cluster back so every
+// entry stays reachable from its home slot.
+func (sh *shard) remove(i int) {
+	s := &sh.slots[i]
+	if s.code == codeLog || s.code == codeConcurrency {
+		delete(sh.q, hkey{s.h, s.v})
+	}
+	sh.n--
+	mask := len(sh.slots) - 1
+	for j := (i + 1) & mask; sh.slots[j].code != 0; j = (j + 1) & mask {
+		// Entry j may move to the hole at i if its home is not cyclically
+		// in (i, j].
+		home := int(sh.slots[j].h) & mask
+		if (j-home)&mask >= (j-i)&mask {
+			sh.slots[i] = sh.slots[j]
+			i = j
+		}
+	}
+	sh.slots[i] = slot{}
+}
+
+// sweep deletes the idle states and resizes the table as described above.
+func (sh *shard) sweep(now int64) {
+	for i := 0; i < len(sh.slots); {
+		if s := &sh.slots[i]; s.code != 0 && s.exp <= now {
+			sh.remove(i) // may move an unvisited entry into i: look again
+			continue
+		}
+		i++
+	}
+	size := len(sh.slots)
+	switch {
+	case 2*sh.n > size:
+		size *= 2
+	case 4*sh.n < size:
+		size = max(minSlots, 1<<bits.Len(uint(2*sh.n-1)))
+	}
+	if size == len(sh.slots) {
+		return
+	}
+	old := sh.slots
+	sh.slots = make([]slot, size)
+	for i := range old {
+		if old[i].code != 0 {
+			j, _ := sh.find(old[i].h, old[i].v)
+			sh.slots[j] = old[i]
+		}
+	}
+}
