@@ -81,7 +81,7 @@ func absorb(h, v uint64, s string) (uint64, uint64) {
 // lives in one shard, so a multi-policy check on one key takes one lock.
 func (sd hashSeed) pairHash(policy, key string) (h, v, kh uint64) {
 	h, v = absorb(sd.h, sd.v, key)
-	kh = wymix(h^wyp4, wyp1)
+	kh = h // already a wymix output
 	h, v = absorb(h, v, policy)
 	return wymix(h^wyp0, wyp3^sd.h), wymix(v^wyp2, wyp5^sd.v), kh
 }

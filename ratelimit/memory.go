@@ -102,10 +102,7 @@ type ref struct {
 
 func (s *MemoryStore) locate(policy, key string) ref {
 	h, v, kh := s.seed.pairHash(policy, key)
-	if s.shift == 64 {
-		kh = 0
-	}
-	return ref{h, v, &s.shards[kh>>s.shift]}
+	return ref{h, v, &s.shards[kh>>s.shift]} // kh >> 64 is 0
 }
 
 // load returns the live state of r, or a fresh one, with the slot index
@@ -147,7 +144,9 @@ func (r ref) store(pp *params, i int, found bool, st *state, exp, now int64) {
 	} else if c := sh.slots[i].code; c != pp.code && (c == codeLog || c == codeConcurrency) {
 		delete(sh.q, hkey{r.h, r.v})
 	}
-	sh.slots[i] = slot{h: r.h, v: r.v, exp: exp, a: st.a, b: st.b, c: st.c, t: st.t, code: pp.code}
+	sl := &sh.slots[i]
+	sl.h, sl.v, sl.code = r.h, r.v, pp.code
+	sl.exp, sl.a, sl.b, sl.c, sl.t = exp, st.a, st.b, st.c, st.t
 	if st.q != nil {
 		sh.q[hkey{r.h, r.v}] = st.q
 	}
@@ -183,20 +182,31 @@ func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int
 }
 
 func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decision, error) {
-	pp, err := p.prepare()
-	if err != nil {
-		return Decision{}, err
+	var pp params
+	if !p.fill(&pp) {
+		return Decision{}, p.Validate()
 	}
-	if err := pp.checkCost(cost); err != nil {
-		return Decision{}, err
+	if cost < 1 || cost > pp.limit {
+		return Decision{}, pp.checkCost(cost)
 	}
 	r := s.locate(p.Name, key)
 	now := s.micros()
 	r.sh.mu.Lock()
 	st, i, found := r.load(&pp, now)
-	v, exp := pp.step(&st, now, request{cost: cost, id: id})
-	if v.allowed {
-		r.store(&pp, i, found, &st, exp, now)
+	var v verdict
+	var exp int64
+	if pp.code <= codeGCRA { // step's bucket case, without its switch
+		var lvl int64
+		v, lvl = pp.bucket(&st, now, cost, false, 0)
+		if v.allowed {
+			pp.setLevel(&st, now, lvl)
+			r.store(&pp, i, found, &st, now+v.reset, now)
+		}
+	} else {
+		v, exp = pp.step(&st, now, request{cost: cost, id: id})
+		if v.allowed {
+			r.store(&pp, i, found, &st, exp, now)
+		}
 	}
 	r.sh.mu.Unlock()
 	return v.decision(pp.limit), nil

@@ -176,10 +176,20 @@ type params struct {
 // returns its params. Stores call it on every check, so it avoids Validate's
 // allocations.
 func (p *Policy) prepare() (params, error) {
-	if p.Limit < 1 || p.Limit >= maxExact || p.Period < time.Microsecond || p.Period%time.Microsecond != 0 || p.Burst < 0 {
+	var pp params
+	if !p.fill(&pp) {
 		return params{}, p.Validate()
 	}
-	pp := params{limit: p.Limit, period: int64(p.Period / time.Microsecond)}
+	return pp, nil
+}
+
+// fill sets *pp to p's params, or reports false if p is invalid (and
+// Validate says why). Stores' hot paths call it to fill params in place.
+func (p *Policy) fill(pp *params) bool {
+	if p.Limit < 1 || p.Limit >= maxExact || p.Period < time.Microsecond || p.Period%time.Microsecond != 0 || p.Burst < 0 {
+		return false
+	}
+	pp.limit, pp.period = p.Limit, int64(p.Period/time.Microsecond)
 	switch p.Algorithm {
 	case TokenBucket, GCRA:
 		pp.code = codeTokenBucket
@@ -189,7 +199,7 @@ func (p *Policy) prepare() (params, error) {
 		b := p.burst()
 		unit, rate, ok := bucketScale(p.Limit, pp.period, b)
 		if !ok {
-			return params{}, p.Validate()
+			return false
 		}
 		pp.limit, pp.unit, pp.rate, pp.capacity = b, unit, rate, b*unit
 	case FixedWindow:
@@ -201,9 +211,9 @@ func (p *Policy) prepare() (params, error) {
 	case Concurrency:
 		pp.code = codeConcurrency
 	default:
-		return params{}, p.Validate()
+		return false
 	}
-	return pp, nil
+	return true
 }
 
 // checkCost returns the error for a cost the policy cannot take.
