@@ -105,6 +105,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		}
 	}()
 
+	ui, err := uiOptions(ctx, cfg, db)
+	if err != nil {
+		return err
+	}
 	api := httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     reg,
@@ -114,6 +118,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		Version:      buildVersion(),
 		Ratelimit:    rl.service,
 		Links:        links,
+		UI:           ui,
 	})
 	if n, err := db.CountActiveAPIKeys(ctx); err == nil && n == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")

@@ -37,6 +37,8 @@ type Config struct {
 	Gateway         Gateway       `yaml:"gateway"`
 	// Links configures the URL shortener (links.go).
 	Links LinksConfig `yaml:"links"`
+	// UI configures the dashboard and preference page (ui.go).
+	UI UIConfig `yaml:"ui"`
 	// Config is the path of the YAML file that was loaded, if any.
 	Config string `yaml:"-" flag:"config" usage:"YAML configuration file"`
 }
@@ -53,6 +55,7 @@ func Default() Config {
 		MaxBodyBytes:    1 << 20,
 		Ratelimit:       defaultRatelimit(),
 		Links:           DefaultLinks(),
+		UI:              DefaultUI(),
 	}
 }
 
@@ -112,5 +115,6 @@ func (c Config) Validate() error {
 	}
 	c.validateRatelimit(bad)
 	c.Links.validate(bad)
+	c.UI.validate(bad)
 	return errors.Join(errs...)
 }

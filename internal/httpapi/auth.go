@@ -31,13 +31,17 @@ const (
 // authenticator checks bearer keys against the store through a small cache,
 // so a request costs a map lookup, not a query.
 type authenticator struct {
-	keys KeyStore
-	now  func() time.Time
+	keys        KeyStore
+	now         func() time.Time
+	signer      signer
+	crossOrigin *http.CrossOriginProtection
 
 	mu        sync.Mutex
 	byHash    map[string]cachedKey
 	anyKeys   bool
 	anyKeysAt time.Time
+	byID      map[string]auth.Key // every stored key, for sessions
+	byIDAt    time.Time
 }
 
 type cachedKey struct {
@@ -46,13 +50,16 @@ type cachedKey struct {
 	at    time.Time
 }
 
-func newAuthenticator(keys KeyStore, now func() time.Time) *authenticator {
-	return &authenticator{keys: keys, now: now, byHash: make(map[string]cachedKey)}
+func newAuthenticator(keys KeyStore, now func() time.Time, secret []byte) *authenticator {
+	return &authenticator{keys: keys, now: now, byHash: make(map[string]cachedKey),
+		signer: newSigner(secret), crossOrigin: http.NewCrossOriginProtection()}
 }
 
 // authorize admits r for scope or returns an Unauthorized/Forbidden error.
 // With no active key stored, only loopback clients are served, as a caller
-// with the zero Key (see callerOf).
+// with the zero Key (see callerOf); browsers among them only from the same
+// origin, so a web page cannot drive a keyless local server. Without a
+// bearer key, a dashboard session cookie stands for its key (session.go).
 func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, error) {
 	ctx := r.Context()
 	configured, err := a.keysConfigured(ctx)
@@ -61,12 +68,18 @@ func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, 
 	}
 	if !configured {
 		if isLoopback(r.RemoteAddr) {
+			if !safeMethod(r.Method) && a.crossOrigin.Check(r) != nil {
+				return auth.Key{}, errCrossOrigin
+			}
 			return auth.Key{}, nil
 		}
 		return auth.Key{}, apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
 	}
 	secret, ok := bearer(r)
 	if !ok {
+		if ss, ok := a.sessionFrom(r); ok {
+			return a.authorizeSession(r, ss, scope)
+		}
 		return auth.Key{}, apperr.New(apperr.Unauthorized, "missing API key: send Authorization: Bearer <key>")
 	}
 	key, found, err := a.lookup(ctx, auth.HashSecret(secret))
@@ -80,6 +93,52 @@ func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, 
 		return auth.Key{}, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
 	}
 	return key, nil
+}
+
+var errCrossOrigin = apperr.New(apperr.Forbidden, "cross-origin request refused: a browser may change state only from this server's own pages, with the session's X-CSRF-Token")
+
+// authorizeSession admits r, carrying session ss, for scope.
+func (a *authenticator) authorizeSession(r *http.Request, ss session, scope auth.Scope) (auth.Key, error) {
+	key, found, err := a.lookupID(r.Context(), ss.keyID)
+	if err != nil {
+		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking the session's API key failed")
+	}
+	if !found || !key.Active() {
+		return auth.Key{}, apperr.New(apperr.Unauthorized, "the session's API key was revoked; sign in again")
+	}
+	if !a.checkCSRF(r, ss) {
+		return auth.Key{}, errCrossOrigin
+	}
+	if !key.Allows(scope) {
+		return auth.Key{}, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
+	}
+	return key, nil
+}
+
+// lookupID finds a key by id among every stored key, listed at most once
+// per authCacheTTL (there are few keys; sessions are few requests).
+func (a *authenticator) lookupID(ctx context.Context, id string) (auth.Key, bool, error) {
+	now := a.now()
+	a.mu.Lock()
+	if a.byID != nil && now.Sub(a.byIDAt) < authCacheTTL {
+		k, ok := a.byID[id]
+		a.mu.Unlock()
+		return k, ok, nil
+	}
+	a.mu.Unlock()
+	keys, err := a.keys.ListAPIKeys(ctx)
+	if err != nil {
+		return auth.Key{}, false, err
+	}
+	byID := make(map[string]auth.Key, len(keys))
+	for _, k := range keys {
+		byID[k.ID] = k
+	}
+	a.mu.Lock()
+	a.byID, a.byIDAt = byID, now
+	a.mu.Unlock()
+	k, ok := byID[id]
+	return k, ok, nil
 }
 
 // callerKey is the context key of the authorized API key.
@@ -138,6 +197,7 @@ func (a *authenticator) forget() {
 	a.mu.Lock()
 	clear(a.byHash)
 	a.anyKeysAt = time.Time{}
+	a.byID = nil
 	a.mu.Unlock()
 }
 

@@ -33,7 +33,13 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	slices.Sort(documented)
 	srv := New(Options{Logger: slog.New(slog.DiscardHandler)})
-	registered := srv.Routes()
+	// OpenAPI path templates have no multi-segment wildcard: a ServeMux
+	// "{path...}" is documented as "{path}", with a note that it may hold
+	// slashes.
+	var registered []string
+	for _, r := range srv.Routes() {
+		registered = append(registered, strings.ReplaceAll(r, "...}", "}"))
+	}
 	for _, r := range registered {
 		if !slices.Contains(documented, r) {
 			t.Errorf("route %q is served but not in openapi.json", r)

@@ -60,6 +60,8 @@ type Options struct {
 	// Links serves the URL shortener's routes. If nil, they answer 503
 	// (and redirects 404).
 	Links Links
+	// UI configures the dashboard, its sessions and preference links.
+	UI UIOptions
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -96,7 +98,7 @@ func New(opts Options) *Server {
 		opts:    opts,
 		log:     opts.Logger,
 		mux:     http.NewServeMux(),
-		auth:    newAuthenticator(opts.Keys, opts.Now),
+		auth:    newAuthenticator(opts.Keys, opts.Now, opts.UI.Secret),
 		metrics: newHTTPMetrics(opts.Registry),
 		reqPfx:  hex.EncodeToString(pfx[:]),
 	}
@@ -104,6 +106,7 @@ func New(opts Options) *Server {
 	s.registerKeys()
 	s.registerRatelimit()
 	s.registerLinks()
+	s.registerUI()
 	return s
 }
 

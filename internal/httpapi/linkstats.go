@@ -1,0 +1,112 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/shorten"
+)
+
+// LinkStats is what the link statistics routes need beyond Links; the
+// shortener (*shorten.Service) has both. A Links without it answers 503.
+type LinkStats interface {
+	TopLinks(ctx context.Context, caller shorten.Caller, limit int) ([]shorten.Link, error)
+	Clicks(ctx context.Context, caller shorten.Caller, code string, since time.Time, bucket time.Duration) (shorten.ClickSeries, error)
+}
+
+func (s *Server) registerLinkStats() {
+	s.Handle("GET /v1/stats/links", auth.ScopeLinksWrite, s.topLinks)
+	s.Handle("GET /v1/links/{code}/clicks", auth.ScopeLinksWrite, s.linkClicks)
+}
+
+func (s *Server) linkStats() (LinkStats, error) {
+	ls, ok := s.opts.Links.(LinkStats)
+	if !ok {
+		return nil, errLinksOff
+	}
+	return ls, nil
+}
+
+// topLinks answers the caller's most clicked links (every link for admins).
+func (s *Server) topLinks(w http.ResponseWriter, r *http.Request) error {
+	ls, err := s.linkStats()
+	if err != nil {
+		return err
+	}
+	limit := 10
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return fieldErrors(apperr.Invalid, "limit", "must be an integer from 1 to 100")
+		}
+		limit = n
+	}
+	links, err := ls.TopLinks(r.Context(), linkCaller(r), limit)
+	if err != nil {
+		return err
+	}
+	items := make([]linkResponse, len(links))
+	for i, l := range links {
+		items[i] = s.toLinkResponse(l)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	return nil
+}
+
+type clickBucketJSON struct {
+	Start time.Time `json:"start"`
+	Human int64     `json:"human"`
+	Bot   int64     `json:"bot"`
+}
+
+// linkClicks answers a link's hits over time: ?since= (a duration back
+// from now, default 24h) in ?bucket= steps (default 1h). Buckets without
+// hits are left out.
+func (s *Server) linkClicks(w http.ResponseWriter, r *http.Request) error {
+	ls, err := s.linkStats()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	span, err := durationParam(q.Get("since"), "since", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	bucket, err := durationParam(q.Get("bucket"), "bucket", time.Hour)
+	if err != nil {
+		return err
+	}
+	series, err := ls.Clicks(r.Context(), linkCaller(r), r.PathValue("code"), s.opts.Now().Add(-span), bucket)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Code       string            `json:"code"`
+		Since      time.Time         `json:"since"`
+		Until      time.Time         `json:"until"`
+		BucketS    int64             `json:"bucket_seconds"`
+		Buckets    []clickBucketJSON `json:"buckets"`
+		BotReasons map[string]int64  `json:"bot_reasons"`
+	}{Code: r.PathValue("code"), Since: series.Since.UTC(), Until: series.Until.UTC(), BucketS: int64(series.Bucket / time.Second),
+		Buckets: make([]clickBucketJSON, len(series.Buckets)), BotReasons: series.BotReasons}
+	for i, b := range series.Buckets {
+		out.Buckets[i] = clickBucketJSON{Start: b.Start.UTC(), Human: b.Human, Bot: b.Bot}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func durationParam(v, field string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fieldErrors(apperr.Invalid, field, "must be a positive duration such as 30m, 24h")
+	}
+	return d, nil
+}

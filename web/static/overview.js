@@ -1,0 +1,58 @@
+// Overview: live rates drawn from /v1/stats, polled every few seconds.
+
+import {h, mount, problemBox, fmtNum} from './dom.js';
+import {lineChart, colors} from './chart.js';
+import {Poller, timeLabel, topSeries, DELIVERED, FAILED, POLL_MS} from './stats.js';
+
+export function render(main, ctx) {
+  const tiles = h('div', {class: 'tiles'});
+  const checks = h('div', {id: 'chart-checks'});
+  const accepted = h('div', {id: 'chart-accepted'});
+  const delivered = h('div', {id: 'chart-delivered'});
+  const failed = h('div', {id: 'chart-failed'});
+  const status = h('div');
+  mount(main,
+    h('h1', {}, 'Overview'),
+    h('p', {class: 'muted'}, `Rates per second on this node, from its counters polled every ${POLL_MS / 1000} s.`),
+    status, tiles,
+    h('div', {class: 'grid'},
+      h('div', {class: 'card'}, h('h2', {}, 'Rate limit checks per policy (allowed / refused)'), checks),
+      h('div', {class: 'card'}, h('h2', {}, 'Notifications accepted'), accepted),
+      h('div', {class: 'card'}, h('h2', {}, 'Deliveries sent or delivered, per channel'), delivered),
+      h('div', {class: 'card'}, h('h2', {}, 'Deliveries failed, dead or expired, per channel'), failed)));
+
+  const poller = new Poller(p => {
+    mount(status, p.error ? problemBox(p.error) : null);
+    const opts = {xLabel: timeLabel, emptyText: p.history.length < 2 ? 'Collecting… (two polls make a rate)' : 'No traffic in this window'};
+    const checkRates = p.rates(s => s.name === 'sluice_ratelimit_checks_total'
+      ? `${s.labels.policy} ${s.labels.result === 'allowed' ? 'allowed' : 'refused'}` : null);
+    // Allowed lines green, refused red, a shade per policy.
+    const checkSeries = topSeries(checkRates, 8).map(s => Object.assign(s, {color: s.name.endsWith('refused') ? colors.bad : colors.good}));
+    const shade = new Map();
+    for (const s of checkSeries) {
+      const policy = s.name.replace(/ (allowed|refused)$/, '');
+      if (!shade.has(policy)) shade.set(policy, shade.size);
+      if (shade.get(policy)) s.dash = String(2 + 2 * shade.get(policy));
+    }
+    lineChart(checks, checkSeries, opts);
+    const acc = p.rates(s => s.name === 'sluice_http_requests_total' && s.labels.method === 'POST' &&
+      (s.labels.route === '/v1/notifications' || s.labels.route === '/v1/notifications/batch') && /^20[02]$/.test(s.labels.code)
+      ? (s.labels.route.endsWith('batch') ? 'batch requests' : 'notifications') : null);
+    lineChart(accepted, topSeries(acc, 4), opts);
+    const byStatus = list => p.rates(s => s.name === 'sluice_notify_deliveries_total' && list.includes(s.labels.status) ? s.labels.channel : null);
+    lineChart(delivered, topSeries(byStatus(DELIVERED), 6), opts);
+    lineChart(failed, topSeries(byStatus(FAILED), 6), opts);
+
+    const sum = (name, pred = () => true) => p.total(s => s.name === name && pred(s.labels || {}));
+    const tile = (k, v) => h('div', {class: 'tile'}, h('div', {class: 'v'}, v), h('div', {class: 'k'}, k));
+    const storeUp = p.latest() && p.latest().samples.find(s => s.name === 'sluice_ratelimit_store_up');
+    mount(tiles,
+      tile('checks allowed', fmtNum(sum('sluice_ratelimit_checks_total', l => l.result === 'allowed'))),
+      tile('checks refused', fmtNum(sum('sluice_ratelimit_checks_total', l => l.result !== 'allowed'))),
+      tile('deliveries sent', fmtNum(sum('sluice_notify_deliveries_total', l => DELIVERED.includes(l.status)))),
+      tile('deliveries failed', fmtNum(sum('sluice_notify_deliveries_total', l => FAILED.includes(l.status)))),
+      tile('redirects', fmtNum(sum('sluice_links_redirects_total', l => l.result === 'found'))),
+      tile('rate limit store', storeUp ? (storeUp.value ? 'up' : 'DOWN (local fallback)') : '–'));
+  });
+  ctx.onStop(poller.start());
+}
