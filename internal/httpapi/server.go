@@ -62,6 +62,9 @@ type Options struct {
 	Links Links
 	// UI configures the dashboard, its sessions and preference links.
 	UI UIOptions
+	// Preferences serves the end-user preference page's API. If nil,
+	// those routes answer 503.
+	Preferences Preferences
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -107,6 +110,7 @@ func New(opts Options) *Server {
 	s.registerRatelimit()
 	s.registerLinks()
 	s.registerUI()
+	s.registerPreferences()
 	return s
 }
 

@@ -1,0 +1,153 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/auth"
+)
+
+// PreferenceSwitches are what a person controls on the preference page:
+// categories and channels on or off. Everything else in their settings
+// (contacts, locale, quiet hours) stays as the application set it.
+type PreferenceSwitches struct {
+	Channels   map[string]bool `json:"channels"`
+	Categories map[string]bool `json:"categories"`
+}
+
+// Preferences reads and changes one user's switches. SetSwitches enforces
+// the notification rules (critical stays on, a channel stays on) with an
+// Unprocessable error naming the field. cmd/sluice adapts the
+// notification service to it.
+type Preferences interface {
+	Switches(ctx context.Context, user string) (PreferenceSwitches, error)
+	SetSwitches(ctx context.Context, user string, sw PreferenceSwitches) (PreferenceSwitches, error)
+}
+
+const (
+	headerPreferenceToken = "X-Preference-Token"
+	maxPreferenceTTL      = 366 * 24 * time.Hour
+)
+
+// Preference tokens: base64url(user id) "." expiry (Unix seconds) "." HMAC
+// under the server secret, purpose "prefs". They travel in the link's URL
+// fragment, which browsers never send, so they stay out of logs.
+func (s signer) preferenceToken(user string, expires time.Time) string {
+	u := base64.RawURLEncoding.EncodeToString([]byte(user))
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	return u + "." + exp + "." + s.sign("prefs", user, exp)
+}
+
+func (s signer) parsePreferenceToken(tok string, now time.Time) (user string, expires time.Time, ok bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return "", time.Time{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil || len(raw) == 0 {
+		return "", time.Time{}, false
+	}
+	if !s.verify(parts[2], "prefs", string(raw), parts[1]) {
+		return "", time.Time{}, false
+	}
+	unix, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || !now.Before(time.Unix(unix, 0)) {
+		return "", time.Time{}, false
+	}
+	return string(raw), time.Unix(unix, 0), true
+}
+
+func (s *Server) registerPreferences() {
+	s.Handle("POST /v1/users/{id}/preference-link", auth.ScopeNotifySend, s.preferenceLink)
+	s.Handle("GET /v1/preferences", public, s.getPreferences)
+	s.Handle("PUT /v1/preferences", public, s.putPreferences)
+}
+
+// preferenceLink mints a signed link to user's preference page; ttl in the
+// body (optional) overrides the configured lifetime, up to a year.
+func (s *Server) preferenceLink(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		TTL string `json:"ttl"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &body); err != nil {
+			return err
+		}
+	}
+	ttl := s.opts.UI.PreferenceTTL
+	if body.TTL != "" {
+		d, err := time.ParseDuration(body.TTL)
+		if err != nil || d < time.Minute || d > maxPreferenceTTL {
+			return fieldErrors(apperr.Unprocessable, "ttl", "must be a duration from 1m to 8784h, e.g. 720h")
+		}
+		ttl = d
+	}
+	user := r.PathValue("id")
+	expires := s.opts.Now().Add(ttl).Truncate(time.Second)
+	tok := s.auth.signer.preferenceToken(user, expires)
+	base := s.opts.UI.PublicURL
+	if base == "" {
+		base = "http://" + r.Host
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"user_id": user, "url": strings.TrimRight(base, "/") + "/ui/preferences#t=" + tok,
+		"token": tok, "expires_at": expires.UTC(),
+	})
+	return nil
+}
+
+type preferencesJSON struct {
+	UserID string `json:"user_id"`
+	PreferenceSwitches
+	Locked    []string  `json:"locked"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// preferenceUser checks the request's token.
+func (s *Server) preferenceUser(r *http.Request) (string, time.Time, Preferences, error) {
+	if s.opts.Preferences == nil {
+		return "", time.Time{}, nil, apperr.New(apperr.Unavailable, "notifications are not configured on this server")
+	}
+	user, exp, ok := s.auth.signer.parsePreferenceToken(r.Header.Get(headerPreferenceToken), s.opts.Now())
+	if !ok {
+		return "", time.Time{}, nil, apperr.New(apperr.Unauthorized, "this preference link is invalid or has expired; ask for a new one")
+	}
+	return user, exp, s.opts.Preferences, nil
+}
+
+func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request) error {
+	user, exp, p, err := s.preferenceUser(r)
+	if err != nil {
+		return err
+	}
+	sw, err := p.Switches(r.Context(), user)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, preferencesJSON{UserID: user, PreferenceSwitches: sw, Locked: []string{"categories.critical"}, ExpiresAt: exp.UTC()})
+	return nil
+}
+
+func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
+	user, exp, p, err := s.preferenceUser(r)
+	if err != nil {
+		return err
+	}
+	var body PreferenceSwitches
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	sw, err := p.SetSwitches(r.Context(), user, body)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, preferencesJSON{UserID: user, PreferenceSwitches: sw, Locked: []string{"categories.critical"}, ExpiresAt: exp.UTC()})
+	return nil
+}
