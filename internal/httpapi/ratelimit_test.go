@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/limits"
@@ -23,7 +24,11 @@ func setupRL(t testing.TB) *bundle {
 	if err := rules.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
+	// A frozen clock: decisions' times (retry_after_ms, reset_after_ms) are
+	// asserted exactly, which a clock moving between two checks would break.
+	frozen := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	counters := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: func() time.Time { return frozen }})
+	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: counters})
 	if err != nil {
 		t.Fatal(err)
 	}
