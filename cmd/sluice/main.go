@@ -43,6 +43,7 @@ var commands = map[string]command{
 	"check":   {"check and consume a rate limit key on a running server", runCheck},
 	"version": {"print the version", runVersion},
 	"shorten": {"ask a running server for a short link: shorten URL", runShorten},
+	"bench":   {"drive load at a server (or an in-process node) and print latency figures", runBench},
 }
 
 func main() {

@@ -65,10 +65,14 @@ func Run(ctx context.Context, scenario, target string, o Options, newOp func(wor
 		return Result{}, errors.New("bench: a run needs a duration or a request count")
 	}
 	workers := max(1, o.Workers)
+	// The end of the run cancels ctx rather than giving it a deadline: a
+	// deadline would travel with the requests (gRPC sends it to the server
+	// as grpc-timeout) and could fire there before ctx reports it here,
+	// turning requests cut by the end of the run into errors.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if o.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.Duration)
-		defer cancel()
+		defer time.AfterFunc(o.Duration, cancel).Stop()
 	}
 	ops := make([]Op, workers)
 	for i := range ops {
