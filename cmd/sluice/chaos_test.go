@@ -21,7 +21,7 @@ import (
 // its measured figures (docs/reliability.md quotes them).
 
 // metric returns the value of the sample named by series (name plus
-// labels, as /metrics writes it), or NaN-like ok=false when absent.
+// labels, as /metrics writes it); ok is false when it is absent.
 func metric(t *testing.T, base, series string) (float64, bool) {
 	t.Helper()
 	code, body := get(t, base+"/metrics")

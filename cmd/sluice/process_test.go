@@ -52,12 +52,14 @@ type child struct {
 	exited  chan error
 }
 
-// startChild runs `sluice serve` on spare ports with dataDir and waits for
-// its "sluice serving" log line to learn the HTTP address.
-func startChild(t *testing.T, dataDir string) *child {
+// startChild runs `sluice serve` on spare ports with dataDir (and extra
+// flags) and waits for its "sluice serving" log line to learn the HTTP
+// address.
+func startChild(t *testing.T, dataDir string, extra ...string) *child {
 	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), "serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
-		"--data-dir", dataDir, "--log-format", "json")
+	args := append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--data-dir", dataDir, "--log-format", "json"}, extra...)
+	cmd := exec.Command(sluiceBinary(t), args...)
 	cmd.Env = append(os.Environ(), "SLUICE_DATABASE_URL=", "SLUICE_NATS_URL=", "SLUICE_REDIS_URL=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

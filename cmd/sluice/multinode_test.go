@@ -1,0 +1,162 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+)
+
+// cluster is three `sluice serve` processes sharing one private
+// PostgreSQL, Redis and NATS, as a scale-out deployment runs them.
+type cluster struct {
+	nodes              []*child
+	pg, redis, natsSrv *enginetest.Process
+}
+
+// startCluster starts the engines, then three nodes at once (they race
+// for the migrations, as a rolling deploy would). Policies refresh only
+// hourly, so a change reaching another node within a second can only have
+// travelled by the push path.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{pg: enginetest.StartPostgres(t), redis: enginetest.StartRedis(t), natsSrv: enginetest.StartNATS(t)}
+	flags := []string{"--database-url", c.pg.URL(), "--redis-url", c.redis.URL(), "--nats-url", c.natsSrv.URL(),
+		"--ratelimit-nodes", "3", "--ratelimit-refresh", "1h"}
+	c.nodes = make([]*child, 3)
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		dir := t.TempDir()
+		wg.Go(func() { c.nodes[i] = startChild(t, dir, flags...) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return c
+}
+
+// call sends one JSON request to node i and decodes the answer.
+func (c *cluster) call(t *testing.T, i int, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	code, raw := c.nodes[i].request(t, method, path, "", body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return code, out
+}
+
+// propagation polls every node but from until cond holds on each, and
+// returns how long the slowest took after start (poll every 5 ms; a
+// failing poll is not an error). It fails the test past a deadline.
+func (c *cluster) propagation(t *testing.T, from int, start time.Time, what string, cond func(code int, body map[string]any) bool, method, path string) time.Duration {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		slowest time.Duration
+		wg      sync.WaitGroup
+	)
+	for i, n := range c.nodes {
+		if i == from {
+			continue
+		}
+		wg.Go(func() {
+			deadline := start.Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				req, _ := http.NewRequest(method, n.httpURL+path, nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					raw, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					var body map[string]any
+					_ = json.Unmarshal(raw, &body)
+					if cond(resp.StatusCode, body) {
+						mu.Lock()
+						slowest = max(slowest, time.Since(start))
+						mu.Unlock()
+						return
+					}
+				}
+				time.Sleep(5 * time.Millisecond) // polling interval
+			}
+			t.Errorf("%s: node %d did not see it within 10s", what, i)
+		})
+	}
+	wg.Wait()
+	return slowest
+}
+
+// TestThreeNodes: a limit is shared by three nodes, not tripled; policy
+// changes and blocks made on one node are enforced by the other two within
+// one second, carried by NATS (the periodic refresh is an hour away).
+func TestThreeNodes(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+
+	// A policy created on node 0 reaches nodes 1 and 2.
+	start := time.Now()
+	if code, body := c.call(t, 0, "PUT", "/v1/ratelimit/policies/sixty",
+		`{"algorithm":"sliding_window_log","limit":60,"period":"1m"}`); code != 201 {
+		t.Fatalf("PUT policy = %d %v", code, body)
+	}
+	created := c.propagation(t, 0, start, "policy created on node 0", func(code int, body map[string]any) bool {
+		return code == 200 && body["limit"] == 60.0
+	}, "GET", "/v1/ratelimit/keys/sixty/probe")
+
+	// 180 checks at once, 60 through each node, on one key under a
+	// 60-per-minute policy: 60 are admitted in total, not 180. The sliding
+	// log is exact, so the count does not depend on how long this takes.
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 180 {
+		wg.Go(func() {
+			code, body := c.call(t, i%3, "POST", "/v1/ratelimit/check", `{"policy":"sixty","key":"k60"}`)
+			if code != 200 {
+				t.Errorf("check = %d %v", code, body)
+			}
+			if body["allowed"] == true {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 60 {
+		t.Errorf("180 checks over 3 nodes on a 60-per-minute key admitted %d, want 60", allowed.Load())
+	}
+
+	// A change made on node 1 reaches nodes 0 and 2.
+	start = time.Now()
+	if code, body := c.call(t, 1, "PUT", "/v1/ratelimit/policies/sixty",
+		`{"algorithm":"sliding_window_log","limit":5,"period":"1m"}`); code != 200 {
+		t.Fatalf("PUT changed policy = %d %v", code, body)
+	}
+	changed := c.propagation(t, 1, start, "policy changed on node 1", func(code int, body map[string]any) bool {
+		return code == 200 && body["limit"] == 5.0
+	}, "GET", "/v1/ratelimit/keys/sixty/probe")
+
+	// A block made on node 2 reaches nodes 0 and 1.
+	start = time.Now()
+	if code, body := c.call(t, 2, "POST", "/v1/ratelimit/blocks", `{"key":"mallory","duration":"10m","reason":"chaos"}`); code != 201 {
+		t.Fatalf("POST block = %d %v", code, body)
+	}
+	blocked := c.propagation(t, 2, start, "block made on node 2", func(code int, body map[string]any) bool {
+		return code == 200 && body["blocked"] == true
+	}, "GET", "/v1/ratelimit/keys/free/mallory")
+	for i := range c.nodes {
+		if code, body := c.call(t, i, "POST", "/v1/ratelimit/check", `{"policy":"free","key":"mallory"}`); code != 200 || body["allowed"] != false {
+			t.Errorf("check of a blocked key on node %d = %d %v, want refused", i, code, body)
+		}
+	}
+
+	for what, took := range map[string]time.Duration{"policy created": created, "policy changed": changed, "block": blocked} {
+		if took > time.Second {
+			t.Errorf("%s reached every node after %v, want within 1s", what, took)
+		}
+	}
+	t.Logf("three nodes: %d of 180 checks admitted on a 60/min key; every node saw: policy created %v, changed %v, block %v",
+		allowed.Load(), created.Round(time.Millisecond), changed.Round(time.Millisecond), blocked.Round(time.Millisecond))
+}
