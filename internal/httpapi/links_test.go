@@ -13,7 +13,7 @@ import (
 )
 
 // setupLinks is setup with the shortener on the same SQLite store.
-func setupLinks(t *testing.T) (*bundle, *shorten.Service) {
+func setupLinks(t testing.TB) (*bundle, *shorten.Service) {
 	t.Helper()
 	b := setup(t)
 	codec, err := shorten.NewCodec([]byte("test key"), 7)

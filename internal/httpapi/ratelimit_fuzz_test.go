@@ -53,3 +53,11 @@ func FuzzPutPolicy(f *testing.F) {
 		`{"name":"other","algorithm":"gcra","limit":1,"period":"1s"}`, `{"period":"1.5d"}`, `{"source":"config"}`,
 	})
 }
+
+func FuzzCreateBlock(f *testing.F) {
+	fuzzRatelimit(f, "POST", "/v1/ratelimit/blocks", []string{
+		`{"key":"mallory","duration":"10m","reason":"abuse"}`, `{"key":"k","policy":"free","duration":"1s"}`,
+		`{"key":"k","policy":"nope","duration":"1m"}`, `{"key":"","duration":"1m"}`, `{"key":"k","duration":"-1s"}`,
+		`{"key":"k","duration":"3650d"}`, `{"key":"k"}`, `{"key":"k","duration":"1m","extra":1}`,
+	})
+}
