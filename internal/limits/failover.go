@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,8 +92,17 @@ func isStoreFailure(err error) bool {
 // Up reports whether Primary is in use.
 func (f *Failover) Up() bool { return !f.down.Load() }
 
+// probeKeys is how many keys one probe peeks. A Redis client keeps several
+// pipelined connections and picks one by the key's cluster slot (rueidis:
+// 2 to 8 per node); after a restart each stays stale until a command on it
+// fails. Peeking one key revived only its own connection, so the first
+// check on another failed and tripped the store again (logged twice, the
+// gauge flapping). 64 keys spread over the slots reach every connection
+// (the chance of missing one of 8 is about 0.1%).
+const probeKeys = 64
+
 // Run probes Primary every ProbeInterval while it is down and switches back
-// to it once it answers, until ctx ends.
+// to it once it answers on every key of the probe, until ctx ends.
 func (f *Failover) Run(ctx context.Context) error {
 	t := time.NewTicker(f.opts.ProbeInterval)
 	defer t.Stop()
@@ -107,7 +117,10 @@ func (f *Failover) Run(ctx context.Context) error {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
-		_, err := f.opts.Primary.Peek(pctx, &probe, "sluice-probe")
+		var err error
+		for i := 0; i < probeKeys && err == nil; i++ {
+			_, err = f.opts.Primary.Peek(pctx, &probe, "sluice-probe-"+strconv.Itoa(i))
+		}
 		cancel()
 		if err == nil && f.down.CompareAndSwap(true, false) {
 			f.opts.Metrics.setStoreUp(true)
