@@ -100,7 +100,11 @@ func (b *benchRun) runRLS(ctx context.Context, label, addr string, reqs []*rlspb
 	res, err := bench.Run(ctx, "check-grpc", label, b.opts, func(worker int) bench.Op {
 		return bench.ShouldRateLimit(clients[worker%len(clients)], reqs, &over)(worker)
 	})
-	res.Note = fmt.Sprintf("%d descriptor(s)/call, over_limit %d", len(reqs[0].Descriptors), over.Load())
+	per := len(reqs[0].Descriptors)
+	res.Note = fmt.Sprintf("%d descriptor(s)/call, over_limit %d", per, over.Load())
+	if per > 1 {
+		res.Note += fmt.Sprintf(", %.0f checks/s", res.Rate()*float64(per))
+	}
 	return res, err
 }
 
