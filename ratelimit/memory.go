@@ -45,13 +45,13 @@ type MemoryOptions struct {
 // Memory is bounded by active keys: a key whose state is back to its full
 // allowance (a full bucket, an expired window, an empty log) equals no
 // state, and is treated as absent. Each shard deletes such keys when an
-// insertion would fill its table past 3/4, and then shrinks the table if
-// under a quarter of it is still in use, so a shard holds at most 3 times
-// the keys that were active at its last sweep (plus 12), in 64-byte slots
-// of which at least a quarter are in use after a sweep: at most 256 bytes
-// per active key, typically about 128. Sweep removes idle keys at once. A
-// sliding_window_log or concurrency key also costs 32 bytes per distinct
-// admission instant or lease (at most Limit of them).
+// insertion would fill its table past 5/8, and then shrinks the table if
+// under a quarter of it is still in use, so a shard holds at most 2.5
+// times the keys that were active at its last sweep (plus 10), in 64-byte
+// slots of which at least a quarter are in use after a sweep: between
+// about 100 and 256 bytes per active key. Sweep removes idle keys at
+// once. A sliding_window_log or concurrency key also costs 32 bytes per
+// distinct admission instant or lease (at most Limit of them).
 type MemoryStore struct {
 	now       func() time.Time
 	base      time.Time // with a monotonic reading, when now is nil

@@ -27,7 +27,7 @@ func TestShardTable(t *testing.T) {
 			if found != inModel {
 				t.Fatalf("step %d: find(%v) = %v, model has it: %v", step, k, found, inModel)
 			}
-			if !found && exp > now && 4*(sh.n+1) > 3*len(sh.slots) {
+			if !found && exp > now && tooFull(sh.n+1, len(sh.slots)) {
 				for k, exp := range model { // insert sweeps first
 					if exp <= now {
 						delete(model, k)
@@ -62,7 +62,7 @@ func TestShardTable(t *testing.T) {
 		if sh.n != len(model) {
 			t.Fatalf("step %d: n = %d, model has %d", step, sh.n, len(model))
 		}
-		if 4*sh.n > 3*len(sh.slots) {
+		if tooFull(sh.n, len(sh.slots)) {
 			t.Fatalf("step %d: %d of %d slots used", step, sh.n, len(sh.slots))
 		}
 	}
