@@ -19,7 +19,8 @@ type MemoryOptions struct {
 	// Now is the clock. If nil, the store reads the wall clock once, when
 	// it is made, and advances it by Go's monotonic clock (time.Since):
 	// one clock read per check instead of time.Now's two, exact to the
-	// microsecond, and immune to steps of the wall clock. Times before the
+	// microsecond, and immune to steps of the wall clock (fixed windows
+	// stay aligned to the wall clock as it was then). Times before the
 	// Unix epoch count as the epoch.
 	Now func() time.Time
 	// Shards is the number of independently locked shards, rounded up to a
@@ -38,8 +39,10 @@ type MemoryOptions struct {
 // garbage collector never scans it) and a check touches no memory but its
 // own slot, one 64-byte cache line holding the identity and the state.
 // Two pairs would share state only if both 64-bit lanes collided, which
-// for a billion live keys has odds around 2^-69, and the seed keeps
-// clients from choosing keys that collide. The shard is chosen by a hash
+// for a billion live keys has odds around 2^-69 (for keys that do not
+// depend on the seeds), and the random seeds keep clients who cannot see
+// them from choosing keys that collide (the hash is not a cryptographic
+// MAC, and neither is maphash, which the store used before). The shard is chosen by a hash
 // of the key alone, so every policy of one key lives in one shard.
 //
 // Memory is bounded by active keys: a key whose state is back to its full
