@@ -38,6 +38,13 @@ type Options struct {
 	// MaxOpenConns caps connections to PostgreSQL, or the read pool on
 	// SQLite (SQLite writes always use one connection). If zero, 10.
 	MaxOpenConns int
+	// MaxBatch caps how many callers' writes share one group-committed
+	// transaction (see groupcommit.go). If zero, 512; 1 turns group commit
+	// off (one transaction per write), for comparison.
+	MaxBatch int
+	// Writers is how many group-commit transactions run at once. SQLite
+	// always uses 1 (it has one writer); if zero, PostgreSQL uses 4.
+	Writers int
 }
 
 // DB is an open record store. It is safe for concurrent use; Close it when
@@ -51,6 +58,7 @@ type DB struct {
 	read  *sql.DB
 	log   *slog.Logger
 	now   func() time.Time
+	gc    *groupCommitter
 }
 
 // Log attribute keys.
@@ -102,6 +110,11 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
+	writers := cmp.Or(opts.Writers, 4)
+	if db.dialect == DialectSQLite {
+		writers = 1
+	}
+	db.gc = newGroupCommitter(db, writers, cmp.Or(opts.MaxBatch, 512))
 	db.log.Debug("store open", slog.String(logKeyDialect, db.dialect))
 	return db, nil
 }
@@ -194,6 +207,9 @@ func (db *DB) Ping(ctx context.Context) error {
 // Close closes every connection. On SQLite, closing the last connection
 // checkpoints the WAL into the main file.
 func (db *DB) Close() error {
+	if db.gc != nil {
+		db.gc.close()
+	}
 	var errs []error
 	if db.read != nil && db.read != db.write {
 		errs = append(errs, db.read.Close())

@@ -1,0 +1,204 @@
+// Package notify is Sluice's notification service: the domain of
+// notifications, deliveries, user settings, templates and dead letters, and
+// the pipeline that moves a notification from an accepted request to a
+// provider call.
+//
+// # Pipeline
+//
+// [Service.Send] validates a request, checks its request_id (a fast [Dedupe]
+// in front of the store's unique constraint), decides each channel's fate
+// from the user's [Settings] (muted channels and categories are recorded as
+// suppressed), saves the notification and its deliveries through the
+// [Store] (group-committed with other requests) and only then hands one
+// [Job] per live delivery to the [Queue]. The 202 follows the save; a crash
+// between the save and the publish is repaired by the [Scheduler]'s recovery
+// sweep, so the worst case is a duplicate, never a silent loss.
+//
+// [Worker.Process] handles one job: it re-reads the delivery's state (a
+// redelivered job whose delivery already went out is dropped), expires
+// stale messages, renders the template, runs the [Rewriter] steps, calls
+// the channel's [Provider] and records the outcome. Temporary failures are
+// retried with exponential backoff and full jitter under the category's
+// [RetryRule]; exhausted critical and orders deliveries become dead letters,
+// marketing ones are dropped.
+//
+// This package imports no infrastructure: the record store, the queue, the
+// Redis fast path and the providers implement interfaces declared here.
+package notify
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Category decides a notification's priority queue, retry rule and whether
+// users may mute it.
+type Category string
+
+// The three categories of SPEC §3.
+const (
+	Critical  Category = "critical"
+	Orders    Category = "orders"
+	Marketing Category = "marketing"
+)
+
+// Categories lists every category, most urgent first.
+var Categories = []Category{Critical, Orders, Marketing}
+
+// Valid reports whether c is a known category.
+func (c Category) Valid() bool { return slices.Contains(Categories, c) }
+
+// Channel is a way of reaching a person.
+type Channel string
+
+// The channels of SPEC §3.
+const (
+	Email   Channel = "email"
+	SMS     Channel = "sms"
+	Push    Channel = "push"
+	Webhook Channel = "webhook"
+)
+
+// Channels lists every channel in the order deliveries are shown.
+var Channels = []Channel{Email, SMS, Push, Webhook}
+
+// Valid reports whether ch is a known channel.
+func (ch Channel) Valid() bool { return slices.Contains(Channels, ch) }
+
+// Status is a delivery's state.
+type Status string
+
+// Delivery states. A delivery is saved queued (or suppressed) and moves to
+// exactly one terminal state; queued is also where it waits between
+// retries.
+const (
+	StatusQueued     Status = "queued"
+	StatusSending    Status = "sending"
+	StatusSent       Status = "sent"
+	StatusDelivered  Status = "delivered"
+	StatusFailed     Status = "failed"
+	StatusExpired    Status = "expired"
+	StatusDead       Status = "dead"
+	StatusSuppressed Status = "suppressed"
+)
+
+// Terminal reports whether s is final (nothing more will be sent).
+func (s Status) Terminal() bool { return s != StatusQueued && s != StatusSending }
+
+// Suppression reasons, stored in a suppressed delivery's Error.
+const (
+	ReasonChannelOff    = "channel_off"
+	ReasonCategoryMuted = "category_muted"
+	ReasonNoContact     = "no_contact"
+	ReasonThrottled     = "throttled"
+	ReasonNotRequested  = "not_requested"
+)
+
+// Notification is one accepted request to notify a user.
+type Notification struct {
+	ID          string
+	RequestID   string // empty when the caller gave none
+	RequestHash string // digest of the request body, to tell a retry from a clash
+	UserID      string
+	Type        string
+	Category    Category
+	Data        json.RawMessage // a JSON object
+	Channels    []Channel       // the caller's narrowing; nil means every channel
+	ExpiresAt   time.Time       // zero: never
+	CreatedAt   time.Time
+}
+
+// Delivery is one notification on one channel.
+type Delivery struct {
+	NotificationID string
+	Channel        Channel
+	UserID         string
+	Category       Category
+	Provider       string
+	Status         Status
+	Attempts       int
+	Error          string
+	// NextAttemptAt is when a delayed delivery (a retry, or quiet hours)
+	// is due to be queued; zero once it has been handed to the queue.
+	NextAttemptAt time.Time
+	ExpiresAt     time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Key identifies the delivery.
+func (d Delivery) Key() DeliveryKey { return DeliveryKey{d.NotificationID, d.Channel} }
+
+// DeliveryKey identifies one delivery.
+type DeliveryKey struct {
+	NotificationID string
+	Channel        Channel
+}
+
+// String is "notification_id:channel": the delivery's idempotency key,
+// JetStream's Nats-Msg-Id for its first publish and the webhook-id.
+func (k DeliveryKey) String() string { return k.NotificationID + ":" + string(k.Channel) }
+
+// Record is a notification with its deliveries, in channel order.
+type Record struct {
+	Notification
+	Deliveries []Delivery
+}
+
+// Job is the queue message for one delivery: everything a worker needs to
+// send it without reading the notification back.
+type Job struct {
+	NotificationID string          `json:"id"`
+	Channel        Channel         `json:"ch"`
+	UserID         string          `json:"user"`
+	Type           string          `json:"type"`
+	Category       Category        `json:"cat"`
+	Data           json.RawMessage `json:"data,omitempty"`
+	ExpiresAt      int64           `json:"exp,omitempty"` // Unix microseconds; 0: never
+	CreatedAt      int64           `json:"at"`            // Unix microseconds
+	// Attempt is how many attempts were made before this publish.
+	Attempt int `json:"att,omitempty"`
+}
+
+// Key identifies the job's delivery.
+func (j Job) Key() DeliveryKey { return DeliveryKey{j.NotificationID, j.Channel} }
+
+// MsgID is the publish's deduplication id: "notification_id:channel" for the
+// first attempt, with ":<attempt>" appended for retries and replays, so the
+// queue drops a republished copy of the same attempt but not a new attempt.
+func (j Job) MsgID() string {
+	if j.Attempt == 0 {
+		return j.Key().String()
+	}
+	return fmt.Sprintf("%s:%d", j.Key(), j.Attempt)
+}
+
+// Expired reports whether the job is past its expiry at now.
+func (j Job) Expired(now time.Time) bool { return j.ExpiresAt != 0 && now.UnixMicro() >= j.ExpiresAt }
+
+// JobFor builds the job of delivery d of notification n.
+func JobFor(n Notification, d Delivery) Job {
+	j := Job{
+		NotificationID: n.ID, Channel: d.Channel, UserID: n.UserID, Type: n.Type,
+		Category: n.Category, Data: n.Data, CreatedAt: n.CreatedAt.UnixMicro(), Attempt: d.Attempts,
+	}
+	if !n.ExpiresAt.IsZero() {
+		j.ExpiresAt = n.ExpiresAt.UnixMicro()
+	}
+	return j
+}
+
+// DeadLetter is a delivery that ran out of attempts or failed permanently,
+// kept for people to inspect and replay.
+type DeadLetter struct {
+	ID             string
+	NotificationID string
+	Channel        Channel
+	UserID         string
+	Error          string
+	Attempts       int
+	CreatedAt      time.Time
+	ReplayedAt     time.Time // zero until replayed
+}

@@ -1,0 +1,121 @@
+package notify
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps notifications and everything around them. internal/store
+// implements it on SQLite and PostgreSQL; its conformance suite pins the
+// behaviour described here. Errors carry apperr codes (NotFound, Conflict,
+// Unavailable).
+type Store interface {
+	// CreateNotification saves n and its deliveries in one transaction,
+	// which may be shared with other callers' writes (group commit); it
+	// returns once that transaction is durable. When a notification with
+	// n.RequestID already exists it saves nothing and returns that one's
+	// ID and RequestHash with created false.
+	CreateNotification(ctx context.Context, n Notification, ds []Delivery) (existing Notification, created bool, err error)
+	// NotificationByRequestID returns the notification saved with
+	// requestID, or NotFound.
+	NotificationByRequestID(ctx context.Context, requestID string) (Notification, error)
+	// Notification returns a notification and its deliveries, or NotFound.
+	Notification(ctx context.Context, id string) (Record, error)
+	// UserNotifications returns up to limit of user's notifications created
+	// at or after since, newest first (created_at, then id, descending),
+	// strictly after the cursor position when after is not zero.
+	UserNotifications(ctx context.Context, user string, since time.Time, after Cursor, limit int) ([]Record, error)
+	// Delivery returns one delivery, or NotFound.
+	Delivery(ctx context.Context, key DeliveryKey) (Delivery, error)
+	// FinishAttempt records an attempt's outcome on a delivery that is
+	// still queued with a.Prev attempts: status, attempts, error, the next attempt's time, and
+	// a dead letter when dl is not nil, in one transaction (group
+	// committed). It reports false, changing nothing, when the delivery is
+	// no longer queued (another copy of the job got there first).
+	FinishAttempt(ctx context.Context, a Attempt, dl *DeadLetter) (bool, error)
+	// DueDeliveries returns up to limit queued deliveries whose
+	// NextAttemptAt is set and at or before now, as jobs, oldest due first.
+	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Job, error)
+	// StaleDeliveries returns up to limit queued deliveries on ch of
+	// category c, not delayed, last updated before before, as jobs, oldest
+	// first: candidates for the recovery sweep.
+	StaleDeliveries(ctx context.Context, ch Channel, c Category, before time.Time, limit int) ([]Job, error)
+	// MarkQueued clears NextAttemptAt and sets UpdatedAt to at on the
+	// given queued deliveries: they have been (re)published.
+	MarkQueued(ctx context.Context, keys []DeliveryKey, at time.Time) error
+
+	// Settings returns user's stored settings; found is false (and the
+	// error nil) when there are none.
+	Settings(ctx context.Context, user string) (s Settings, found bool, err error)
+	// PutSettings stores user's settings, replacing any.
+	PutSettings(ctx context.Context, user string, s Settings) error
+	// Template returns a stored template; found is false when none.
+	Template(ctx context.Context, typ string) (t Template, found bool, err error)
+	// PutTemplate stores t, replacing any template of its type.
+	PutTemplate(ctx context.Context, t Template) error
+	// TemplateCategories returns the category of every stored template.
+	TemplateCategories(ctx context.Context) (map[string]Category, error)
+
+	// DeadLetters returns up to limit dead letters, newest first, strictly
+	// after the cursor position when after is not zero.
+	DeadLetters(ctx context.Context, after Cursor, limit int) ([]DeadLetter, error)
+	// ReplayDeadLetter marks dead letter id replayed at now and puts its
+	// delivery back to queued, due at now, keeping its attempt count. It
+	// fails with NotFound for an unknown id and Conflict for a dead letter
+	// already replayed.
+	ReplayDeadLetter(ctx context.Context, id string, now time.Time) (Delivery, error)
+
+	// DeleteNotificationsBefore deletes up to limit notifications created
+	// before t, with their deliveries, outbox entries and dead letters,
+	// and returns how many it deleted.
+	DeleteNotificationsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+}
+
+// Attempt is the outcome of one attempt at a delivery, as stored.
+type Attempt struct {
+	Key    DeliveryKey
+	Status Status
+	// Prev is the attempt count the worker read; the write applies only
+	// while the delivery still has it (and is queued).
+	Prev          int
+	Attempts      int
+	Error         string
+	NextAttemptAt time.Time
+	At            time.Time
+}
+
+// Cursor is a position in a newest-first list: the last item's time and id.
+type Cursor struct {
+	At time.Time
+	ID string
+}
+
+// IsZero reports the start of a list.
+func (c Cursor) IsZero() bool { return c.ID == "" }
+
+// Queue carries jobs to workers: one queue per channel x category, so a
+// marketing flood never delays a critical message. Publish may return
+// before the queue has stored the job; a job the queue then loses is
+// found by the recovery sweep. Publishing the same Job.MsgID twice within
+// the queue's deduplication window stores it once.
+type Queue interface {
+	Publish(ctx context.Context, j Job) error
+}
+
+// QueueHorizon is optional for a Queue: it returns, for one channel x
+// category queue, the time before which every job published has been
+// handled (acknowledged); now when nothing is pending. The recovery sweep
+// republishes only queued deliveries older than it, so a long backlog is
+// not republished while it drains.
+type QueueHorizon interface {
+	Horizon(ctx context.Context, ch Channel, c Category) (time.Time, error)
+}
+
+// Dedupe is the fast path of request_id deduplication (Redis SET NX EX, or
+// memory). Claim records value under key unless the key exists, and
+// returns the value already there when it does. It may forget keys (an
+// expiry, a restart): the store's unique request_id is the safety net.
+type Dedupe interface {
+	Claim(ctx context.Context, key, value string) (existing string, claimed bool, err error)
+	Release(ctx context.Context, key string) error
+}

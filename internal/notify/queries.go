@@ -1,0 +1,170 @@
+package notify
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+)
+
+// Page limits.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+// Notification returns a notification with its deliveries.
+func (s *Service) Notification(ctx context.Context, id string) (Record, error) {
+	return s.opts.Store.Notification(ctx, id)
+}
+
+// UserNotifications returns a page of user's notifications of the last
+// History, newest first, and the cursor of the next page ("" at the end).
+func (s *Service) UserNotifications(ctx context.Context, user, cursor string, limit int) ([]Record, string, error) {
+	c, err := DecodeCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	limit = pageSize(limit)
+	rs, err := s.opts.Store.UserNotifications(ctx, user, s.now().Add(-s.opts.History), c, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(rs) > limit {
+		rs = rs[:limit]
+		last := rs[len(rs)-1]
+		next = EncodeCursor(Cursor{At: last.CreatedAt, ID: last.ID})
+	}
+	return rs, next, nil
+}
+
+func pageSize(limit int) int {
+	if limit <= 0 {
+		return DefaultPageSize
+	}
+	return min(limit, MaxPageSize)
+}
+
+// Settings returns user's settings, or the defaults when none are stored.
+// Results are cached for CacheTTL.
+func (s *Service) Settings(ctx context.Context, user string) (Settings, error) {
+	st, err := s.settings.get(ctx, user, func(ctx context.Context) (Settings, error) {
+		st, found, err := s.opts.Store.Settings(ctx, user)
+		if err != nil || !found {
+			return DefaultSettings(), err
+		}
+		st.fill()
+		return st, nil
+	})
+	return st.Clone(), err
+}
+
+// PutSettings checks and stores user's settings and returns them with
+// defaults filled in.
+func (s *Service) PutSettings(ctx context.Context, user string, st Settings) (Settings, error) {
+	if user == "" || len(user) > MaxUserIDBytes || !printable(user) {
+		return Settings{}, apperr.New(apperr.Invalid, "invalid user id")
+	}
+	if err := st.Normalize(); err != nil {
+		return Settings{}, err
+	}
+	st.UpdatedAt = s.now()
+	if err := s.opts.Store.PutSettings(ctx, user, st); err != nil {
+		return Settings{}, err
+	}
+	s.settings.forget(user)
+	return st, nil
+}
+
+// Template returns the template of typ: the stored one, else the shipped
+// default; NotFound for a type with neither.
+func (s *Service) Template(ctx context.Context, typ string) (Template, error) {
+	t, err := s.templates.get(ctx, typ, func(ctx context.Context) (Template, error) {
+		t, found, err := s.opts.Store.Template(ctx, typ)
+		if err != nil || found {
+			return t, err
+		}
+		if def, ok := DefaultTemplate(typ); ok {
+			return def, nil
+		}
+		return Template{}, nil
+	})
+	if err != nil {
+		return Template{}, err
+	}
+	if t.Type == "" {
+		return Template{}, apperr.New(apperr.NotFound, "no template for type %q", typ)
+	}
+	return t, nil
+}
+
+// PutTemplate checks and stores a template. A shipped type keeps its
+// category; a new type needs one and becomes a type callers may send.
+func (s *Service) PutTemplate(ctx context.Context, t Template) (Template, error) {
+	if def, ok := defaultTypes[t.Type]; ok && t.Category == "" {
+		t.Category = def
+	}
+	if errs := ValidateTemplate(t); len(errs) > 0 {
+		return Template{}, apperr.Fields(apperr.Unprocessable, "the template is invalid", errs)
+	}
+	t.Default = false
+	t.UpdatedAt = s.now()
+	if err := s.opts.Store.PutTemplate(ctx, t); err != nil {
+		return Template{}, err
+	}
+	s.templates.forget(t.Type)
+	s.types.forget("")
+	return t, nil
+}
+
+// DeadLetters returns a page of dead letters, newest first.
+func (s *Service) DeadLetters(ctx context.Context, cursor string, limit int) ([]DeadLetter, string, error) {
+	c, err := DecodeCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	limit = pageSize(limit)
+	dls, err := s.opts.Store.DeadLetters(ctx, c, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(dls) > limit {
+		dls = dls[:limit]
+		last := dls[len(dls)-1]
+		next = EncodeCursor(Cursor{At: last.CreatedAt, ID: last.ID})
+	}
+	return dls, next, nil
+}
+
+// ReplayDeadLetter sends a dead letter's delivery again: it goes back to
+// queued and the scheduler queues it within a tick.
+func (s *Service) ReplayDeadLetter(ctx context.Context, id string) (Delivery, error) {
+	return s.opts.Store.ReplayDeadLetter(ctx, id, s.now())
+}
+
+// render builds the message for job j from its template and the user's
+// settings.
+func (s *Service) render(ctx context.Context, j Job, st Settings) (Message, error) {
+	t, err := s.Template(ctx, j.Type)
+	if err != nil {
+		return Message{}, err
+	}
+	content, _ := t.Content(j.Channel, st.Locale)
+	data, err := decodeData(j.Data)
+	if err != nil {
+		return Message{}, err
+	}
+	m := Message{
+		NotificationID: j.NotificationID, Channel: j.Channel, UserID: j.UserID, Type: j.Type,
+		Category: j.Category, To: st.Contacts.contactFor(j.Channel),
+		Subject: Render(content.Subject, data), Body: Render(content.Body, data),
+		Data: j.Data, IdempotencyKey: j.Key().String(), Attempt: j.Attempt + 1,
+		CreatedAt: time.UnixMicro(j.CreatedAt).UTC(),
+	}
+	if j.ExpiresAt != 0 {
+		m.ExpiresAt = time.UnixMicro(j.ExpiresAt).UTC()
+	}
+	return m, nil
+}

@@ -1,0 +1,292 @@
+package notify
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Options configure a [Service]. Store, Queue and Providers are required.
+type Options struct {
+	Store Store
+	Queue Queue
+	// Providers sends each channel; every channel needs one.
+	Providers map[Channel]Provider
+	// Rewriters run, in order, on every rendered message before it is sent.
+	Rewriters []Rewriter
+	// Dedupe is the request_id fast path. If nil, a MemoryDedupe of
+	// 100,000 keys.
+	Dedupe Dedupe
+	// MarketingCap, if not nil, caps marketing notifications per user (the
+	// key is the user id): a refused one is suppressed as throttled.
+	MarketingCap ratelimit.Limiter
+	// Retry holds each category's rule. Missing categories get
+	// DefaultRetryRules.
+	Retry map[Category]RetryRule
+	// History is how far back user history reaches and how long records
+	// are kept. If zero, 90 days.
+	History time.Duration
+	// RecoveryAfter is how long a queued delivery may go unhandled before
+	// the recovery sweep republishes it. If zero, one minute.
+	RecoveryAfter time.Duration
+	// SendTimeout bounds one provider call. If zero, 15 seconds.
+	SendTimeout time.Duration
+	// CacheTTL bounds how stale cached settings and templates may be on
+	// nodes other than the one that changed them. If zero, 5 seconds.
+	CacheTTL time.Duration
+	// Logger receives the pipeline's logs. If nil, nothing is logged.
+	Logger *slog.Logger
+	// Now is the clock. If nil, time.Now.
+	Now func() time.Time
+	// Rand returns numbers in [0, 1) for retry jitter. If nil, math/rand/v2.
+	Rand func() float64
+}
+
+// Service accepts notifications, answers queries about them and processes
+// their jobs. It is safe for concurrent use; build it with NewService.
+type Service struct {
+	opts      Options
+	log       *slog.Logger
+	now       func() time.Time
+	settings  *ttlCache[string, Settings]
+	templates *ttlCache[string, Template]
+	types     *ttlCache[string, map[string]Category]
+}
+
+// Log attribute keys.
+const (
+	logKeyNotification = "notification_id"
+	logKeyChannel      = "channel"
+	logKeyError        = "error"
+)
+
+// NewService returns a Service with opts' defaults filled in.
+func NewService(opts Options) *Service {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	if opts.Dedupe == nil {
+		opts.Dedupe = NewMemoryDedupe(100_000, 24*time.Hour, opts.Now)
+	}
+	rules := DefaultRetryRules()
+	for c, r := range opts.Retry {
+		rules[c] = r
+	}
+	opts.Retry = rules
+	opts.History = cmp.Or(opts.History, 90*24*time.Hour)
+	opts.RecoveryAfter = cmp.Or(opts.RecoveryAfter, time.Minute)
+	opts.SendTimeout = cmp.Or(opts.SendTimeout, 15*time.Second)
+	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{
+		opts:      opts,
+		log:       log,
+		now:       opts.Now,
+		settings:  newTTLCache[string, Settings](50_000, opts.CacheTTL, opts.Now),
+		templates: newTTLCache[string, Template](1_000, opts.CacheTTL, opts.Now),
+		types:     newTTLCache[string, map[string]Category](1, opts.CacheTTL, opts.Now),
+	}
+}
+
+// Send accepts one notification: it answers once the notification is
+// durably saved, then queues its deliveries. A request_id seen before
+// answers the first notification (Duplicate) when the request is the same,
+// and apperr Conflict when it differs.
+func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
+	now := s.now()
+	req, err := req.validate(now)
+	if err != nil {
+		return Accepted{}, err
+	}
+	cat, err := s.category(ctx, req.Type)
+	if err != nil {
+		return Accepted{}, err
+	}
+	hash := req.hash()
+	n := Notification{
+		ID: newID("ntf_", now), RequestID: req.RequestID, RequestHash: hash, UserID: req.UserID,
+		Type: req.Type, Category: cat, Data: req.Data, Channels: req.Channels, ExpiresAt: req.ExpiresAt,
+		CreatedAt: now,
+	}
+	claimed := false
+	if req.RequestID != "" {
+		key := "notify:req:" + req.RequestID
+		existing, ok, err := s.opts.Dedupe.Claim(ctx, key, n.ID+" "+hash)
+		if err != nil {
+			s.log.Warn("request_id fast path failed; relying on the store", logKeyError, err)
+		}
+		claimed = ok && err == nil
+		if err == nil && !ok {
+			if a, done, err := s.resolveDuplicate(ctx, req.RequestID, hash, existing); done || err != nil {
+				return a, err
+			}
+		}
+		defer func() {
+			if claimed { // the save failed: let a retry of the request through
+				_ = s.opts.Dedupe.Release(context.WithoutCancel(ctx), key)
+			}
+		}()
+	}
+	settings, err := s.Settings(ctx, req.UserID)
+	if err != nil {
+		return Accepted{}, err
+	}
+	ds := s.plan(ctx, n, settings, now)
+	existing, created, err := s.opts.Store.CreateNotification(ctx, n, ds)
+	if err != nil {
+		return Accepted{}, err
+	}
+	claimed = false
+	if !created {
+		if existing.RequestHash != hash {
+			return Accepted{}, conflict(req.RequestID)
+		}
+		return Accepted{NotificationID: existing.ID, Duplicate: true}, nil
+	}
+	for _, d := range ds {
+		if d.Status == StatusQueued && d.NextAttemptAt.IsZero() {
+			if err := s.opts.Queue.Publish(ctx, JobFor(n, d)); err != nil {
+				s.log.Warn("publish failed; the recovery sweep will retry", logKeyNotification, n.ID,
+					logKeyChannel, d.Channel, logKeyError, err)
+			}
+		}
+	}
+	return Accepted{NotificationID: n.ID}, nil
+}
+
+// resolveDuplicate handles a request_id the fast path has seen: a
+// different body is a conflict at once; the same body is a duplicate once
+// the store has the first request (done true). While the first request is
+// still being saved (or failed), done is false and Send carries on: the
+// store's unique request_id decides.
+func (s *Service) resolveDuplicate(ctx context.Context, requestID, hash, existing string) (Accepted, bool, error) {
+	_, existingHash, _ := strings.Cut(existing, " ")
+	if existingHash != hash {
+		return Accepted{}, true, conflict(requestID)
+	}
+	n, err := s.opts.Store.NotificationByRequestID(ctx, requestID)
+	switch {
+	case apperr.Is(err, apperr.NotFound):
+		return Accepted{}, false, nil
+	case err != nil:
+		return Accepted{}, true, err
+	case n.RequestHash != hash:
+		return Accepted{}, true, conflict(requestID)
+	}
+	return Accepted{NotificationID: n.ID, Duplicate: true}, true, nil
+}
+
+func conflict(requestID string) error {
+	return &apperr.Error{Code: apperr.Conflict,
+		Message: "request_id " + requestID + " was already used with a different request",
+		Fields:  []apperr.FieldError{{Field: "request_id", Detail: "already used with a different body"}}}
+}
+
+// category returns the category of typ: shipped types, then stored
+// templates; an unknown type is Unprocessable.
+func (s *Service) category(ctx context.Context, typ string) (Category, error) {
+	if c, ok := defaultTypes[typ]; ok {
+		return c, nil
+	}
+	types, err := s.types.get(ctx, "", func(ctx context.Context) (map[string]Category, error) {
+		return s.opts.Store.TemplateCategories(ctx)
+	})
+	if err != nil {
+		return "", err
+	}
+	if c, ok := types[typ]; ok {
+		return c, nil
+	}
+	return "", &apperr.Error{Code: apperr.Unprocessable, Message: "unknown notification type",
+		Fields: []apperr.FieldError{{Field: "type", Detail: "unknown type " + typ + "; PUT /v1/templates/" + typ + " defines it"}}}
+}
+
+// plan decides every requested channel's delivery: queued (delayed to the
+// end of quiet hours for non-critical messages) or suppressed with a reason.
+// A critical notification always gets at least one enabled channel with a
+// contact, even one outside a narrowing, when the user has one.
+func (s *Service) plan(ctx context.Context, n Notification, st Settings, now time.Time) []Delivery {
+	throttled := false
+	if n.Category == Marketing && s.opts.MarketingCap != nil {
+		dec, err := s.opts.MarketingCap.Allow(ctx, n.UserID, 1)
+		if err != nil {
+			s.log.Warn("marketing cap check failed; sending", logKeyError, err)
+		}
+		throttled = err == nil && !dec.Allowed
+	}
+	var quietUntil time.Time
+	if n.Category != Critical {
+		quietUntil = st.QuietUntil(now)
+	}
+	requested := func(ch Channel) bool {
+		return len(n.Channels) == 0 || containsChannel(n.Channels, ch)
+	}
+	var ds []Delivery
+	live := false
+	for _, ch := range Channels {
+		if !requested(ch) {
+			continue
+		}
+		d := s.newDelivery(n, ch, now)
+		switch {
+		case !st.Channels[ch]:
+			d.Status, d.Error = StatusSuppressed, ReasonChannelOff
+		case !st.Categories[n.Category] && n.Category != Critical:
+			d.Status, d.Error = StatusSuppressed, ReasonCategoryMuted
+		case s.needsContact(ch) && st.Contacts.contactFor(ch) == "":
+			d.Status, d.Error = StatusSuppressed, ReasonNoContact
+		case throttled:
+			d.Status, d.Error = StatusSuppressed, ReasonThrottled
+		default:
+			d.NextAttemptAt = quietUntil
+			live = true
+		}
+		ds = append(ds, d)
+	}
+	if n.Category == Critical && !live {
+		for _, ch := range Channels {
+			if !requested(ch) && st.Channels[ch] && (!s.needsContact(ch) || st.Contacts.contactFor(ch) != "") {
+				ds = append(ds, s.newDelivery(n, ch, now))
+				break
+			}
+		}
+	}
+	return ds
+}
+
+func (s *Service) newDelivery(n Notification, ch Channel, now time.Time) Delivery {
+	name := "none"
+	if p := s.opts.Providers[ch]; p != nil {
+		name = p.Name()
+	}
+	return Delivery{
+		NotificationID: n.ID, Channel: ch, UserID: n.UserID, Category: n.Category, Provider: name,
+		Status: StatusQueued, ExpiresAt: n.ExpiresAt, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+func (s *Service) needsContact(ch Channel) bool {
+	p := s.opts.Providers[ch]
+	return p == nil || p.NeedsContact()
+}
+
+func containsChannel(chs []Channel, ch Channel) bool {
+	for _, c := range chs {
+		if c == ch {
+			return true
+		}
+	}
+	return false
+}

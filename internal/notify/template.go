@@ -1,0 +1,251 @@
+package notify
+
+import (
+	"encoding/json"
+	"fmt"
+		"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+)
+
+// Content is one channel's text in one locale. Subject and Body may hold
+// {placeholder} fields, filled from the notification's data.
+type Content struct {
+	Subject string `json:"subject"`
+	Body    string `json:"body"`
+}
+
+// Template is the text of one notification type: per channel, per locale.
+// The channel "default" is used for channels without their own entry, and
+// the locale "en" for users whose locale has none.
+type Template struct {
+	Type     string
+	Category Category
+	Channels map[string]map[string]Content // channel or "default" -> locale -> content
+	// Default reports a shipped template nobody has replaced.
+	Default   bool
+	UpdatedAt time.Time
+}
+
+// DefaultChannel and DefaultLocale are the fallbacks of a Template.
+const (
+	DefaultChannel = "default"
+	DefaultLocale  = "en"
+)
+
+// Content returns the text for ch in locale, falling back to the default
+// channel and to DefaultLocale, then to any locale in sorted order.
+func (t Template) Content(ch Channel, locale string) (Content, bool) {
+	for _, c := range []string{string(ch), DefaultChannel} {
+		locales, ok := t.Channels[c]
+		if !ok {
+			continue
+		}
+		for _, l := range []string{locale, baseLocale(locale), DefaultLocale} {
+			if content, ok := locales[l]; ok {
+				return content, true
+			}
+		}
+		for _, l := range sortedKeys(locales) {
+			return locales[l], true
+		}
+	}
+	return Content{}, false
+}
+
+// baseLocale turns "en-GB" into "en".
+func baseLocale(l string) string {
+	base, _, _ := strings.Cut(l, "-")
+	return base
+}
+
+// defaultTypes maps each shipped type to its category.
+var defaultTypes = map[string]Category{
+	"otp": Critical, "password_reset": Critical, "login_alert": Critical, "payment_failed": Critical,
+	"order.confirmed": Orders, "order.shipped": Orders, "order.delivered": Orders,
+	"order.cancelled": Orders, "order.refunded": Orders,
+	"flash_sale": Marketing, "price_drop": Marketing, "back_in_stock": Marketing, "abandoned_cart": Marketing,
+}
+
+// defaultText is the shipped English text per type: subject, then body. The
+// SMS and push channels use the body alone, so it stands on its own.
+var defaultText = map[string][2]string{
+	"otp":             {"Your {app} code", "Your code is {code}. It expires in {minutes} minutes. Never share it."},
+	"password_reset":  {"Reset your password", "Reset your password with this link: {link}. If you did not ask, ignore this."},
+	"login_alert":     {"New sign-in to your account", "New sign-in from {device} near {location} at {time}. Not you? Secure your account: {link}"},
+	"payment_failed":  {"Payment failed for order {order}", "Hi {name}, the payment for order {order} failed: {reason}. Update it here: {link}"},
+	"order.confirmed": {"Order {order} confirmed", "Hi {name}, thanks for your order {order}. We will tell you when it ships."},
+	"order.shipped":   {"Order {order} shipped", "Hi {name}, order {order} is on its way. Track it: {link}"},
+	"order.delivered": {"Order {order} delivered", "Hi {name}, order {order} was delivered. Enjoy!"},
+	"order.cancelled": {"Order {order} cancelled", "Hi {name}, order {order} was cancelled. {reason}"},
+	"order.refunded":  {"Refund for order {order}", "Hi {name}, we refunded {amount} for order {order}."},
+	"flash_sale":      {"Flash sale: {discount} off", "{name}, a flash sale just started: {discount} off until {ends}. {link}"},
+	"price_drop":      {"Price drop on {product}", "{product} is now {price}. {link}"},
+	"back_in_stock":   {"{product} is back in stock", "{product} is back in stock. {link}"},
+	"abandoned_cart":  {"You left something in your cart", "{name}, your cart is waiting: {items}. {link}"},
+}
+
+// DefaultTemplate returns the shipped template of typ.
+func DefaultTemplate(typ string) (Template, bool) {
+	cat, ok := defaultTypes[typ]
+	if !ok {
+		return Template{}, false
+	}
+	text := defaultText[typ]
+	return Template{
+		Type:     typ,
+		Category: cat,
+		Default:  true,
+		Channels: map[string]map[string]Content{
+			DefaultChannel: {DefaultLocale: {Subject: text[0], Body: text[1]}},
+			string(SMS):    {DefaultLocale: {Body: text[1]}},
+		},
+	}, true
+}
+
+// DefaultTypes lists the shipped types, sorted.
+func DefaultTypes() []string { return sortedKeys(defaultTypes) }
+
+// ValidateTemplate checks a template given by a user and names every bad
+// field: a known category, known channel keys, locale names and text sizes.
+func ValidateTemplate(t Template) []apperr.FieldError {
+	var errs []apperr.FieldError
+	if !validType(t.Type) {
+		errs = append(errs, fe("type", "must be 1-100 letters, digits, '.', '_' or '-'"))
+	}
+	if def, ok := defaultTypes[t.Type]; ok && t.Category != "" && t.Category != def {
+		errs = append(errs, fe("category", fmt.Sprintf("%s is a shipped type of category %s", t.Type, def)))
+	} else if !t.Category.Valid() {
+		errs = append(errs, fe("category", "must be critical, orders or marketing"))
+	}
+	if len(t.Channels) == 0 {
+		errs = append(errs, fe("channels", "at least one channel (or \"default\") is required"))
+	}
+	for _, ch := range sortedKeys(t.Channels) {
+		if ch != DefaultChannel && !Channel(ch).Valid() {
+			errs = append(errs, fe("channels." + ch, "unknown channel (want email, sms, push, webhook or default)"))
+			continue
+		}
+		if len(t.Channels[ch]) == 0 {
+			errs = append(errs, fe("channels." + ch, "at least one locale is required"))
+		}
+		for _, l := range sortedKeys(t.Channels[ch]) {
+			c := t.Channels[ch][l]
+			field := "channels." + ch + "." + l
+			switch {
+			case !validLocale(l):
+				errs = append(errs, fe(field, "locale must look like en or pt-BR"))
+			case c.Body == "":
+				errs = append(errs, fe(field + ".body", "is required"))
+			case len(c.Subject) > 1000:
+				errs = append(errs, fe(field + ".subject", "must be at most 1000 bytes"))
+			case len(c.Body) > 64<<10:
+				errs = append(errs, fe(field + ".body", "must be at most 64 KiB"))
+			}
+		}
+	}
+	return errs
+}
+
+func validType(s string) bool {
+	if s == "" || len(s) > 100 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validLocale(l string) bool {
+	base, region, hasRegion := strings.Cut(l, "-")
+	if len(base) < 2 || len(base) > 3 || !isLetters(base) {
+		return false
+	}
+	return !hasRegion || (len(region) >= 2 && len(region) <= 4 && isAlnum(region))
+}
+
+func isLetters(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Render fills every {name} in text with data's member name: strings as
+// they are, other JSON values as their JSON text, absent members as "".
+// Names are letters, digits, '_', '.' and '-'; any other brace is literal
+// text, and "{{" writes a literal "{". Values are inserted verbatim, never
+// re-scanned, so data cannot inject placeholders.
+func Render(text string, data map[string]json.RawMessage) string {
+	if !strings.Contains(text, "{") {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text))
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c != '{' {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		if i+1 < len(text) && text[i+1] == '{' {
+			b.WriteByte('{')
+			i += 2
+			continue
+		}
+		end := strings.IndexByte(text[i+1:], '}')
+		if end < 0 || end == 0 || !validName(text[i+1:i+1+end]) {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		b.WriteString(dataString(data[text[i+1:i+1+end]]))
+		i += end + 2
+	}
+	return b.String()
+}
+
+func validName(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// dataString renders one data value: a JSON string unquoted, null and
+// absent as "", anything else as compact JSON.
+func dataString(v json.RawMessage) string {
+	if len(v) == 0 || string(v) == "null" {
+		return ""
+	}
+	if v[0] == '"' {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s
+		}
+	}
+	return string(v)
+}
+
+func fe(field, detail string) apperr.FieldError { return apperr.FieldError{Field: field, Detail: detail} }

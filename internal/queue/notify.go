@@ -1,0 +1,328 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+// NotifyOptions configure [Conn.NotifyQueue]. Zero fields take defaults.
+type NotifyOptions struct {
+	// Partitions is the number of subjects per stream, chosen by a hash of
+	// the user id. If zero, 8. See NotifyQueue.
+	Partitions int
+	// AckWait is how long a job may stay unacknowledged before JetStream
+	// delivers it again. If zero, 30 seconds.
+	AckWait time.Duration
+	// Duplicates is JetStream's deduplication window for Nats-Msg-Id.
+	// If zero, 2 minutes.
+	Duplicates time.Duration
+	// Workers is the number of jobs handled at once per stream, per
+	// category. Missing categories get critical 32, orders 64, marketing 64.
+	Workers map[notify.Category]int
+	// Logger receives consumer errors. If nil, nothing is logged.
+	Logger *slog.Logger
+}
+
+// NotifyQueue is the notification pipeline's queue: one JetStream stream
+// per channel x category (NOTIFY_EMAIL_CRITICAL takes the subjects
+// notify.email.critical.<partition>), each with its own durable consumer
+// and its own workers, so a backlog of marketing jobs never sits in front
+// of a critical one.
+//
+// Ordering: JetStream hands a stream's jobs to its consumer in publish
+// order, and NotifyQueue runs at most one job per user at a time within a
+// stream, in that order (a user's later jobs wait behind the one in
+// flight; other users' jobs do not). So one user's messages on one channel
+// are attempted in the order they were accepted. Retries trade that away
+// on purpose: a failed attempt is acknowledged and republished when its
+// backoff is due, so the user's later messages may overtake it instead of
+// stalling behind a provider outage, and a stale offer behind an OTP
+// matters less than the OTP. The order holds per node: with several nodes
+// on one consumer, two jobs of one user may run at once on different
+// nodes. The partition token in the subject is there so a consumer per
+// partition, pinned to one node (NATS 2.11 priority groups), can make it
+// hold across nodes without renaming anything.
+//
+// Streams use work-queue retention: an acknowledged job is deleted, so
+// the first message of a stream is the oldest job not yet handled, which
+// Horizon reports to the recovery sweep.
+type NotifyQueue struct {
+	c    *Conn
+	js   jetstream.JetStream
+	o    NotifyOptions
+	log  *slog.Logger
+	cons map[streamKey]jetstream.Consumer
+	strs map[streamKey]jetstream.Stream
+}
+
+type streamKey struct {
+	ch  notify.Channel
+	cat notify.Category
+}
+
+var (
+	_ notify.Queue        = (*NotifyQueue)(nil)
+	_ notify.QueueHorizon = (*NotifyQueue)(nil)
+)
+
+// NotifyQueue creates (or updates) the notification streams and consumers
+// and returns the queue.
+func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, error) {
+	o.Partitions = cmp.Or(o.Partitions, 8)
+	o.AckWait = cmp.Or(o.AckWait, 30*time.Second)
+	o.Duplicates = cmp.Or(o.Duplicates, 2*time.Minute)
+	workers := map[notify.Category]int{notify.Critical: 32, notify.Orders: 64, notify.Marketing: 64}
+	for cat, n := range o.Workers {
+		if n > 0 {
+			workers[cat] = n
+		}
+	}
+	o.Workers = workers
+	log := cmp.Or(o.Logger, c.log)
+	q := &NotifyQueue{c: c, o: o, log: log, cons: map[streamKey]jetstream.Consumer{}, strs: map[streamKey]jetstream.Stream{}}
+	js, err := jetstream.New(c.nc,
+		jetstream.WithPublishAsyncMaxPending(8192),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+			log.Warn("publish not acknowledged; the recovery sweep will republish", "subject", m.Subject, logKeyError, err)
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("queue: jetstream: %w", err)
+	}
+	q.js = js
+	for _, ch := range notify.Channels {
+		for _, cat := range notify.Categories {
+			k := streamKey{ch, cat}
+			s, err := c.EnsureStream(ctx, jetstream.StreamConfig{
+				Name:        q.streamName(k),
+				Description: fmt.Sprintf("Sluice %s notifications on %s", cat, ch),
+				Subjects:    []string{q.subjectBase(k) + ".>"},
+				Storage:     jetstream.FileStorage,
+				Retention:   jetstream.WorkQueuePolicy,
+				Duplicates:  o.Duplicates,
+			})
+			if err != nil {
+				return nil, err
+			}
+			cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+				Durable:       "workers",
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       o.AckWait,
+				MaxDeliver:    -1,
+				MaxAckPending: 4 * workers[cat] * 8,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
+			}
+			q.strs[k], q.cons[k] = s, cons
+		}
+	}
+	return q, nil
+}
+
+func (q *NotifyQueue) streamName(k streamKey) string {
+	return q.c.Name("NOTIFY_" + strings.ToUpper(string(k.ch)) + "_" + strings.ToUpper(string(k.cat)))
+}
+
+func (q *NotifyQueue) subjectBase(k streamKey) string {
+	return q.c.Name("notify." + string(k.ch) + "." + string(k.cat))
+}
+
+// Subject returns the subject of j: its stream's base and the partition of
+// its user.
+func (q *NotifyQueue) Subject(j notify.Job) string {
+	h := fnv.New32a()
+	h.Write([]byte(j.UserID))
+	return fmt.Sprintf("%s.%d", q.subjectBase(streamKey{j.Channel, j.Category}), h.Sum32()%uint32(q.o.Partitions))
+}
+
+// Publish implements notify.Queue. It returns once the job is handed to
+// the connection; JetStream's acknowledgement arrives asynchronously, and
+// a publish it refuses is logged (the recovery sweep republishes it).
+// Nats-Msg-Id is j.MsgID().
+func (q *NotifyQueue) Publish(ctx context.Context, j notify.Job) error {
+	if _, ok := q.cons[streamKey{j.Channel, j.Category}]; !ok {
+		return fmt.Errorf("queue: no stream for %s %s", j.Channel, j.Category)
+	}
+	data, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("queue: encode job: %w", err)
+	}
+	msg := nats.NewMsg(q.Subject(j))
+	msg.Data = data
+	if _, err := q.js.PublishMsgAsync(msg, jetstream.WithMsgID(j.MsgID())); err != nil {
+		return fmt.Errorf("queue: publish %s: %w", j.MsgID(), err)
+	}
+	return nil
+}
+
+// Flush waits until every publish so far is acknowledged, or ctx ends.
+func (q *NotifyQueue) Flush(ctx context.Context) error {
+	select {
+	case <-q.js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Horizon implements notify.QueueHorizon: the publish time of the oldest
+// job in the stream (streams delete acknowledged jobs), or now when empty.
+func (q *NotifyQueue) Horizon(ctx context.Context, ch notify.Channel, cat notify.Category) (time.Time, error) {
+	s, ok := q.strs[streamKey{ch, cat}]
+	if !ok {
+		return time.Time{}, fmt.Errorf("queue: no stream for %s %s", ch, cat)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("queue: stream info: %w", err)
+	}
+	if info.State.Msgs == 0 {
+		return time.Now(), nil
+	}
+	m, err := s.GetMsg(ctx, info.State.FirstSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return time.Now(), nil // acknowledged meanwhile
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("queue: oldest job: %w", err)
+	}
+	return m.Time, nil
+}
+
+// Handler processes one job; nil means done (acknowledge), an error means
+// try again later.
+type Handler func(ctx context.Context, j notify.Job) error
+
+// Run consumes every stream, calling handle for each job, until ctx ends;
+// then it stops fetching, lets the jobs in flight finish (their context is
+// not cancelled), hands back the ones not started and returns.
+func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(q.cons))
+	for k, cons := range q.cons {
+		wg.Go(func() {
+			if err := q.consume(ctx, k, cons, handle); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.Consumer, handle Handler) error {
+	workers := q.o.Workers[k.cat]
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * workers))
+	if err != nil {
+		return fmt.Errorf("queue: consume %s: %w", q.streamName(k), err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	r := &keyedRunner{
+		busy: map[string][]jetstream.Msg{},
+		sem:  make(chan struct{}, workers),
+		stop: ctx.Done(),
+		run:  func(m jetstream.Msg) { q.handleMsg(context.WithoutCancel(ctx), m, handle) },
+	}
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				break
+			}
+			q.log.Warn("queue: fetch", "stream", q.streamName(k), logKeyError, err)
+			continue
+		}
+		var j struct {
+			User string `json:"user"`
+		}
+		if err := json.Unmarshal(m.Data(), &j); err != nil {
+			q.log.Error("queue: dropping a malformed job", "stream", q.streamName(k), logKeyError, err)
+			_ = m.Term()
+			continue
+		}
+		r.dispatch(j.User, m)
+	}
+	r.wait()
+	return nil
+}
+
+func (q *NotifyQueue) handleMsg(ctx context.Context, m jetstream.Msg, handle Handler) {
+	var j notify.Job
+	if err := json.Unmarshal(m.Data(), &j); err != nil {
+		_ = m.Term()
+		return
+	}
+	if err := handle(ctx, j); err != nil {
+		q.log.Warn("job failed; it will be delivered again", "job", j.MsgID(), logKeyError, err)
+		_ = m.NakWithDelay(2 * time.Second)
+		return
+	}
+	if err := m.Ack(); err != nil {
+		q.log.Warn("ack failed; the job may run again", "job", j.MsgID(), logKeyError, err)
+	}
+}
+
+// keyedRunner runs messages with at most one in flight per key, in arrival
+// order per key, and at most cap(sem) in flight overall. dispatch blocks
+// when that many run, which stops the fetch loop: back-pressure.
+type keyedRunner struct {
+	mu   sync.Mutex
+	busy map[string][]jetstream.Msg // keys in flight -> messages waiting behind them
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	stop <-chan struct{}
+	run  func(jetstream.Msg)
+}
+
+func (r *keyedRunner) dispatch(key string, m jetstream.Msg) {
+	r.mu.Lock()
+	if waiting, ok := r.busy[key]; ok {
+		r.busy[key] = append(waiting, m)
+		r.mu.Unlock()
+		return
+	}
+	r.busy[key] = nil
+	r.mu.Unlock()
+	r.sem <- struct{}{}
+	r.wg.Go(func() {
+		defer func() { <-r.sem }()
+		for {
+			select {
+			case <-r.stop: // shutting down: hand the job back at once
+				_ = m.Nak()
+			default:
+				r.run(m)
+			}
+			r.mu.Lock()
+			waiting := r.busy[key]
+			if len(waiting) == 0 {
+				delete(r.busy, key)
+				r.mu.Unlock()
+				return
+			}
+			m, r.busy[key] = waiting[0], waiting[1:]
+			r.mu.Unlock()
+		}
+	})
+}
+
+func (r *keyedRunner) wait() { r.wg.Wait() }

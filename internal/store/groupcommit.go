@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+)
+
+// Group commit: callers with small writes (a notification and its
+// deliveries, an attempt's outcome) hand them to a writer goroutine that
+// runs every write waiting at that moment in one transaction and wakes
+// each caller when that transaction has committed. One fsync then serves
+// many requests: with SQLite's synchronous=FULL, one transaction per
+// request caps the write rate near the disk's fsync rate (about 2,000/s
+// here), whatever the CPU. Nothing waits on a timer: a batch is whatever
+// queued up while the previous one committed, so a lone write commits at
+// once and a burst shares commits.
+//
+// A write in a batch must not fail on purpose (use ON CONFLICT to detect
+// duplicates): when any write fails, the batch is rolled back and each of
+// its writes runs again in a transaction of its own, so one bad write
+// cannot fail its neighbours and each caller gets its own error.
+
+// batchOp is one caller's writes.
+type batchOp struct {
+	ctx  context.Context
+	fn   func(ctx context.Context, tx *sql.Tx) error
+	done chan error
+}
+
+var opPool = sync.Pool{New: func() any { return &batchOp{done: make(chan error, 1)} }}
+
+type groupCommitter struct {
+	db       *DB
+	ops      chan *batchOp
+	maxBatch int
+	mu       sync.RWMutex // held for reading by submitters, for writing by close
+	closed   bool
+	wg       sync.WaitGroup
+	stats    *BatchStats
+}
+
+// BatchStats counts group commits, for tests and benchmarks.
+type BatchStats struct {
+	mu      sync.Mutex
+	Batches int64
+	Ops     int64
+	Largest int
+}
+
+func (s *BatchStats) add(n int) {
+	s.mu.Lock()
+	s.Batches++
+	s.Ops += int64(n)
+	s.Largest = max(s.Largest, n)
+	s.mu.Unlock()
+}
+
+// Snapshot returns a copy of the counters.
+func (s *BatchStats) Snapshot() (batches, ops int64, largest int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Batches, s.Ops, s.Largest
+}
+
+func newGroupCommitter(db *DB, writers, maxBatch int) *groupCommitter {
+	g := &groupCommitter{db: db, ops: make(chan *batchOp, 4*maxBatch), maxBatch: maxBatch, stats: &BatchStats{}}
+	for range writers {
+		g.wg.Go(g.run)
+	}
+	return g
+}
+
+// BatchStats returns the group commit counters.
+func (db *DB) BatchStats() *BatchStats { return db.gc.stats }
+
+// batch runs fn in a transaction shared with other callers' writes and
+// returns when that transaction has committed (or failed). fn must use only
+// tx, rebinding its queries with db.Rebind, and may run twice (once in a
+// failed batch, once alone), so it must not keep state between runs.
+func (db *DB) batch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	g := db.gc
+	op := opPool.Get().(*batchOp)
+	op.ctx, op.fn = ctx, fn
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return apperr.New(apperr.Unavailable, unavailableMessage)
+	}
+	select {
+	case g.ops <- op:
+	case <-ctx.Done():
+		g.mu.RUnlock()
+		return ctx.Err()
+	}
+	g.mu.RUnlock()
+	// The op is in the writer's hands now: wait for its result even if ctx
+	// ends, so the caller never reports a failure for a write that commits.
+	err := <-op.done
+	op.ctx, op.fn = nil, nil
+	opPool.Put(op)
+	return err
+}
+
+func (g *groupCommitter) run() {
+	batch := make([]*batchOp, 0, g.maxBatch)
+	for op := range g.ops {
+		batch = append(batch[:0], op)
+	fill:
+		for len(batch) < g.maxBatch {
+			select {
+			case op, ok := <-g.ops:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, op)
+			default:
+				break fill
+			}
+		}
+		g.commit(batch)
+	}
+}
+
+// commit runs batch in one transaction, or each op alone if that fails.
+func (g *groupCommitter) commit(batch []*batchOp) {
+	live := batch[:0:0]
+	for _, op := range batch {
+		if err := op.ctx.Err(); err != nil {
+			op.done <- err // never started: nothing was written
+			continue
+		}
+		live = append(live, op)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := g.db.InTx(ctx, func(tx *sql.Tx) error {
+		for _, op := range live {
+			if err := op.fn(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || len(live) == 1 {
+		g.stats.add(len(live))
+		for _, op := range live {
+			op.done <- err
+		}
+		return
+	}
+	for _, op := range live {
+		op.done <- g.db.InTx(ctx, func(tx *sql.Tx) error { return op.fn(ctx, tx) })
+		g.stats.add(1)
+	}
+}
+
+// close stops accepting writes, lets the writers finish what is queued and
+// waits for them.
+func (g *groupCommitter) close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	close(g.ops)
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+// errNoRows reports sql.ErrNoRows.
+func errNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,350 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+var _ notify.Store = (*DB)(nil)
+
+const (
+	notificationColumns = "id, request_id, request_hash, user_id, type, category, data, channels, expires_at, created_at"
+	deliveryColumns     = "notification_id, channel, user_id, category, provider, status, attempts, error, next_attempt_at, expires_at, created_at, updated_at"
+	// jobColumns select a delivery joined with its notification (d, n).
+	jobColumns = "d.notification_id, d.channel, d.user_id, n.type, d.category, n.data, n.expires_at, n.created_at, d.attempts"
+)
+
+// CreateNotification implements notify.Store, group-committed.
+func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds []notify.Delivery) (notify.Notification, bool, error) {
+	chs := make([]string, len(n.Channels))
+	for i, ch := range n.Channels {
+		chs[i] = string(ch)
+	}
+	chJSON, _ := json.Marshal(chs)
+	var reqID any
+	if n.RequestID != "" {
+		reqID = n.RequestID
+	}
+	insertN := db.Rebind(`INSERT INTO notifications (` + notificationColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	insertD, dArgs := db.deliveryInsert(ds)
+	var (
+		existing notify.Notification
+		created  bool
+	)
+	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		existing, created = notify.Notification{}, false
+		res, err := tx.ExecContext(ctx, insertN, n.ID, reqID, n.RequestHash, n.UserID, n.Type, string(n.Category),
+			string(n.Data), string(chJSON), toMicros(n.ExpiresAt), toMicros(n.CreatedAt))
+		if err != nil {
+			return err
+		}
+		if rows, err := res.RowsAffected(); err != nil || rows == 0 {
+			if err != nil {
+				return err
+			}
+			row := tx.QueryRowContext(ctx, db.Rebind(`SELECT `+notificationColumns+` FROM notifications WHERE request_id = ?`), n.RequestID)
+			existing, err = scanNotification(row)
+			return err
+		}
+		created = true
+		if len(ds) > 0 {
+			_, err = tx.ExecContext(ctx, insertD, dArgs...)
+		}
+		return err
+	})
+	if err != nil {
+		return notify.Notification{}, false, mapErr(err, "create notification")
+	}
+	return existing, created, nil
+}
+
+// deliveryInsert builds one multi-row INSERT for ds.
+func (db *DB) deliveryInsert(ds []notify.Delivery) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO deliveries (` + deliveryColumns + `) VALUES `)
+	args := make([]any, 0, 12*len(ds))
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, d.NotificationID, string(d.Channel), d.UserID, string(d.Category), d.Provider,
+			string(d.Status), d.Attempts, d.Error, toMicros(d.NextAttemptAt), toMicros(d.ExpiresAt),
+			toMicros(d.CreatedAt), toMicros(d.UpdatedAt))
+	}
+	return db.Rebind(b.String()), args
+}
+
+// NotificationByRequestID implements notify.Store.
+func (db *DB) NotificationByRequestID(ctx context.Context, requestID string) (notify.Notification, error) {
+	n, err := scanNotification(db.queryRow(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE request_id = ?`, requestID))
+	if errNoRows(err) {
+		return n, apperr.New(apperr.NotFound, "no notification with request_id %q", requestID)
+	}
+	return n, mapErr(err, "get notification by request id")
+}
+
+// Notification implements notify.Store.
+func (db *DB) Notification(ctx context.Context, id string) (notify.Record, error) {
+	n, err := scanNotification(db.queryRow(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE id = ?`, id))
+	if errNoRows(err) {
+		return notify.Record{}, apperr.New(apperr.NotFound, "notification %q not found", id)
+	}
+	if err != nil {
+		return notify.Record{}, mapErr(err, "get notification")
+	}
+	ds, err := db.deliveriesOf(ctx, []string{id})
+	if err != nil {
+		return notify.Record{}, err
+	}
+	return notify.Record{Notification: n, Deliveries: ds[id]}, nil
+}
+
+// UserNotifications implements notify.Store.
+func (db *DB) UserNotifications(ctx context.Context, user string, since time.Time, after notify.Cursor, limit int) ([]notify.Record, error) {
+	q := `SELECT ` + notificationColumns + ` FROM notifications WHERE user_id = ? AND created_at >= ?`
+	args := []any{user, since.UnixMicro()}
+	if !after.IsZero() {
+		q += ` AND (created_at < ? OR (created_at = ? AND id < ?))`
+		args = append(args, after.At.UnixMicro(), after.At.UnixMicro(), after.ID)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := db.query(ctx, q, args...)
+	if err != nil {
+		return nil, mapErr(err, "list notifications")
+	}
+	defer rows.Close()
+	out := []notify.Record{}
+	var ids []string
+	for rows.Next() {
+		n, err := scanNotification(rows)
+		if err != nil {
+			return nil, mapErr(err, "list notifications")
+		}
+		out = append(out, notify.Record{Notification: n})
+		ids = append(ids, n.ID)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "list notifications")
+	}
+	ds, err := db.deliveriesOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Deliveries = ds[out[i].ID]
+	}
+	return out, nil
+}
+
+// deliveriesOf returns the deliveries of the given notifications, in
+// channel order.
+func (db *DB) deliveriesOf(ctx context.Context, ids []string) (map[string][]notify.Delivery, error) {
+	out := map[string][]notify.Delivery{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := db.query(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE notification_id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, mapErr(err, "list deliveries")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, mapErr(err, "list deliveries")
+		}
+		out[d.NotificationID] = append(out[d.NotificationID], d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "list deliveries")
+	}
+	for id, ds := range out {
+		sortDeliveries(ds)
+		out[id] = ds
+	}
+	return out, nil
+}
+
+func sortDeliveries(ds []notify.Delivery) {
+	order := func(ch notify.Channel) int {
+		for i, c := range notify.Channels {
+			if c == ch {
+				return i
+			}
+		}
+		return len(notify.Channels)
+	}
+	for i := 1; i < len(ds); i++ {
+		for j := i; j > 0 && order(ds[j].Channel) < order(ds[j-1].Channel); j-- {
+			ds[j], ds[j-1] = ds[j-1], ds[j]
+		}
+	}
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// Delivery implements notify.Store.
+func (db *DB) Delivery(ctx context.Context, key notify.DeliveryKey) (notify.Delivery, error) {
+	d, err := scanDelivery(db.queryRow(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE notification_id = ? AND channel = ?`,
+		key.NotificationID, string(key.Channel)))
+	if errNoRows(err) {
+		return d, apperr.New(apperr.NotFound, "delivery %s not found", key)
+	}
+	return d, mapErr(err, "get delivery")
+}
+
+// FinishAttempt implements notify.Store, group-committed.
+func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.DeadLetter) (bool, error) {
+	update := db.Rebind(`UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?
+		WHERE notification_id = ? AND channel = ? AND status = 'queued' AND attempts = ?`)
+	insertDL := db.Rebind(`INSERT INTO dead_letters (id, notification_id, channel, user_id, error, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	var ok bool
+	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		ok = false
+		res, err := tx.ExecContext(ctx, update, string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt),
+			toMicros(a.At), a.Key.NotificationID, string(a.Key.Channel), a.Prev)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		ok = true
+		if dl != nil {
+			_, err = tx.ExecContext(ctx, insertDL, dl.ID, dl.NotificationID, string(dl.Channel), dl.UserID, dl.Error,
+				dl.Attempts, toMicros(dl.CreatedAt))
+		}
+		return err
+	})
+	return ok, mapErr(err, "finish delivery attempt")
+}
+
+// DueDeliveries implements notify.Store.
+func (db *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]notify.Job, error) {
+	return db.jobs(ctx, "due deliveries", `SELECT `+jobColumns+` FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+		WHERE d.status = 'queued' AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?
+		ORDER BY d.next_attempt_at LIMIT ?`, now.UnixMicro(), limit)
+}
+
+// StaleDeliveries implements notify.Store.
+func (db *DB) StaleDeliveries(ctx context.Context, ch notify.Channel, c notify.Category, before time.Time, limit int) ([]notify.Job, error) {
+	return db.jobs(ctx, "stale deliveries", `SELECT `+jobColumns+` FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+		WHERE d.status = 'queued' AND d.next_attempt_at IS NULL AND d.channel = ? AND d.category = ? AND d.updated_at < ?
+		ORDER BY d.updated_at LIMIT ?`, string(ch), string(c), before.UnixMicro(), limit)
+}
+
+func (db *DB) jobs(ctx context.Context, op, q string, args ...any) ([]notify.Job, error) {
+	rows, err := db.query(ctx, q, args...)
+	if err != nil {
+		return nil, mapErr(err, op)
+	}
+	defer rows.Close()
+	var out []notify.Job
+	for rows.Next() {
+		var (
+			j        notify.Job
+			ch, cat  string
+			data     string
+			exp      *int64
+			attempts int
+		)
+		if err := rows.Scan(&j.NotificationID, &ch, &j.UserID, &j.Type, &cat, &data, &exp, &j.CreatedAt, &attempts); err != nil {
+			return nil, mapErr(err, op)
+		}
+		j.Channel, j.Category, j.Data, j.Attempt = notify.Channel(ch), notify.Category(cat), json.RawMessage(data), attempts
+		if exp != nil {
+			j.ExpiresAt = *exp
+		}
+		out = append(out, j)
+	}
+	return out, mapErr(rows.Err(), op)
+}
+
+// MarkQueued implements notify.Store, group-committed.
+func (db *DB) MarkQueued(ctx context.Context, keys []notify.DeliveryKey, at time.Time) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	q := db.Rebind(`UPDATE deliveries SET next_attempt_at = NULL, updated_at = ? WHERE notification_id = ? AND channel = ? AND status = 'queued'`)
+	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		for _, k := range keys {
+			if _, err := tx.ExecContext(ctx, q, at.UnixMicro(), k.NotificationID, string(k.Channel)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return mapErr(err, "mark deliveries queued")
+}
+
+// DeleteNotificationsBefore implements notify.Store. Deliveries, dead
+// letters and outbox entries go with their notification (ON DELETE CASCADE).
+func (db *DB) DeleteNotificationsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	res, err := db.exec(ctx, `DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+		t.UnixMicro(), limit)
+	if err != nil {
+		return 0, mapErr(err, "delete old notifications")
+	}
+	n, err := res.RowsAffected()
+	return int(n), mapErr(err, "delete old notifications")
+}
+
+func scanNotification(row interface{ Scan(...any) error }) (notify.Notification, error) {
+	var (
+		n         notify.Notification
+		reqID     *string
+		cat, data string
+		chs       string
+		exp       *int64
+		created   int64
+	)
+	if err := row.Scan(&n.ID, &reqID, &n.RequestHash, &n.UserID, &n.Type, &cat, &data, &chs, &exp, &created); err != nil {
+		return n, err
+	}
+	if reqID != nil {
+		n.RequestID = *reqID
+	}
+	n.Category, n.Data = notify.Category(cat), json.RawMessage(data)
+	var names []string
+	if err := json.Unmarshal([]byte(chs), &names); err != nil {
+		return n, fmt.Errorf("decode channels of %s: %w", n.ID, err)
+	}
+	for _, name := range names {
+		n.Channels = append(n.Channels, notify.Channel(name))
+	}
+	n.ExpiresAt, n.CreatedAt = fromMicros(exp), fromMicros(&created)
+	return n, nil
+}
+
+func scanDelivery(row interface{ Scan(...any) error }) (notify.Delivery, error) {
+	var (
+		d                notify.Delivery
+		ch, cat, status  string
+		next, exp        *int64
+		created, updated int64
+	)
+	if err := row.Scan(&d.NotificationID, &ch, &d.UserID, &cat, &d.Provider, &status, &d.Attempts, &d.Error,
+		&next, &exp, &created, &updated); err != nil {
+		return d, err
+	}
+	d.Channel, d.Category, d.Status = notify.Channel(ch), notify.Category(cat), notify.Status(status)
+	d.NextAttemptAt, d.ExpiresAt = fromMicros(next), fromMicros(exp)
+	d.CreatedAt, d.UpdatedAt = fromMicros(&created), fromMicros(&updated)
+	return d, nil
+}

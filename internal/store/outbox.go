@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/outbox"
+)
+
+var _ outbox.Store = (*DB)(nil)
+
+// AddOutboxEntry implements outbox.Store, group-committed.
+func (db *DB) AddOutboxEntry(ctx context.Context, e outbox.Entry) error {
+	q := db.Rebind(`INSERT INTO outbox (notification_id, channel, attempt, user_id, recipient, subject, body, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q, e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt))
+		return err
+	})
+	return mapErr(err, "add outbox entry")
+}
+
+// OutboxEntries implements outbox.Store. The cursor's ID is
+// "notification_id:channel:attempt" of the last entry seen.
+func (db *DB) OutboxEntries(ctx context.Context, f outbox.Filter, after notify.Cursor, limit int) ([]outbox.Entry, error) {
+	q := `SELECT notification_id, channel, attempt, user_id, recipient, subject, body, created_at FROM outbox WHERE 1 = 1`
+	var args []any
+	if f.UserID != "" {
+		q += ` AND user_id = ?`
+		args = append(args, f.UserID)
+	}
+	if f.NotificationID != "" {
+		q += ` AND notification_id = ?`
+		args = append(args, f.NotificationID)
+	}
+	if !after.IsZero() {
+		q += ` AND (created_at < ? OR (created_at = ? AND notification_id || ':' || channel || ':' || CAST(attempt AS TEXT) < ?))`
+		args = append(args, after.At.UnixMicro(), after.At.UnixMicro(), after.ID)
+	}
+	q += ` ORDER BY created_at DESC, notification_id || ':' || channel || ':' || CAST(attempt AS TEXT) DESC LIMIT ?`
+	rows, err := db.query(ctx, q, append(args, limit)...)
+	if err != nil {
+		return nil, mapErr(err, "list outbox")
+	}
+	defer rows.Close()
+	out := []outbox.Entry{}
+	for rows.Next() {
+		var (
+			e       outbox.Entry
+			ch      string
+			created int64
+		)
+		if err := rows.Scan(&e.NotificationID, &ch, &e.Attempt, &e.UserID, &e.To, &e.Subject, &e.Body, &created); err != nil {
+			return nil, mapErr(err, "list outbox")
+		}
+		e.Channel, e.CreatedAt = notify.Channel(ch), fromMicros(&created)
+		out = append(out, e)
+	}
+	return out, mapErr(rows.Err(), "list outbox")
+}
