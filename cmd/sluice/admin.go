@@ -16,7 +16,11 @@ import (
 
 // openStore opens and migrates the record store named by cfg.
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.DB, error) {
-	db, err := store.Open(ctx, store.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: log})
+	opts := store.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: log}
+	if !cfg.Notify.GroupCommit {
+		opts.MaxBatch = 1
+	}
+	db, err := store.Open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		log.Info("redis ready")
 	}
 
+	notifier, err := startNotify(ctx, cfg, log, db, q, rc)
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+	defer func() { // on early returns; a no-op after the stop below
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		notifier.stop(sctx)
+	}()
+
 	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
 	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
 	reg := prometheus.NewRegistry()
@@ -119,6 +129,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		Ratelimit:    rl.service,
 		Links:        links,
 		UI:           ui,
+		Notify:       notifier.svc,
+		Outbox:       db,
 	})
 	if n, err := db.CountActiveAPIKeys(ctx); err == nil && n == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
@@ -178,6 +190,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	stopGRPC(sctx, gs)
 	stopGateway()
 	<-gwDone
+	// Workers stop before the deferred closes of the queue and the database.
+	notifier.stop(sctx)
 	log.Info("stopped")
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr

@@ -39,6 +39,8 @@ type Config struct {
 	Links LinksConfig `yaml:"links"`
 	// UI configures the dashboard and preference page (ui.go).
 	UI UIConfig `yaml:"ui"`
+	// Notify configures the notification pipeline (notify.go).
+	Notify NotifyConfig `yaml:"notify"`
 	// Config is the path of the YAML file that was loaded, if any.
 	Config string `yaml:"-" flag:"config" usage:"YAML configuration file"`
 }
@@ -56,6 +58,7 @@ func Default() Config {
 		Ratelimit:       defaultRatelimit(),
 		Links:           DefaultLinks(),
 		UI:              DefaultUI(),
+		Notify:          defaultNotify(),
 	}
 }
 
@@ -116,5 +119,6 @@ func (c Config) Validate() error {
 	c.validateRatelimit(bad)
 	c.Links.validate(bad)
 	c.UI.validate(bad)
+	c.Notify.validate(bad)
 	return errors.Join(errs...)
 }

@@ -3,7 +3,7 @@ package notify
 import (
 	"encoding/json"
 	"fmt"
-		"strings"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
@@ -124,11 +124,11 @@ func ValidateTemplate(t Template) []apperr.FieldError {
 	}
 	for _, ch := range sortedKeys(t.Channels) {
 		if ch != DefaultChannel && !Channel(ch).Valid() {
-			errs = append(errs, fe("channels." + ch, "unknown channel (want email, sms, push, webhook or default)"))
+			errs = append(errs, fe("channels."+ch, "unknown channel (want email, sms, push, webhook or default)"))
 			continue
 		}
 		if len(t.Channels[ch]) == 0 {
-			errs = append(errs, fe("channels." + ch, "at least one locale is required"))
+			errs = append(errs, fe("channels."+ch, "at least one locale is required"))
 		}
 		for _, l := range sortedKeys(t.Channels[ch]) {
 			c := t.Channels[ch][l]
@@ -137,11 +137,11 @@ func ValidateTemplate(t Template) []apperr.FieldError {
 			case !validLocale(l):
 				errs = append(errs, fe(field, "locale must look like en or pt-BR"))
 			case c.Body == "":
-				errs = append(errs, fe(field + ".body", "is required"))
+				errs = append(errs, fe(field+".body", "is required"))
 			case len(c.Subject) > 1000:
-				errs = append(errs, fe(field + ".subject", "must be at most 1000 bytes"))
+				errs = append(errs, fe(field+".subject", "must be at most 1000 bytes"))
 			case len(c.Body) > 64<<10:
-				errs = append(errs, fe(field + ".body", "must be at most 64 KiB"))
+				errs = append(errs, fe(field+".body", "must be at most 64 KiB"))
 			}
 		}
 	}
@@ -248,4 +248,6 @@ func dataString(v json.RawMessage) string {
 	return string(v)
 }
 
-func fe(field, detail string) apperr.FieldError { return apperr.FieldError{Field: field, Detail: detail} }
+func fe(field, detail string) apperr.FieldError {
+	return apperr.FieldError{Field: field, Detail: detail}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/outbox"
+	"github.com/sluicehq/sluice/internal/notify/redisdedupe"
+	"github.com/sluicehq/sluice/internal/notify/webhook"
+	"github.com/sluicehq/sluice/internal/queue"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// notifyNode is the notification pipeline of one node: the service the API
+// calls, and the workers and scheduler it runs until stop.
+type notifyNode struct {
+	svc     *notify.Service
+	queue   *queue.NotifyQueue
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
+}
+
+// startNotify builds the notification service on db, q and (when not nil)
+// Redis, and starts its workers and scheduler.
+func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, db *store.DB, q *queue.Conn, rc rueidis.Client) (*notifyNode, error) {
+	nc := cfg.Notify
+	secret := nc.Webhook.Secret
+	if secret == "" {
+		var created bool
+		var err error
+		secret, created, err = webhook.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "webhook-secret"))
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			log.Info("generated a webhook signing secret", "file", filepath.Join(cfg.DataDir, "webhook-secret"))
+		}
+		if cfg.DatabaseURL != "" {
+			log.Warn("webhook secret comes from this node's data dir; set --webhook-secret so every node signs alike")
+		}
+	}
+	wh, err := webhook.New(webhook.Options{Secret: secret, AllowPrivate: cfg.AllowPrivate, Timeout: nc.Webhook.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	nq, err := q.NotifyQueue(ctx, queue.NotifyOptions{
+		Partitions: nc.Partitions,
+		AckWait:    nc.AckWait,
+		Workers: map[notify.Category]int{notify.Critical: nc.WorkersCritical, notify.Orders: nc.WorkersOrders,
+			notify.Marketing: nc.WorkersMarketing},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ob := &outbox.Provider{Store: db}
+	opts := notify.Options{
+		Store:         db,
+		Queue:         nq,
+		Providers:     map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: wh},
+		History:       nc.Retention,
+		RecoveryAfter: nc.RecoveryAfter,
+		SendTimeout:   nc.Webhook.Timeout + 5*time.Second,
+		Retry:         retryRules(nc),
+		Logger:        log,
+	}
+	if rc != nil {
+		opts.Dedupe = redisdedupe.New(rc, "sluice:", 24*time.Hour)
+	}
+	if nc.MarketingCap > 0 {
+		lim, err := ratelimit.NewPolicyLimiter(ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), ratelimit.Policy{
+			Name: "notify_marketing_per_user", Algorithm: ratelimit.TokenBucket,
+			Limit: int64(nc.MarketingCap), Period: nc.MarketingPeriod,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("marketing cap: %w", err)
+		}
+		opts.MarketingCap = lim
+	}
+	n := &notifyNode{svc: notify.NewService(opts), queue: nq}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	n.workers.Go(func() {
+		if err := nq.Run(wctx, n.svc.Process); err != nil {
+			log.Error("notification workers stopped", "error", err)
+		}
+	})
+	n.workers.Go(func() { _ = n.svc.RunScheduler(wctx, notify.SchedulerOptions{}) })
+	return n, nil
+}
+
+// stop stops fetching jobs, waits (until ctx ends) for the jobs in flight
+// and the scheduler, and for the queue to acknowledge what was published.
+func (n *notifyNode) stop(ctx context.Context) {
+	n.cancel()
+	done := make(chan struct{})
+	go func() { n.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	_ = n.queue.Flush(ctx)
+}
+
+func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {
+	out := notify.DefaultRetryRules()
+	for name, r := range nc.RetryRules() {
+		c := notify.Category(name)
+		rule := out[c]
+		rule.Base, rule.Cap, rule.Attempts = r.Base, r.Cap, r.Attempts
+		out[c] = rule
+	}
+	return out
+}

@@ -1,0 +1,266 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/outbox"
+)
+
+// timestamp formats t as RFC 3339 in UTC with microseconds; zero is "".
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
+type deliveryJSON struct {
+	Channel   notify.Channel `json:"channel"`
+	Provider  string         `json:"provider"`
+	Status    notify.Status  `json:"status"`
+	Attempts  int            `json:"attempts"`
+	Error     string         `json:"error"`
+	UpdatedAt string         `json:"updated_at"`
+	NextAt    string         `json:"next_attempt_at,omitempty"`
+}
+
+type recordJSON struct {
+	ID         string           `json:"id"`
+	RequestID  string           `json:"request_id,omitempty"`
+	UserID     string           `json:"user_id"`
+	Type       string           `json:"type"`
+	Category   notify.Category  `json:"category"`
+	Data       json.RawMessage  `json:"data"`
+	Channels   []notify.Channel `json:"channels,omitempty"`
+	ExpiresAt  string           `json:"expires_at,omitempty"`
+	CreatedAt  string           `json:"created_at"`
+	Deliveries []deliveryJSON   `json:"deliveries"`
+}
+
+func toRecordJSON(r notify.Record) recordJSON {
+	out := recordJSON{ID: r.ID, RequestID: r.RequestID, UserID: r.UserID, Type: r.Type, Category: r.Category,
+		Data: r.Data, Channels: r.Channels, ExpiresAt: timestamp(r.ExpiresAt), CreatedAt: timestamp(r.CreatedAt),
+		Deliveries: make([]deliveryJSON, len(r.Deliveries))}
+	for i, d := range r.Deliveries {
+		out.Deliveries[i] = deliveryJSON{Channel: d.Channel, Provider: d.Provider, Status: d.Status, Attempts: d.Attempts,
+			Error: d.Error, UpdatedAt: timestamp(d.UpdatedAt), NextAt: timestamp(d.NextAttemptAt)}
+	}
+	return out
+}
+
+// settingsBody is the body of PUT /v1/users/{id}/settings; every member is
+// optional (absent switches default to on).
+type settingsBody struct {
+	Channels   map[notify.Channel]bool  `json:"channels"`
+	Categories map[notify.Category]bool `json:"categories"`
+	Contacts   notify.Contacts          `json:"contacts"`
+	Locale     string                   `json:"locale"`
+	Timezone   string                   `json:"timezone"`
+	QuietHours *notify.QuietHours       `json:"quiet_hours"`
+}
+
+type settingsJSON struct {
+	UserID     string                   `json:"user_id"`
+	Channels   map[notify.Channel]bool  `json:"channels"`
+	Categories map[notify.Category]bool `json:"categories"`
+	Contacts   notify.Contacts          `json:"contacts"`
+	Locale     string                   `json:"locale"`
+	Timezone   string                   `json:"timezone"`
+	QuietHours *notify.QuietHours       `json:"quiet_hours"`
+	UpdatedAt  string                   `json:"updated_at,omitempty"`
+}
+
+func toSettingsJSON(user string, st notify.Settings) settingsJSON {
+	out := settingsJSON{UserID: user, Channels: st.Channels, Categories: st.Categories, Contacts: st.Contacts,
+		Locale: st.Locale, Timezone: st.Timezone, UpdatedAt: timestamp(st.UpdatedAt)}
+	if out.Timezone == "" {
+		out.Timezone = "UTC"
+	}
+	if st.QuietHours != (notify.QuietHours{}) {
+		q := st.QuietHours
+		out.QuietHours = &q
+	}
+	return out
+}
+
+func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
+	}
+	st, err := svc.Settings(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toSettingsJSON(r.PathValue("id"), st))
+	return nil
+}
+
+func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
+	}
+	var b settingsBody
+	if err := decodeJSON(r, &b); err != nil {
+		return err
+	}
+	st := notify.Settings{Channels: b.Channels, Categories: b.Categories, Contacts: b.Contacts, Locale: b.Locale, Timezone: b.Timezone}
+	if b.QuietHours != nil {
+		st.QuietHours = *b.QuietHours
+	}
+	if st.Timezone == "UTC" {
+		st.Timezone = ""
+	}
+	st, err = svc.PutSettings(r.Context(), r.PathValue("id"), st)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toSettingsJSON(r.PathValue("id"), st))
+	return nil
+}
+
+type templateJSON struct {
+	Type      string                               `json:"type"`
+	Category  notify.Category                      `json:"category"`
+	Channels  map[string]map[string]notify.Content `json:"channels"`
+	Default   bool                                 `json:"default"`
+	UpdatedAt string                               `json:"updated_at,omitempty"`
+}
+
+func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
+	}
+	t, err := svc.Template(r.Context(), r.PathValue("type"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, templateJSON{Type: t.Type, Category: t.Category, Channels: t.Channels, Default: t.Default, UpdatedAt: timestamp(t.UpdatedAt)})
+	return nil
+}
+
+func (s *Server) putTemplate(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
+	}
+	var b struct {
+		Category notify.Category                      `json:"category"`
+		Channels map[string]map[string]notify.Content `json:"channels"`
+	}
+	if err := decodeJSON(r, &b); err != nil {
+		return err
+	}
+	t, err := svc.PutTemplate(r.Context(), notify.Template{Type: r.PathValue("type"), Category: b.Category, Channels: b.Channels})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, templateJSON{Type: t.Type, Category: t.Category, Channels: t.Channels, UpdatedAt: timestamp(t.UpdatedAt)})
+	return nil
+}
+
+type deadLetterJSON struct {
+	ID             string         `json:"id"`
+	NotificationID string         `json:"notification_id"`
+	Channel        notify.Channel `json:"channel"`
+	UserID         string         `json:"user_id"`
+	Error          string         `json:"error"`
+	Attempts       int            `json:"attempts"`
+	CreatedAt      string         `json:"created_at"`
+	ReplayedAt     string         `json:"replayed_at,omitempty"`
+}
+
+func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
+	}
+	limit, err := limitParam(r)
+	if err != nil {
+		return err
+	}
+	dls, next, err := svc.DeadLetters(r.Context(), r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	items := make([]deadLetterJSON, len(dls))
+	for i, dl := range dls {
+		items[i] = deadLetterJSON{ID: dl.ID, NotificationID: dl.NotificationID, Channel: dl.Channel, UserID: dl.UserID,
+			Error: dl.Error, Attempts: dl.Attempts, CreatedAt: timestamp(dl.CreatedAt), ReplayedAt: timestamp(dl.ReplayedAt)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+	return nil
+}
+
+func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
+	}
+	d, err := svc.ReplayDeadLetter(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": r.PathValue("id"), "notification_id": d.NotificationID,
+		"channel": d.Channel, "status": d.Status})
+	return nil
+}
+
+type outboxJSON struct {
+	NotificationID string         `json:"notification_id"`
+	Channel        notify.Channel `json:"channel"`
+	UserID         string         `json:"user_id"`
+	To             string         `json:"to"`
+	Subject        string         `json:"subject"`
+	Body           string         `json:"body"`
+	Attempt        int            `json:"attempt"`
+	CreatedAt      string         `json:"created_at"`
+}
+
+func (s *Server) outbox(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Outbox == nil {
+		return apperr.New(apperr.Unavailable, "the outbox is not configured on this server")
+	}
+	limit, err := limitParam(r)
+	if err != nil {
+		return err
+	}
+	if limit == 0 {
+		limit = notify.DefaultPageSize
+	}
+	q := r.URL.Query()
+	after, err := notify.DecodeCursor(q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	es, err := s.opts.Outbox.OutboxEntries(r.Context(), outbox.Filter{UserID: q.Get("user_id"), NotificationID: q.Get("notification_id")}, after, limit+1)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(es) > limit {
+		es = es[:limit]
+		last := es[len(es)-1]
+		next = notify.EncodeCursor(notify.Cursor{At: last.CreatedAt, ID: outboxCursorID(last)})
+	}
+	items := make([]outboxJSON, len(es))
+	for i, e := range es {
+		items[i] = outboxJSON{NotificationID: e.NotificationID, Channel: e.Channel, UserID: e.UserID, To: e.To,
+			Subject: e.Subject, Body: e.Body, Attempt: e.Attempt, CreatedAt: timestamp(e.CreatedAt)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+	return nil
+}
+
+func outboxCursorID(e outbox.Entry) string {
+	return e.NotificationID + ":" + string(e.Channel) + ":" + itoa(e.Attempt)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
