@@ -96,17 +96,23 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 
 // do is Do that also returns the response headers.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (http.Header, error) {
+	_, h, err := c.doStatus(ctx, method, path, in, out)
+	return h, err
+}
+
+// doStatus is Do that also returns the status and the response headers.
+func (c *Client) doStatus(ctx context.Context, method, path string, in, out any) (int, http.Header, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
+			return 0, nil, fmt.Errorf("encode request: %w", err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -121,22 +127,22 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (http
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return resp.Header, fmt.Errorf("read response: %w", err)
+		return resp.StatusCode, resp.Header, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.Header, decodeError(resp, raw)
+		return resp.StatusCode, resp.Header, decodeError(resp, raw)
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.Header, fmt.Errorf("decode %s %s response: %w", method, path, err)
+			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: %w", method, path, err)
 		}
 	}
-	return resp.Header, nil
+	return resp.StatusCode, resp.Header, nil
 }
 
 func decodeError(resp *http.Response, raw []byte) error {
