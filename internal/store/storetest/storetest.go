@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("Ratelimit", s.ratelimit)
 	t.Run("Links", s.links)
 	t.Run("Dashboard", s.dashboard)
+	t.Run("Notifications", s.notifications)
 }
 
 type suite struct {
