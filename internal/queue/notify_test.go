@@ -1,0 +1,188 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+// notifyQueue opens the notification queue on c and deletes its streams
+// when the test ends.
+func notifyQueue(t *testing.T, c *Conn, o NotifyOptions) *NotifyQueue {
+	t.Helper()
+	q, err := c.NotifyQueue(t.Context(), o)
+	if err != nil {
+		t.Fatalf("NotifyQueue: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for k := range q.strs {
+			if err := c.JetStream().DeleteStream(ctx, q.streamName(k)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Errorf("DeleteStream: %v", err)
+			}
+		}
+	})
+	return q
+}
+
+func TestNotifyQueue(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		open func(t *testing.T) *Conn
+	}{
+		{"embedded", func(t *testing.T) *Conn { return open(t, Options{DataDir: t.TempDir()}) }},
+		{"external", func(t *testing.T) *Conn { return open(t, Options{URL: enginetest.NATSURL(t)}) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("OrderPerUserAndDedupe", func(t *testing.T) { t.Parallel(); testQueueOrder(t, tt.open(t)) })
+			t.Run("NakRedelivers", func(t *testing.T) { t.Parallel(); testQueueNak(t, tt.open(t)) })
+			t.Run("Horizon", func(t *testing.T) { t.Parallel(); testQueueHorizon(t, tt.open(t)) })
+		})
+	}
+}
+
+// collector records handled jobs and checks no user has two in flight.
+type collector struct {
+	mu       sync.Mutex
+	inFlight map[string]bool
+	got      map[string][]string // user -> notification ids in handling order
+	overlap  []string
+	n        int
+	done     chan struct{}
+	want     int
+}
+
+func (c *collector) handle(_ context.Context, j notify.Job) error {
+	c.mu.Lock()
+	if c.inFlight[j.UserID] {
+		c.overlap = append(c.overlap, j.UserID)
+	}
+	c.inFlight[j.UserID] = true
+	c.mu.Unlock()
+	time.Sleep(time.Millisecond) // work: holds the job so that overlaps would show
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight[j.UserID] = false
+	c.got[j.UserID] = append(c.got[j.UserID], j.NotificationID)
+	c.n++
+	if c.n == c.want {
+		close(c.done)
+	}
+	return nil
+}
+
+func testQueueOrder(t *testing.T, c *Conn) {
+	q := notifyQueue(t, c, NotifyOptions{Workers: map[notify.Category]int{notify.Orders: 8}})
+	const users, per = 5, 20
+	col := &collector{inFlight: map[string]bool{}, got: map[string][]string{}, done: make(chan struct{}), want: users * per}
+	var want = map[string][]string{}
+	for i := range per {
+		for u := range users {
+			user := fmt.Sprintf("u%d", u)
+			j := notify.Job{NotificationID: fmt.Sprintf("n%02d-%s", i, user), Channel: notify.Email, UserID: user, Category: notify.Orders}
+			want[user] = append(want[user], j.NotificationID)
+			for range 2 { // the second publish has the same Nats-Msg-Id: dropped
+				if err := q.Publish(t.Context(), j); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := q.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	runDone := make(chan error, 1)
+	go func() { runDone <- q.Run(ctx, col.handle) }()
+	select {
+	case <-col.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("handled %d of %d jobs within 30s", col.n, col.want)
+	}
+	cancel()
+	if err := <-runDone; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for user, ids := range want {
+		if !slices.Equal(col.got[user], ids) {
+			t.Errorf("user %s handled %v, want %v (publish order, each once)", user, col.got[user], ids)
+		}
+	}
+	if len(col.overlap) > 0 {
+		t.Errorf("users with two jobs in flight at once: %v", col.overlap)
+	}
+}
+
+func testQueueNak(t *testing.T, c *Conn) {
+	q := notifyQueue(t, c, NotifyOptions{})
+	j := notify.Job{NotificationID: "n1", Channel: notify.SMS, UserID: "u1", Category: notify.Critical}
+	if err := q.Publish(t.Context(), j); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := 0
+	done := make(chan struct{})
+	handle := func(context.Context, notify.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return errors.New("store down")
+		}
+		if calls == 2 {
+			close(done)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	runDone := make(chan struct{})
+	defer func() { cancel(); <-runDone }()
+	go func() {
+		defer close(runDone)
+		_ = q.Run(ctx, handle)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a job whose handler failed was not delivered again")
+	}
+}
+
+func testQueueHorizon(t *testing.T, c *Conn) {
+	q := notifyQueue(t, c, NotifyOptions{})
+	before := time.Now()
+	h, err := q.Horizon(t.Context(), notify.Push, notify.Marketing)
+	if err != nil || h.Before(before) {
+		t.Errorf("Horizon of an empty stream = %v, %v; want now", h, err)
+	}
+	for i := range 3 {
+		if err := q.Publish(t.Context(), notify.Job{NotificationID: fmt.Sprint(i), Channel: notify.Push, UserID: "u", Category: notify.Marketing}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	h, err = q.Horizon(t.Context(), notify.Push, notify.Marketing)
+	if err != nil || h.Before(before.Add(-time.Second)) || h.After(after) {
+		t.Errorf("Horizon with jobs pending = %v, %v; want the first publish time, in [%v, %v]", h, err, before, after)
+	}
+	if other, _ := q.Horizon(t.Context(), notify.Push, notify.Critical); other.Before(after) {
+		t.Errorf("Horizon of another stream = %v, want now (streams are separate)", other)
+	}
+}
