@@ -45,7 +45,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	defer db.Close()
 	log.Info("database ready", "engine", db.Dialect())
 
-	q, err := queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen, Logger: log})
+	q, err := queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen,
+		StreamPrefix: cfg.NATSPrefix, Logger: log})
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

@@ -186,6 +186,7 @@ func TestServeExternalEngines(t *testing.T) {
 	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
 	cfg.RedisURL = enginetest.RedisURL(t)
 	cfg.NATSURL = enginetest.NATSURL(t)
+	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
 	n := startNode(t, cfg)
 	code, body := get(t, n.httpURL+"/readyz")
 	if code != 200 {

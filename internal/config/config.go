@@ -27,6 +27,7 @@ type Config struct {
 	RedisURL        string        `yaml:"redis_url" flag:"redis-url" usage:"Redis/Valkey URL (redis://...); empty keeps counters in memory"`
 	NATSURL         string        `yaml:"nats_url" flag:"nats-url" usage:"NATS JetStream URL (nats://...); empty runs NATS embedded in the process"`
 	NATSListen      string        `yaml:"nats_listen" flag:"nats-listen" usage:"TCP address for the embedded NATS server; empty means no listener (in-process only)"`
+	NATSPrefix      string        `yaml:"nats_stream_prefix" flag:"nats-stream-prefix" usage:"prefix of every JetStream stream and subject, so several deployments can share one NATS"`
 	EnvoyConfig     string        `yaml:"envoy_config" flag:"envoy-config" usage:"file or folder of envoyproxy/ratelimit YAML rate limit configuration"`
 	LogFormat       string        `yaml:"log_format" flag:"log-format" usage:"log output: text or json"`
 	LogLevel        string        `yaml:"log_level" flag:"log-level" usage:"log level: debug, info, warn or error"`
