@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/internal/notify/webhook"
 )
 
 // natsPrefix returns a stream prefix for one test on the shared NATS at
@@ -299,13 +302,19 @@ type hookServer struct {
 	mu     sync.Mutex
 	status int
 	hits   map[string]int // webhook-id -> requests
+	verify []byte         // if set, the signing key to check requests against
+	bad    int            // requests that failed verification
 }
 
 func newHookServer(t *testing.T, status int) *hookServer {
 	h := &hookServer{status: status, hits: map[string]int{}}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		body, _ := io.ReadAll(r.Body)
+		ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
 		h.mu.Lock()
+		if h.verify != nil && !webhook.Verify(h.verify, r.Header.Get("webhook-id"), ts, body, r.Header.Get("webhook-signature")) {
+			h.bad++
+		}
 		h.hits[r.Header.Get("webhook-id")]++
 		status := h.status
 		h.mu.Unlock()
@@ -315,7 +324,9 @@ func newHookServer(t *testing.T, status int) *hookServer {
 	return h
 }
 
-func (h *hookServer) setStatus(s int) { h.mu.Lock(); h.status = s; h.mu.Unlock() }
+func (h *hookServer) seen(id string) bool { h.mu.Lock(); defer h.mu.Unlock(); return h.hits[id] > 0 }
+func (h *hookServer) badSignatures() int  { h.mu.Lock(); defer h.mu.Unlock(); return h.bad }
+func (h *hookServer) setStatus(s int)     { h.mu.Lock(); h.status = s; h.mu.Unlock() }
 func (h *hookServer) counts() (unique, total int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
