@@ -47,9 +47,9 @@ type Accepted struct {
 	Duplicate bool
 }
 
-// validate checks what can be checked without the store and returns the
+// Validate checks what can be checked without the store and returns the
 // request with Data compacted (an absent Data becomes {}).
-func (r Request) validate(now time.Time) (Request, error) {
+func (r Request) Validate(now time.Time) (Request, error) {
 	var errs []apperr.FieldError
 	bad := func(field, detail string) { errs = append(errs, apperr.FieldError{Field: field, Detail: detail}) }
 	switch {

@@ -106,7 +106,7 @@ func NewService(opts Options) *Service {
 // and apperr Conflict when it differs.
 func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	now := s.now()
-	req, err := req.validate(now)
+	req, err := req.Validate(now)
 	if err != nil {
 		return Accepted{}, err
 	}
