@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/config"
@@ -23,6 +24,7 @@ import (
 // notifyNode is the notification pipeline of one node: the service the API
 // calls, and the workers and scheduler it runs until stop.
 type notifyNode struct {
+	log     *slog.Logger
 	svc     *notify.Service
 	queue   *queue.NotifyQueue
 	cancel  context.CancelFunc
@@ -31,7 +33,7 @@ type notifyNode struct {
 
 // startNotify builds the notification service on db, q and (when not nil)
 // Redis, and starts its workers and scheduler.
-func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, db *store.DB, q *queue.Conn, rc rueidis.Client) (*notifyNode, error) {
+func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg prometheus.Registerer, db *store.DB, q *queue.Conn, rc rueidis.Client) (*notifyNode, error) {
 	nc := cfg.Notify
 	secret := nc.Webhook.Secret
 	if secret == "" {
@@ -71,6 +73,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, db *s
 		RecoveryAfter: nc.RecoveryAfter,
 		SendTimeout:   nc.Webhook.Timeout + 5*time.Second,
 		Retry:         retryRules(nc),
+		Observe:       notifyMetrics(reg),
 		Logger:        log,
 	}
 	if rc != nil {
@@ -82,11 +85,12 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, db *s
 			Limit: int64(nc.MarketingCap), Period: nc.MarketingPeriod,
 		})
 		if err != nil {
+			nq.Close()
 			return nil, fmt.Errorf("marketing cap: %w", err)
 		}
 		opts.MarketingCap = lim
 	}
-	n := &notifyNode{svc: notify.NewService(opts), queue: nq}
+	n := &notifyNode{log: log, svc: notify.NewService(opts), queue: nq}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	n.workers.Go(func() {
@@ -109,6 +113,30 @@ func (n *notifyNode) stop(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	_ = n.queue.Flush(ctx)
+	if err := n.queue.Close(); err != nil {
+		n.log.Warn("close notification queue", "error", err)
+	}
+}
+
+// notifyMetrics registers the pipeline's metrics and returns the
+// observer that feeds them.
+func notifyMetrics(reg prometheus.Registerer) func(notify.Observation) {
+	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_notify_deliveries_total",
+		Help: "Delivery outcomes stored, by channel, category and status (queued means a retry was scheduled).",
+	}, []string{"channel", "category", "status"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_notify_delivery_seconds",
+		Help:    "Time from acceptance to a delivery's sent (or final) outcome, by category.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"category", "status"})
+	reg.MustRegister(outcomes, latency)
+	return func(o notify.Observation) {
+		outcomes.WithLabelValues(string(o.Channel), string(o.Category), string(o.Status)).Inc()
+		if o.Status != notify.StatusSuppressed && o.Status != notify.StatusQueued {
+			latency.WithLabelValues(string(o.Category), string(o.Status)).Observe(o.Latency.Seconds())
+		}
+	}
 }
 
 func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {

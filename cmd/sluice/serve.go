@@ -67,16 +67,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		log.Info("redis ready")
 	}
 
-	notifier, err := startNotify(ctx, cfg, log, db, q, rc)
-	if err != nil {
-		return fmt.Errorf("notifications: %w", err)
-	}
-	defer func() { // on early returns; a no-op after the stop below
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		notifier.stop(sctx)
-	}()
-
 	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
 	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
 	reg := prometheus.NewRegistry()
@@ -99,6 +89,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	// rlStore is the node's shared rate limit counter store (memory, or
 	// Redis behind failover); every rate limiter of the node uses it.
 	rlStore := rl.store
+	notifier, err := startNotify(ctx, cfg, log, reg, db, q, rc)
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+	defer func() { // on early returns; a no-op after the stop below
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		notifier.stop(sctx)
+	}()
 	links, err := newLinks(ctx, cfg, db, rc, rlStore, reg, log)
 	if err != nil {
 		return fmt.Errorf("links: %w", err)

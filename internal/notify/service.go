@@ -40,6 +40,10 @@ type Options struct {
 	// CacheTTL bounds how stale cached settings and templates may be on
 	// nodes other than the one that changed them. If zero, 5 seconds.
 	CacheTTL time.Duration
+	// Observe, if set, is called with every stored delivery outcome (an
+	// attempt's result, or a suppression at acceptance), for metrics. It
+	// must be fast and safe for concurrent use.
+	Observe func(Observation)
 	// Logger receives the pipeline's logs. If nil, nothing is logged.
 	Logger *slog.Logger
 	// Now is the clock. If nil, time.Now.
@@ -149,6 +153,13 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		return Accepted{}, err
 	}
 	claimed = false
+	if created && s.opts.Observe != nil {
+		for _, d := range ds {
+			if d.Status == StatusSuppressed {
+				s.opts.Observe(Observation{Channel: d.Channel, Category: d.Category, Status: d.Status})
+			}
+		}
+	}
 	if !created {
 		if existing.RequestHash != hash {
 			return Accepted{}, conflict(req.RequestID)
@@ -289,4 +300,14 @@ func containsChannel(chs []Channel, ch Channel) bool {
 		}
 	}
 	return false
+}
+
+// Observation is one stored delivery outcome.
+type Observation struct {
+	Channel  Channel
+	Category Category
+	Status   Status
+	// Latency is the time from acceptance to this outcome (zero for
+	// suppressions, which happen at acceptance).
+	Latency time.Duration
 }

@@ -35,8 +35,13 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 			dl = &DeadLetter{ID: newID("dl_", a.At), NotificationID: j.NotificationID, Channel: j.Channel,
 				UserID: j.UserID, Error: msg, Attempts: attempts, CreatedAt: a.At}
 		}
-		if _, err := s.opts.Store.FinishAttempt(ctx, a, dl); err != nil {
+		stored, err := s.opts.Store.FinishAttempt(ctx, a, dl)
+		if err != nil {
 			return fmt.Errorf("record attempt %s: %w", j.Key(), err)
+		}
+		if stored && s.opts.Observe != nil {
+			s.opts.Observe(Observation{Channel: j.Channel, Category: j.Category, Status: o.Status,
+				Latency: a.At.Sub(time.UnixMicro(j.CreatedAt))})
 		}
 		return nil
 	}

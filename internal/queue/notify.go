@@ -61,7 +61,9 @@ type NotifyOptions struct {
 // Horizon reports to the recovery sweep.
 type NotifyQueue struct {
 	c    *Conn
-	js   jetstream.JetStream
+	pub  *nats.Conn          // publishes jobs
+	sub  *nats.Conn          // consumes and acknowledges them
+	js   jetstream.JetStream // on pub
 	o    NotifyOptions
 	log  *slog.Logger
 	cons map[streamKey]jetstream.Consumer
@@ -93,12 +95,26 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 	o.Workers = workers
 	log := cmp.Or(o.Logger, c.log)
 	q := &NotifyQueue{c: c, o: o, log: log, cons: map[streamKey]jetstream.Consumer{}, strs: map[streamKey]jetstream.Stream{}}
-	js, err := jetstream.New(c.nc,
+	var err error
+	if q.pub, err = c.dial("notify-publish"); err != nil {
+		return nil, err
+	}
+	if q.sub, err = c.dial("notify-consume"); err != nil {
+		q.pub.Close()
+		return nil, err
+	}
+	subJS, err := jetstream.New(q.sub)
+	if err != nil {
+		q.Close()
+		return nil, fmt.Errorf("queue: jetstream: %w", err)
+	}
+	js, err := jetstream.New(q.pub,
 		jetstream.WithPublishAsyncMaxPending(8192),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 			log.Warn("publish not acknowledged; the recovery sweep will republish", "subject", m.Subject, logKeyError, err)
 		}))
 	if err != nil {
+		q.Close()
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
 	q.js = js
@@ -114,16 +130,24 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 				Duplicates:  o.Duplicates,
 			})
 			if err != nil {
+				q.Close()
 				return nil, err
 			}
-			cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 				Durable:       "workers",
 				AckPolicy:     jetstream.AckExplicitPolicy,
 				AckWait:       o.AckWait,
 				MaxDeliver:    -1,
 				MaxAckPending: 4 * workers[cat] * 8,
-			})
+			}); err != nil {
+				q.Close()
+				return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
+			}
+			// Consume through the consumer connection, so that fetching
+			// and acknowledging never queue behind publishers.
+			cons, err := subJS.Consumer(ctx, q.streamName(k), "workers")
 			if err != nil {
+				q.Close()
 				return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
 			}
 			q.strs[k], q.cons[k] = s, cons
@@ -166,6 +190,20 @@ func (q *NotifyQueue) Publish(ctx context.Context, j notify.Job) error {
 		return fmt.Errorf("queue: publish %s: %w", j.MsgID(), err)
 	}
 	return nil
+}
+
+// Close drains the queue's own connections: pending publishes are sent.
+// Stop Run first.
+func (q *NotifyQueue) Close() error {
+	var errs []error
+	for _, nc := range []*nats.Conn{q.pub, q.sub} {
+		if nc != nil {
+			if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Flush waits until every publish so far is acknowledged, or ctx ends.
@@ -326,3 +364,31 @@ func (r *keyedRunner) dispatch(key string, m jetstream.Msg) {
 }
 
 func (r *keyedRunner) wait() { r.wg.Wait() }
+
+// dial opens another connection to the same server as c, for traffic that
+// should not queue behind c's: every *nats.Conn writes through one lock
+// and, in process, one synchronous pipe, so publishers, acknowledgements
+// and consumers on one connection wait for each other.
+func (c *Conn) dial(name string) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("sluice-" + name),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.log.Error("nats async error", "connection", name, logKeyError, err)
+		}),
+	}
+	var (
+		nc  *nats.Conn
+		err error
+	)
+	if c.srv != nil {
+		nc, err = nats.Connect("", append(opts, nats.InProcessServer(c.srv))...)
+	} else {
+		nc, err = nats.Connect(c.opts.URL, append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(c.opts.ReconnectWait),
+			nats.PingInterval(10*time.Second), nats.MaxPingsOutstanding(3),
+			nats.Timeout(min(c.opts.ReadyTimeout, defaultConnectTimeout)))...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: connect %s: %w", name, err)
+	}
+	return nc, nil
+}

@@ -24,6 +24,9 @@ func notifyQueue(t *testing.T, c *Conn, o NotifyOptions) *NotifyQueue {
 		t.Fatalf("NotifyQueue: %v", err)
 	}
 	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for k := range q.strs {

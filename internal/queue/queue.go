@@ -109,6 +109,7 @@ type Conn struct {
 	prefix string
 	log    *slog.Logger
 	closed chan struct{} // closed by nats when the connection is closed
+	opts   Options       // as given to Open, for extra connections
 
 	closeOnce sync.Once
 	closeErr  error
@@ -128,6 +129,7 @@ func Open(ctx context.Context, opts Options) (*Conn, error) {
 		prefix: opts.StreamPrefix,
 		log:    opts.Logger,
 		closed: make(chan struct{}),
+		opts:   opts,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

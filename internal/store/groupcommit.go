@@ -178,3 +178,41 @@ func (g *groupCommitter) close() {
 
 // errNoRows reports sql.ErrNoRows.
 func errNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// stmt is a write query, prepared once on SQLite's single write
+// connection: a reused statement saves parsing the SQL on every write (a
+// fifth of the writer's CPU under load). On PostgreSQL it is only the text
+// (pgx already caches prepared statements per connection).
+type stmt struct {
+	q  string
+	st *sql.Stmt // nil on PostgreSQL
+}
+
+// writeStmt returns q (already rebound) as a stmt. Call it outside a
+// transaction: preparing takes the write connection, which on SQLite a
+// running transaction holds.
+func (db *DB) writeStmt(ctx context.Context, q string) (stmt, error) {
+	if db.dialect != DialectSQLite {
+		return stmt{q: q}, nil
+	}
+	if st, ok := db.stmts.Load(q); ok {
+		return stmt{q: q, st: st.(*sql.Stmt)}, nil
+	}
+	prepared, err := db.write.PrepareContext(ctx, q)
+	if err != nil {
+		return stmt{}, mapErr(err, "prepare statement")
+	}
+	st, loaded := db.stmts.LoadOrStore(q, prepared)
+	if loaded {
+		prepared.Close()
+	}
+	return stmt{q: q, st: st.(*sql.Stmt)}, nil
+}
+
+// exec runs s in tx.
+func (s stmt) exec(ctx context.Context, tx *sql.Tx, args ...any) (sql.Result, error) {
+	if s.st == nil {
+		return tx.ExecContext(ctx, s.q, args...)
+	}
+	return tx.StmtContext(ctx, s.st).ExecContext(ctx, args...)
+}

@@ -32,15 +32,22 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 	if n.RequestID != "" {
 		reqID = n.RequestID
 	}
-	insertN := db.Rebind(`INSERT INTO notifications (` + notificationColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
-	insertD, dArgs := db.deliveryInsert(ds)
+	insertN, err := db.writeStmt(ctx, db.Rebind(`INSERT INTO notifications (`+notificationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`))
+	if err != nil {
+		return notify.Notification{}, false, err
+	}
+	insertDQ, dArgs := db.deliveryInsert(ds)
+	insertD, err := db.writeStmt(ctx, insertDQ)
+	if err != nil {
+		return notify.Notification{}, false, err
+	}
 	var (
 		existing notify.Notification
 		created  bool
 	)
-	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		existing, created = notify.Notification{}, false
-		res, err := tx.ExecContext(ctx, insertN, n.ID, reqID, n.RequestHash, n.UserID, n.Type, string(n.Category),
+		res, err := insertN.exec(ctx, tx, n.ID, reqID, n.RequestHash, n.UserID, n.Type, string(n.Category),
 			string(n.Data), string(chJSON), toMicros(n.ExpiresAt), toMicros(n.CreatedAt))
 		if err != nil {
 			return err
@@ -55,7 +62,7 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 		}
 		created = true
 		if len(ds) > 0 {
-			_, err = tx.ExecContext(ctx, insertD, dArgs...)
+			_, err = insertD.exec(ctx, tx, dArgs...)
 		}
 		return err
 	})
@@ -210,13 +217,16 @@ func (db *DB) Delivery(ctx context.Context, key notify.DeliveryKey) (notify.Deli
 
 // FinishAttempt implements notify.Store, group-committed.
 func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.DeadLetter) (bool, error) {
-	update := db.Rebind(`UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?
-		WHERE notification_id = ? AND channel = ? AND status = 'queued' AND attempts = ?`)
+	update, err := db.writeStmt(ctx, db.Rebind(`UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?
+		WHERE notification_id = ? AND channel = ? AND status = 'queued' AND attempts = ?`))
+	if err != nil {
+		return false, err
+	}
 	insertDL := db.Rebind(`INSERT INTO dead_letters (id, notification_id, channel, user_id, error, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	var ok bool
-	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ok = false
-		res, err := tx.ExecContext(ctx, update, string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt),
+		res, err := update.exec(ctx, tx, string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt),
 			toMicros(a.At), a.Key.NotificationID, string(a.Key.Channel), a.Prev)
 		if err != nil {
 			return err

@@ -12,10 +12,13 @@ var _ outbox.Store = (*DB)(nil)
 
 // AddOutboxEntry implements outbox.Store, group-committed.
 func (db *DB) AddOutboxEntry(ctx context.Context, e outbox.Entry) error {
-	q := db.Rebind(`INSERT INTO outbox (notification_id, channel, attempt, user_id, recipient, subject, body, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
-	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, q, e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt))
+	insert, err := db.writeStmt(ctx, db.Rebind(`INSERT INTO outbox (notification_id, channel, attempt, user_id, recipient, subject, body, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`))
+	if err != nil {
+		return err
+	}
+	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := insert.exec(ctx, tx, e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt))
 		return err
 	})
 	return mapErr(err, "add outbox entry")

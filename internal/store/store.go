@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,6 +60,7 @@ type DB struct {
 	log   *slog.Logger
 	now   func() time.Time
 	gc    *groupCommitter
+	stmts sync.Map // query -> *sql.Stmt on the SQLite write connection; see writeStmt
 }
 
 // Log attribute keys.
@@ -210,6 +212,10 @@ func (db *DB) Close() error {
 	if db.gc != nil {
 		db.gc.close()
 	}
+	db.stmts.Range(func(_, st any) bool {
+		st.(*sql.Stmt).Close()
+		return true
+	})
 	var errs []error
 	if db.read != nil && db.read != db.write {
 		errs = append(errs, db.read.Close())

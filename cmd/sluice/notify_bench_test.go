@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+)
+
+// TestNotifyBenchmark measures the figures of docs/benchmarks.md: accepted
+// notifications/s over HTTP, deliveries/s, and the accept-to-delivery
+// latency of OTPs while a marketing campaign drains. It runs a node in this
+// process with its load generator (both share the machine), and is skipped
+// unless SLUICE_NOTIFY_BENCH=1. Knobs: BENCH_ENGINES=external (Postgres +
+// external NATS from the SLUICE_TEST_* variables), BENCH_GROUP_COMMIT=0,
+// BENCH_SECONDS (accept phase, default 10), BENCH_CLIENTS (default 64),
+// BENCH_CAMPAIGN (users, default 100000; 0 skips the campaign).
+func TestNotifyBenchmark(t *testing.T) {
+	if os.Getenv("SLUICE_NOTIFY_BENCH") == "" {
+		t.Skip("set SLUICE_NOTIFY_BENCH=1 to measure (see docs/benchmarks.md)")
+	}
+	env := func(name string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+			return v
+		}
+		return def
+	}
+	cfg := testConfig(t)
+	cfg.ShutdownTimeout = 60 * time.Second
+	engines := "embedded (SQLite + JetStream in process)"
+	if os.Getenv("BENCH_ENGINES") == "external" {
+		cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+		cfg.NATSURL = enginetest.NATSURL(t)
+		cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
+		engines = "PostgreSQL + external NATS"
+	}
+	if os.Getenv("BENCH_ENGINES") == "sqlite+nats" {
+		cfg.NATSURL = enginetest.NATSURL(t)
+		cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
+		engines = "SQLite + external NATS"
+	}
+	cfg.Notify.GroupCommit = os.Getenv("BENCH_GROUP_COMMIT") != "0"
+	cfg.Notify.MarketingCap = 0
+	n := startNode(t, cfg)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 60 * time.Second}
+	t.Logf("engines: %s, group commit: %v", engines, cfg.Notify.GroupCommit)
+
+	// Phase 1: single POSTs from many clients.
+	seconds, clients := env("BENCH_SECONDS", 10), env("BENCH_CLIENTS", 64)
+	var accepted atomic.Int64
+	var latMu sync.Mutex
+	var lats []time.Duration
+	start := time.Now()
+	deadline := start.Add(time.Duration(seconds) * time.Second)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			var mine []time.Duration
+			for i := 0; time.Now().Before(deadline); i++ {
+				body := fmt.Sprintf(`{"user_id":"u%d-%d","type":"order.confirmed","data":{"order":"%d","name":"Ann"}}`, c, i%100, i)
+				t0 := time.Now()
+				resp, err := hc.Post(n.httpURL+"/v1/notifications", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Errorf("POST: %v", err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted {
+					accepted.Add(1)
+					mine = append(mine, time.Since(t0))
+				}
+			}
+			latMu.Lock()
+			lats = append(lats, mine...)
+			latMu.Unlock()
+		})
+	}
+	wg.Wait()
+	acceptTime := time.Since(start)
+	slices.Sort(lats)
+	total := accepted.Load()
+	t.Logf("accepted %d notifications in %.1fs: %.0f/s; POST latency p50 %v, p99 %v",
+		total, acceptTime.Seconds(), float64(total)/acceptTime.Seconds(), pct(lats, 50), pct(lats, 99))
+	want := 3 * total // email, sms and push to the outbox
+	waitDelivered(t, hc, n.httpURL, "", want, 5*time.Minute)
+	drained := time.Since(start)
+	t.Logf("delivered %d (3 per notification) by %.1fs: %.0f deliveries/s", want, drained.Seconds(), float64(want)/drained.Seconds())
+
+	campaign := env("BENCH_CAMPAIGN", 100000)
+	if campaign == 0 {
+		return
+	}
+	// Phase 2: a campaign to `campaign` users (email + push each) while
+	// OTPs are sent every 10ms until it has drained.
+	base := deliveredCount(t, hc, n.httpURL, "marketing")
+	start = time.Now()
+	done := make(chan struct{})
+	var otpIDs []string
+	var otpWG sync.WaitGroup
+	otpWG.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			resp, err := hc.Post(n.httpURL+"/v1/notifications", "application/json",
+				strings.NewReader(fmt.Sprintf(`{"user_id":"otp%d","type":"otp","data":{"code":"%06d"},"channels":["sms"]}`, i, i)))
+			if err != nil {
+				t.Errorf("OTP: %v", err)
+				return
+			}
+			var a struct {
+				NotificationID string `json:"notification_id"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&a)
+			resp.Body.Close()
+			otpIDs = append(otpIDs, a.NotificationID)
+		}
+	})
+	batches := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for from := range batches {
+				var b bytes.Buffer
+				b.WriteString(`{"notifications":[`)
+				for i := from; i < min(from+1000, campaign); i++ {
+					if i > from {
+						b.WriteByte(',')
+					}
+					fmt.Fprintf(&b, `{"request_id":"bench-sale:m%d","user_id":"m%d","type":"flash_sale","data":{"discount":"30%%","name":"Ann"},"channels":["email","push"]}`, i, i)
+				}
+				b.WriteString(`]}`)
+				resp, err := hc.Post(n.httpURL+"/v1/notifications/batch", "application/json", &b)
+				if err != nil {
+					t.Errorf("batch: %v", err)
+					return
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	for from := 0; from < campaign; from += 1000 {
+		batches <- from
+	}
+	close(batches)
+	wg.Wait()
+	acceptedIn := time.Since(start)
+	waitDelivered(t, hc, n.httpURL, "marketing", base+2*int64(campaign), 10*time.Minute)
+	close(done)
+	otpWG.Wait()
+	drainedIn := time.Since(start)
+	var otpLat []time.Duration
+	for _, id := range otpIDs {
+		code, body := call(t, "GET", n.httpURL+"/v1/notifications/"+id, "")
+		var got notificationBody
+		if code != 200 || json.Unmarshal(body, &got) != nil || len(got.Deliveries) == 0 {
+			continue
+		}
+		if d := got.Deliveries[0]; d.Status == "sent" {
+			otpLat = append(otpLat, d.UpdatedAt.Sub(got.CreatedAt))
+		}
+	}
+	slices.Sort(otpLat)
+	t.Logf("campaign of %d users (%d deliveries): accepted in %.1fs (%.0f/s), drained in %.1fs (%.0f deliveries/s)",
+		campaign, 2*campaign, acceptedIn.Seconds(), float64(campaign)/acceptedIn.Seconds(), drainedIn.Seconds(), float64(2*campaign)/drainedIn.Seconds())
+	t.Logf("OTPs during the campaign: %d sent; accept-to-delivery p50 %v, p99 %v, max %v",
+		len(otpLat), pct(otpLat, 50), pct(otpLat, 99), pct(otpLat, 100))
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := min(len(sorted)-1, len(sorted)*p/100)
+	return sorted[i].Round(100 * time.Microsecond)
+}
+
+// deliveredCount sums sluice_notify_deliveries_total{status="sent"} of
+// category (every category when empty).
+func deliveredCount(t *testing.T, hc *http.Client, base, category string) int64 {
+	t.Helper()
+	resp, err := hc.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "sluice_notify_deliveries_total{") && strings.Contains(line, `status="sent"`) &&
+			(category == "" || strings.Contains(line, `category="`+category+`"`)) {
+			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			sum += f
+		}
+	}
+	return int64(sum)
+}
+
+func waitDelivered(t *testing.T, hc *http.Client, base, category string, want int64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := deliveredCount(t, hc, base, category)
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %d of %d within %v", got, want, within)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
+}
