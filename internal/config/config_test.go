@@ -151,3 +151,36 @@ func TestReferenceDoc(t *testing.T) {
 	}
 	t.Errorf("%s is out of date with Config; run: go test ./internal/config -update", path)
 }
+
+func TestNotifySettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, []string{"--notify-retry-orders-attempts", "7", "--webhook-secret", "whsec_c2VjcmV0c2VjcmV0c2VjcmV0"},
+		map[string]string{"SLUICE_NOTIFY_RETRY_CRITICAL_BASE": "100ms", "SLUICE_WEBHOOK_TIMEOUT": "3s"})
+	if err != nil {
+		t.Fatalf("Load() error = %v", err)
+	}
+	rules := cfg.Notify.RetryRules()
+	if rules["orders"].Attempts != 7 || rules["critical"].Base != 100*time.Millisecond || rules["marketing"].Attempts != 2 {
+		t.Errorf("retry rules = %+v", rules)
+	}
+	if cfg.Notify.Webhook.Secret == "" || cfg.Notify.Webhook.Timeout != 3*time.Second || cfg.Notify.RecoveryAfter != time.Minute {
+		t.Errorf("notify = %+v", cfg.Notify)
+	}
+	tests := []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"secret without prefix", []string{"--webhook-secret", "hunter2"}, "--webhook-secret"},
+		{"marketing retrying more than once", []string{"--notify-retry-marketing-attempts", "3"}, "--notify-retry-marketing-attempts"},
+		{"cap below base", []string{"--notify-retry-orders-base", "1m", "--notify-retry-orders-cap", "1s"}, "--notify-retry-orders-cap"},
+		{"ack wait within the webhook timeout", []string{"--notify-ack-wait", "5s"}, "--notify-ack-wait"},
+		{"no workers", []string{"--notify-workers-critical", "0"}, "--notify-workers-critical"},
+		{"negative recovery", []string{"--notify-recovery-after", "-1s"}, "--notify-recovery-after"},
+	}
+	for _, tt := range tests {
+		if _, err := load(t, tt.args, nil); err == nil || !strings.Contains(err.Error(), tt.flag) {
+			t.Errorf("%s: Load() error = %v, want one naming %s", tt.name, err, tt.flag)
+		}
+	}
+}

@@ -109,19 +109,25 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 	if n.Retry.Marketing.Attempts == 0 || n.Retry.Marketing.Attempts > 2 {
 		bad("notify-retry-marketing-attempts", "marketing retries at most once: 1 or 2 attempts")
 	}
-	for flag, d := range map[string]time.Duration{"notify-recovery-after": n.RecoveryAfter, "notify-retention": n.Retention,
-		"notify-ack-wait": n.AckWait, "notify-marketing-cap-period": n.MarketingPeriod} {
-		if d <= 0 {
-			bad(flag, "must be positive")
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"notify-recovery-after", n.RecoveryAfter}, {"notify-retention", n.Retention}, {"notify-ack-wait", n.AckWait},
+		{"notify-marketing-cap-period", n.MarketingPeriod}} {
+		if d.v <= 0 {
+			bad(d.flag, "must be positive")
 		}
 	}
 	if n.AckWait > 0 && n.AckWait <= n.Webhook.Timeout {
 		bad("notify-ack-wait", "must exceed --webhook-timeout (%s), or jobs in flight are delivered twice", n.Webhook.Timeout)
 	}
-	for flag, v := range map[string]int{"notify-partitions": n.Partitions, "notify-workers-critical": n.WorkersCritical,
-		"notify-workers-orders": n.WorkersOrders, "notify-workers-marketing": n.WorkersMarketing} {
-		if v < 1 || v > 1024 {
-			bad(flag, "must be from 1 to 1024")
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"notify-partitions", n.Partitions}, {"notify-workers-critical", n.WorkersCritical},
+		{"notify-workers-orders", n.WorkersOrders}, {"notify-workers-marketing", n.WorkersMarketing}} {
+		if c.v < 1 || c.v > 1024 {
+			bad(c.flag, "must be from 1 to 1024")
 		}
 	}
 	if n.MarketingCap < 0 {

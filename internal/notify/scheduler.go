@@ -26,8 +26,7 @@ type SchedulerOptions struct {
 // history. Every Sluice node may run one: the queue's deduplication makes
 // concurrent republishing harmless. It returns ctx's error.
 func (s *Service) RunScheduler(ctx context.Context, o SchedulerOptions) error {
-	o.Tick = max(o.Tick, 0)
-	if o.Tick == 0 {
+	if o.Tick <= 0 {
 		o.Tick = time.Second
 	}
 	if o.SweepEvery <= 0 {

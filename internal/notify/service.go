@@ -138,7 +138,7 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 			}
 		}
 		defer func() {
-			if claimed { // the save failed: let a retry of the request through
+			if claimed { // nothing of ours was saved: let the next request ask the store
 				_ = s.opts.Dedupe.Release(context.WithoutCancel(ctx), key)
 			}
 		}()
@@ -152,7 +152,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	if err != nil {
 		return Accepted{}, err
 	}
-	claimed = false
+	// Keep the fast-path key only when it describes what was stored; a
+	// request that lost the race to the store leaves it to the store.
+	claimed = claimed && !created
 	if created && s.opts.Observe != nil {
 		for _, d := range ds {
 			if d.Status == StatusSuppressed {

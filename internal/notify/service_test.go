@@ -219,6 +219,18 @@ func TestSendIdempotent(t *testing.T) {
 		t.Errorf("same request_id, different body = %v, want Conflict", err)
 	}
 
+	// A second node (its own memory fast path, the same store) refuses the
+	// clashing body without remembering it, so the first body's retry
+	// still finds its notification there.
+	node2 := notify.NewService(notify.Options{Store: b.db, Queue: b.q, Now: b.clock.Now,
+		Providers: map[notify.Channel]notify.Provider{notify.Email: b.prov, notify.SMS: b.prov, notify.Push: b.prov, notify.Webhook: b.prov}})
+	if _, err := node2.Send(t.Context(), changed); !apperr.Is(err, apperr.Conflict) {
+		t.Errorf("other node, different body = %v, want Conflict", err)
+	}
+	if a, err := node2.Send(t.Context(), req); err != nil || !a.Duplicate || a.NotificationID != first.NotificationID {
+		t.Errorf("other node, the first body again = %+v, %v; want a duplicate of %s", a, err, first.NotificationID)
+	}
+
 	// The fast path forgets (a restart, Redis losing keys): the store's
 	// unique request_id still answers.
 	forgetful := setup(t, func(o *notify.Options) { o.Dedupe = nopDedupe{} })
@@ -235,7 +247,7 @@ func TestSendIdempotent(t *testing.T) {
 type nopDedupe struct{}
 
 func (nopDedupe) Claim(context.Context, string, string) (string, bool, error) { return "", true, nil }
-func (nopDedupe) Release(context.Context, string) error                      { return nil }
+func (nopDedupe) Release(context.Context, string) error                       { return nil }
 
 func TestSendConcurrentDuplicatesMakeOneNotification(t *testing.T) {
 	t.Parallel()
