@@ -31,9 +31,12 @@ type notifyNode struct {
 	workers sync.WaitGroup
 }
 
-// startNotify builds the notification service on db, q and (when not nil)
-// Redis, and starts its workers and scheduler.
-func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg prometheus.Registerer, db *store.DB, q *queue.Conn, rc rueidis.Client) (*notifyNode, error) {
+// startNotify builds the notification service on db, q, (when not nil)
+// Redis and the node's rate limit store, and starts its workers and
+// scheduler. The per-user marketing cap counts in rlStore, so with Redis
+// every node shares one count per user.
+func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg prometheus.Registerer, db *store.DB, q *queue.Conn,
+	rc rueidis.Client, rlStore ratelimit.Store) (*notifyNode, error) {
 	nc := cfg.Notify
 	secret := nc.Webhook.Secret
 	if secret == "" {
@@ -80,7 +83,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 		opts.Dedupe = redisdedupe.New(rc, "sluice:", 24*time.Hour)
 	}
 	if nc.MarketingCap > 0 {
-		lim, err := ratelimit.NewPolicyLimiter(ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), ratelimit.Policy{
+		lim, err := ratelimit.NewPolicyLimiter(rlStore, ratelimit.Policy{
 			Name: "notify_marketing_per_user", Algorithm: ratelimit.TokenBucket,
 			Limit: int64(nc.MarketingCap), Period: nc.MarketingPeriod,
 		})

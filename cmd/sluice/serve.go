@@ -89,7 +89,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	// rlStore is the node's shared rate limit counter store (memory, or
 	// Redis behind failover); every rate limiter of the node uses it.
 	rlStore := rl.store
-	notifier, err := startNotify(ctx, cfg, log, reg, db, q, rc)
+	notifier, err := startNotify(ctx, cfg, log, reg, db, q, rc, rlStore)
 	if err != nil {
 		return fmt.Errorf("notifications: %w", err)
 	}

@@ -119,3 +119,15 @@ type Dedupe interface {
 	Claim(ctx context.Context, key, value string) (existing string, claimed bool, err error)
 	Release(ctx context.Context, key string) error
 }
+
+type urgentKey struct{}
+
+// WithUrgent marks ctx as carrying a critical notification's work. Stores
+// that queue writes (the group commit) serve such writes first, so a
+// campaign's backlog of writes does not delay an OTP.
+func WithUrgent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, urgentKey{}, true)
+}
+
+// IsUrgent reports whether ctx was marked by WithUrgent.
+func IsUrgent(ctx context.Context) bool { v, _ := ctx.Value(urgentKey{}).(bool); return v }

@@ -143,6 +143,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 			}
 		}()
 	}
+	if cat == Critical {
+		ctx = WithUrgent(ctx)
+	}
 	settings, err := s.Settings(ctx, req.UserID)
 	if err != nil {
 		return Accepted{}, err

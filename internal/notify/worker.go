@@ -16,6 +16,9 @@ import (
 // may acknowledge it, and an error only when it could not reach the store
 // or ctx ended: the queue then redelivers the job later.
 func (s *Service) Process(ctx context.Context, j Job) error {
+	if j.Category == Critical {
+		ctx = WithUrgent(ctx)
+	}
 	d, err := s.opts.Store.Delivery(ctx, j.Key())
 	if apperr.Is(err, apperr.NotFound) {
 		return nil // deleted by retention meanwhile

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/notify"
 )
 
 // Group commit: callers with small writes (a notification and its
@@ -37,6 +38,7 @@ var opPool = sync.Pool{New: func() any { return &batchOp{done: make(chan error, 
 type groupCommitter struct {
 	db       *DB
 	ops      chan *batchOp
+	urgent   chan *batchOp // served before ops; see notify.WithUrgent
 	maxBatch int
 	mu       sync.RWMutex // held for reading by submitters, for writing by close
 	closed   bool
@@ -68,7 +70,8 @@ func (s *BatchStats) Snapshot() (batches, ops int64, largest int) {
 }
 
 func newGroupCommitter(db *DB, writers, maxBatch int) *groupCommitter {
-	g := &groupCommitter{db: db, ops: make(chan *batchOp, 4*maxBatch), maxBatch: maxBatch, stats: &BatchStats{}}
+	g := &groupCommitter{db: db, ops: make(chan *batchOp, 4*maxBatch), urgent: make(chan *batchOp, maxBatch),
+		maxBatch: maxBatch, stats: &BatchStats{}}
 	for range writers {
 		g.wg.Go(g.run)
 	}
@@ -79,7 +82,11 @@ func newGroupCommitter(db *DB, writers, maxBatch int) *groupCommitter {
 func (db *DB) BatchStats() *BatchStats { return db.gc.stats }
 
 // batch runs fn in a transaction shared with other callers' writes and
-// returns when that transaction has committed (or failed). fn must use only
+// returns when that transaction has committed (or failed). Writes whose
+// ctx is marked urgent (notify.WithUrgent: a critical notification's) go
+// into the next transaction ahead of every other waiting write, and that
+// transaction is kept short, so a campaign's writes never queue in front
+// of an OTP's. fn must use only
 // tx, rebinding its queries with db.Rebind, and may run twice (once in a
 // failed batch, once alone), so it must not keep state between runs.
 func (db *DB) batch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
@@ -91,8 +98,12 @@ func (db *DB) batch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 		g.mu.RUnlock()
 		return apperr.New(apperr.Unavailable, unavailableMessage)
 	}
+	ch := g.ops
+	if notify.IsUrgent(ctx) {
+		ch = g.urgent
+	}
 	select {
-	case g.ops <- op:
+	case ch <- op:
 	case <-ctx.Done():
 		g.mu.RUnlock()
 		return ctx.Err()
@@ -108,22 +119,56 @@ func (db *DB) batch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 
 func (g *groupCommitter) run() {
 	batch := make([]*batchOp, 0, g.maxBatch)
-	for op := range g.ops {
-		batch = append(batch[:0], op)
-	fill:
-		for len(batch) < g.maxBatch {
+	urgent, ops := g.urgent, g.ops
+	for urgent != nil || ops != nil {
+		batch = batch[:0]
+		urgent = fill(&batch, urgent, g.maxBatch)
+		if len(batch) == 0 { // nothing urgent waits: wait for anything
+			if urgent == nil && ops == nil {
+				return // both closed (urgent just now): a select on two nil channels never returns
+			}
 			select {
-			case op, ok := <-g.ops:
+			case op, ok := <-urgent:
 				if !ok {
-					break fill
+					urgent = nil
+					continue
 				}
 				batch = append(batch, op)
-			default:
-				break fill
+				urgent = fill(&batch, urgent, g.maxBatch)
+			case op, ok := <-ops:
+				if !ok {
+					ops = nil
+					continue
+				}
+				batch = append(batch, op)
 			}
 		}
+		limit := g.maxBatch
+		if notify.IsUrgent(batch[0].ctx) {
+			// Urgent writes ride in a short transaction: at most an
+			// eighth of a full batch of other writes joins them.
+			limit = max(len(batch), g.maxBatch/8)
+		}
+		ops = fill(&batch, ops, limit)
 		g.commit(batch)
 	}
+}
+
+// fill adds the ops waiting in ch to batch, up to limit, without blocking.
+// It returns ch, or nil once ch is closed and drained.
+func fill(batch *[]*batchOp, ch chan *batchOp, limit int) chan *batchOp {
+	for ch != nil && len(*batch) < limit {
+		select {
+		case op, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			*batch = append(*batch, op)
+		default:
+			return ch
+		}
+	}
+	return ch
 }
 
 // commit runs batch in one transaction, or each op alone if that fails.
@@ -172,6 +217,7 @@ func (g *groupCommitter) close() {
 	}
 	g.closed = true
 	close(g.ops)
+	close(g.urgent)
 	g.mu.Unlock()
 	g.wg.Wait()
 }

@@ -22,6 +22,7 @@ func (s suite) notifications(t *testing.T) {
 	t.Run("Outbox", s.notificationOutbox)
 	t.Run("DeleteBefore", s.notificationDelete)
 	t.Run("GroupCommit", s.groupCommit)
+	t.Run("UrgentWrites", s.urgentFirst)
 }
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -361,5 +362,30 @@ func (s suite) groupCommit(t *testing.T) {
 	batches, ops, largest := db.BatchStats().Snapshot()
 	if ops < n || batches >= ops || largest < 2 {
 		t.Errorf("group commit: %d writes in %d transactions (largest %d); want writes to share transactions", ops, batches, largest)
+	}
+}
+
+// urgentFirst checks that urgent writes are not stuck behind a backlog of
+// other writes and that closing with writes of both kinds waiting works.
+func (s suite) urgentFirst(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := s.migrated(t)
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Go(func() {
+			c := ctx
+			if i%10 == 0 {
+				c = notify.WithUrgent(ctx)
+			}
+			no, ds := newNotification(fmt.Sprintf("u%03d", i), "", "u1", t0, notify.Email)
+			if _, _, err := db.CreateNotification(c, no, ds); err != nil {
+				t.Errorf("CreateNotification: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if recs, err := db.UserNotifications(ctx, "u1", t0.Add(-time.Hour), notify.Cursor{}, 1000); err != nil || len(recs) != 300 {
+		t.Errorf("saved %d, %v; want 300", len(recs), err)
 	}
 }
