@@ -53,9 +53,15 @@ type Provider interface {
 
 // Receipt is what a provider says about an accepted message.
 type Receipt struct {
-	// ProviderMessageID is the provider's id for the message, kept for
-	// delivery receipts (callbacks) to find the delivery.
+	// ProviderMessageID is the provider's id for the message (Twilio's
+	// message SID, FCM's message name, APNs' apns-id), shown on the
+	// delivery.
 	ProviderMessageID string
+	// Provider names the provider that accepted the message when it is not
+	// the one the worker called (a [Route] that fell back to its backup).
+	Provider string
+	// Hops are the providers tried before this one in the same attempt.
+	Hops []Hop
 }
 
 // SendError is a provider's refusal, classified.
@@ -63,17 +69,55 @@ type SendError struct {
 	// Permanent errors (invalid address, unregistered token, 4xx) are not
 	// retried.
 	Permanent bool
+	// Unavailable means the provider was not called at all (its circuit
+	// breaker is open, or pacing would have waited too long): the delivery
+	// waits RetryAfter in the queue without spending an attempt, so a
+	// marketing message with one retry left is not dropped by an outage.
+	Unavailable bool
 	// RetryAfter is the provider's own wait (Retry-After), or zero.
 	RetryAfter time.Duration
 	Err        error
 }
 
-func (e *SendError) Error() string {
-	kind := "temporary"
-	if e.Permanent {
-		kind = "permanent"
+// Class names the kind of error: "permanent", "temporary" or
+// "unavailable"; the label of the provider error metrics.
+func (e *SendError) Class() string {
+	switch {
+	case e.Permanent:
+		return ClassPermanent
+	case e.Unavailable:
+		return ClassUnavailable
 	}
-	return kind + ": " + e.Err.Error()
+	return ClassTemporary
+}
+
+// Error classes, as [SendError.Class] and [ErrorClass] name them.
+const (
+	ClassOK          = "ok"
+	ClassPermanent   = "permanent"
+	ClassTemporary   = "temporary"
+	ClassUnavailable = "unavailable"
+)
+
+// ErrorClass returns the class of a Send error: "ok" for nil, the
+// SendError's class, and "temporary" for anything else.
+func ErrorClass(err error) string {
+	if err == nil {
+		return ClassOK
+	}
+	if se, ok := errors.AsType[*SendError](err); ok {
+		return se.Class()
+	}
+	return ClassTemporary
+}
+
+// ErrUnregistered marks a permanent error meaning the address is gone for
+// good (FCM UNREGISTERED, APNs 410): the worker removes it from the user's
+// contacts, so later messages do not try it again.
+var ErrUnregistered = errors.New("address unregistered")
+
+func (e *SendError) Error() string {
+	return e.Class() + ": " + e.Err.Error()
 }
 
 func (e *SendError) Unwrap() error { return e.Err }
@@ -88,6 +132,12 @@ func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(
 // retryAfter when that is positive.
 func Temporary(err error, retryAfter time.Duration) error {
 	return &SendError{Err: err, RetryAfter: retryAfter}
+}
+
+// Unavailable wraps err as a call that was not made: the delivery waits at
+// least retryAfter without spending an attempt.
+func Unavailable(err error, retryAfter time.Duration) error {
+	return &SendError{Unavailable: true, Err: err, RetryAfter: retryAfter}
 }
 
 // classify returns whether err is permanent and the provider's wait.
