@@ -36,7 +36,7 @@ type relay struct {
 	got     []received
 	conns   int             // distinct client connections
 	seen    map[string]bool // client addresses (a session starts at every EHLO)
-	authed  []string // mechanisms used
+	authed  []string        // mechanisms used
 	replies map[string]*gosmtp.SMTPError
 }
 
@@ -193,7 +193,7 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
