@@ -126,6 +126,11 @@ type Delivery struct {
 	ExpiresAt     time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// ProviderMessageID is the provider's id for the message sent.
+	ProviderMessageID string
+	// Hops are the providers the last attempt tried when it did not end at
+	// the first one (a backup provider, another channel).
+	Hops []Hop
 }
 
 // Key identifies the delivery.

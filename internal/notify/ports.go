@@ -43,6 +43,11 @@ type Store interface {
 	// MarkQueued clears NextAttemptAt and sets UpdatedAt to at on the
 	// given queued deliveries: they have been (re)published.
 	MarkQueued(ctx context.Context, keys []DeliveryKey, at time.Time) error
+	// RecordReceipt moves a sent delivery to status (delivered or failed)
+	// with errMsg, from a provider's callback. It reports false, changing
+	// nothing, when the delivery is not sent (still queued, or final
+	// already), and NotFound when there is no such delivery.
+	RecordReceipt(ctx context.Context, key DeliveryKey, status Status, errMsg string, at time.Time) (bool, error)
 
 	// Settings returns user's stored settings; found is false (and the
 	// error nil) when there are none.
@@ -82,6 +87,11 @@ type Attempt struct {
 	Error         string
 	NextAttemptAt time.Time
 	At            time.Time
+	// Provider names the provider that made the attempt when it is not the
+	// delivery's (a backup); empty leaves it.
+	Provider          string
+	ProviderMessageID string
+	Hops              []Hop
 }
 
 // Cursor is a position in a newest-first list: the last item's time and id.

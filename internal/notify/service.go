@@ -18,6 +18,9 @@ type Options struct {
 	Queue Queue
 	// Providers sends each channel; every channel needs one.
 	Providers map[Channel]Provider
+	// Callbacks are the providers that take delivery receipts at
+	// POST /v1/providers/{name}/callbacks, by name.
+	Callbacks map[string]CallbackParser
 	// Rewriters run, in order, on every rendered message before it is sent.
 	Rewriters []Rewriter
 	// Dedupe is the request_id fast path. If nil, a MemoryDedupe of

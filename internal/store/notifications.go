@@ -17,6 +17,8 @@ var _ notify.Store = (*DB)(nil)
 const (
 	notificationColumns = "id, request_id, request_hash, user_id, type, category, data, channels, expires_at, created_at"
 	deliveryColumns     = "notification_id, channel, user_id, category, provider, status, attempts, error, next_attempt_at, expires_at, created_at, updated_at"
+	// deliveryReadColumns are deliveryColumns and what attempts add later.
+	deliveryReadColumns = deliveryColumns + ", provider_message_id, hops"
 	// jobColumns select a delivery joined with its notification (d, n).
 	jobColumns = "d.notification_id, d.channel, d.user_id, n.type, d.category, n.data, n.expires_at, n.created_at, d.attempts"
 )
@@ -163,7 +165,7 @@ func (db *DB) deliveriesOf(ctx context.Context, ids []string) (map[string][]noti
 	for i, id := range ids {
 		args[i] = id
 	}
-	rows, err := db.query(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE notification_id IN (`+placeholders(len(ids))+`)`, args...)
+	rows, err := db.query(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE notification_id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return nil, mapErr(err, "list deliveries")
 	}
@@ -207,7 +209,7 @@ func placeholders(n int) string {
 
 // Delivery implements notify.Store.
 func (db *DB) Delivery(ctx context.Context, key notify.DeliveryKey) (notify.Delivery, error) {
-	d, err := scanDelivery(db.queryRow(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE notification_id = ? AND channel = ?`,
+	d, err := scanDelivery(db.queryRow(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE notification_id = ? AND channel = ?`,
 		key.NotificationID, string(key.Channel)))
 	if errNoRows(err) {
 		return d, apperr.New(apperr.NotFound, "delivery %s not found", key)
@@ -217,8 +219,13 @@ func (db *DB) Delivery(ctx context.Context, key notify.DeliveryKey) (notify.Deli
 
 // FinishAttempt implements notify.Store, group-committed.
 func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.DeadLetter) (bool, error) {
-	update, err := db.writeStmt(ctx, db.Rebind(`UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?
+	update, err := db.writeStmt(ctx, db.Rebind(`UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?,
+		provider = CASE WHEN ? = '' THEN provider ELSE ? END, provider_message_id = ?, hops = ?
 		WHERE notification_id = ? AND channel = ? AND status = 'queued' AND attempts = ?`))
+	if err != nil {
+		return false, err
+	}
+	hops, err := encodeHops(a.Hops)
 	if err != nil {
 		return false, err
 	}
@@ -227,7 +234,7 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ok = false
 		res, err := update.exec(ctx, tx, string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt),
-			toMicros(a.At), a.Key.NotificationID, string(a.Key.Channel), a.Prev)
+			toMicros(a.At), a.Provider, a.Provider, a.ProviderMessageID, hops, a.Key.NotificationID, string(a.Key.Channel), a.Prev)
 		if err != nil {
 			return err
 		}
@@ -348,10 +355,16 @@ func scanDelivery(row interface{ Scan(...any) error }) (notify.Delivery, error) 
 		ch, cat, status  string
 		next, exp        *int64
 		created, updated int64
+		hops             string
 	)
 	if err := row.Scan(&d.NotificationID, &ch, &d.UserID, &cat, &d.Provider, &status, &d.Attempts, &d.Error,
-		&next, &exp, &created, &updated); err != nil {
+		&next, &exp, &created, &updated, &d.ProviderMessageID, &hops); err != nil {
 		return d, err
+	}
+	if hops != "" {
+		if err := json.Unmarshal([]byte(hops), &d.Hops); err != nil {
+			return d, fmt.Errorf("delivery hops: %w", err)
+		}
 	}
 	d.Channel, d.Category, d.Status = notify.Channel(ch), notify.Category(cat), notify.Status(status)
 	d.NextAttemptAt, d.ExpiresAt = fromMicros(next), fromMicros(exp)
