@@ -30,7 +30,7 @@ func (db *DB) RecordReceipt(ctx context.Context, key notify.DeliveryKey, status 
 	return false, nil
 }
 
-// encodeHops stores a delivery's hops as a JSON array, or ” for none.
+// encodeHops stores a delivery's hops as a JSON array, or an empty string for none.
 func encodeHops(hops []notify.Hop) (string, error) {
 	if len(hops) == 0 {
 		return "", nil
