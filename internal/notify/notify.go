@@ -165,19 +165,28 @@ type Job struct {
 	CreatedAt      int64           `json:"at"`            // Unix microseconds
 	// Attempt is how many attempts were made before this publish.
 	Attempt int `json:"att,omitempty"`
+	// Due is the time (Unix microseconds) a delayed delivery was due when
+	// the scheduler published it; 0 for a first publish or a recovery.
+	Due int64 `json:"due,omitempty"`
 }
 
 // Key identifies the job's delivery.
 func (j Job) Key() DeliveryKey { return DeliveryKey{j.NotificationID, j.Channel} }
 
 // MsgID is the publish's deduplication id: "notification_id:channel" for the
-// first attempt, with ":<attempt>" appended for retries and replays, so the
-// queue drops a republished copy of the same attempt but not a new attempt.
+// first attempt, with ":<attempt>" appended for retries and replays and
+// "@<due>" for delayed deliveries, so the queue drops a republished copy of
+// the same attempt but not a new attempt, nor a delivery that waited in
+// the queue without spending one (an open breaker).
 func (j Job) MsgID() string {
-	if j.Attempt == 0 {
-		return j.Key().String()
+	id := j.Key().String()
+	if j.Attempt != 0 {
+		id = fmt.Sprintf("%s:%d", id, j.Attempt)
 	}
-	return fmt.Sprintf("%s:%d", j.Key(), j.Attempt)
+	if j.Due != 0 {
+		id = fmt.Sprintf("%s@%d", id, j.Due)
+	}
+	return id
 }
 
 // Expired reports whether the job is past its expiry at now.

@@ -18,6 +18,14 @@ type Options struct {
 	Queue Queue
 	// Providers sends each channel; every channel needs one.
 	Providers map[Channel]Provider
+	// Backups are each channel's backup providers, tried in order after
+	// the channel's provider fails or is unavailable, for categories in
+	// Failover.
+	Backups map[Channel][]Provider
+	// Failover lists the categories whose failed attempts go on to the
+	// channel's backups and then to the user's other enabled channels.
+	// If nil, critical only; empty turns failover off.
+	Failover []Category
 	// Callbacks are the providers that take delivery receipts at
 	// POST /v1/providers/{name}/callbacks, by name.
 	Callbacks map[string]CallbackParser
@@ -89,6 +97,9 @@ func NewService(opts Options) *Service {
 		rules[c] = r
 	}
 	opts.Retry = rules
+	if opts.Failover == nil {
+		opts.Failover = []Category{Critical}
+	}
 	opts.History = cmp.Or(opts.History, 90*24*time.Hour)
 	opts.RecoveryAfter = cmp.Or(opts.RecoveryAfter, time.Minute)
 	opts.SendTimeout = cmp.Or(opts.SendTimeout, 15*time.Second)

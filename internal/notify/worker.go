@@ -31,8 +31,10 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		return nil // done already, or a stale copy of a job rescheduled for later
 	}
 	j.Attempt = d.Attempts
+	var sent sendResult // what the provider calls said, for the record
 	finish := func(o Outcome, attempts int, msg string) error {
-		a := Attempt{Key: j.Key(), Status: o.Status, Prev: d.Attempts, Attempts: attempts, Error: msg, NextAttemptAt: o.NextAttemptAt, At: s.now()}
+		a := Attempt{Key: j.Key(), Status: o.Status, Prev: d.Attempts, Attempts: attempts, Error: msg, NextAttemptAt: o.NextAttemptAt, At: s.now(),
+			Provider: sent.provider, ProviderMessageID: sent.receipt.ProviderMessageID, Hops: sent.hops}
 		var dl *DeadLetter
 		if o.DeadLetter {
 			dl = &DeadLetter{ID: newID("dl_", a.At), NotificationID: j.NotificationID, Channel: j.Channel,
@@ -78,9 +80,8 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		}
 		m = out
 	}
-	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
-	_, sendErr := p.Send(sendCtx, m)
-	cancel()
+	sent = s.deliver(ctx, j, st, p, m)
+	sendErr := sent.err
 	attempts := d.Attempts + 1
 	if sendErr == nil {
 		return finish(Outcome{Status: StatusSent}, attempts, "")
@@ -91,6 +92,11 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		return ctx.Err()
 	}
 	permanent, retryAfter := classify(sendErr)
+	if ErrorClass(sendErr) == ClassUnavailable {
+		// No provider was called (breakers open, pacing): wait in the
+		// queue without spending an attempt.
+		return finish(s.deferral(d, retryAfter), d.Attempts, errorText(sendErr))
+	}
 	o := s.rule(j).decide(s.now(), d.CreatedAt, d.ExpiresAt, attempts, permanent, retryAfter, s.opts.Rand)
 	level := slog.LevelInfo
 	if o.Status != StatusQueued {

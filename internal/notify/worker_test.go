@@ -3,6 +3,7 @@ package notify_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,8 +53,8 @@ func TestProcessRetriesThenSends(t *testing.T) {
 		t.Fatalf("QueueDue = %d, want the retry", n)
 	}
 	jobs := b.q.take()
-	if len(jobs) != 1 || jobs[0].MsgID() != a.NotificationID+":email:1" {
-		t.Fatalf("retry job = %+v, want message id %s:email:1", jobs, a.NotificationID)
+	if want := fmt.Sprintf("%s:email:1@%d", a.NotificationID, b.clock.Now().UnixMicro()); len(jobs) != 1 || jobs[0].MsgID() != want {
+		t.Fatalf("retry job = %+v, want message id %s", jobs, want)
 	}
 	if err := b.svc.Process(t.Context(), jobs[0]); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ const (
 	// deliveryReadColumns are deliveryColumns and what attempts add later.
 	deliveryReadColumns = deliveryColumns + ", provider_message_id, hops"
 	// jobColumns select a delivery joined with its notification (d, n).
-	jobColumns = "d.notification_id, d.channel, d.user_id, n.type, d.category, n.data, n.expires_at, n.created_at, d.attempts"
+	jobColumns = "d.notification_id, d.channel, d.user_id, n.type, d.category, n.data, n.expires_at, n.created_at, d.attempts, d.next_attempt_at"
 )
 
 // CreateNotification implements notify.Store, group-committed.
@@ -278,15 +278,18 @@ func (db *DB) jobs(ctx context.Context, op, q string, args ...any) ([]notify.Job
 			j        notify.Job
 			ch, cat  string
 			data     string
-			exp      *int64
+			exp, due *int64
 			attempts int
 		)
-		if err := rows.Scan(&j.NotificationID, &ch, &j.UserID, &j.Type, &cat, &data, &exp, &j.CreatedAt, &attempts); err != nil {
+		if err := rows.Scan(&j.NotificationID, &ch, &j.UserID, &j.Type, &cat, &data, &exp, &j.CreatedAt, &attempts, &due); err != nil {
 			return nil, mapErr(err, op)
 		}
 		j.Channel, j.Category, j.Data, j.Attempt = notify.Channel(ch), notify.Category(cat), json.RawMessage(data), attempts
 		if exp != nil {
 			j.ExpiresAt = *exp
+		}
+		if due != nil {
+			j.Due = *due
 		}
 		out = append(out, j)
 	}

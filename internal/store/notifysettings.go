@@ -170,7 +170,7 @@ func (db *DB) ReplayDeadLetter(ctx context.Context, id string, now time.Time) (n
 			}
 			return apperr.New(apperr.Conflict, "the delivery of dead letter %q is no longer dead", id)
 		}
-		d, err = scanDelivery(tx.QueryRowContext(ctx, db.Rebind(`SELECT `+deliveryColumns+` FROM deliveries WHERE notification_id = ? AND channel = ?`), nid, ch))
+		d, err = scanDelivery(tx.QueryRowContext(ctx, db.Rebind(`SELECT `+deliveryReadColumns+` FROM deliveries WHERE notification_id = ? AND channel = ?`), nid, ch))
 		return err
 	})
 	return d, mapErr(err, "replay dead letter")
