@@ -131,6 +131,10 @@ type Delivery struct {
 	// Hops are the providers the last attempt tried when it did not end at
 	// the first one (a backup provider, another channel).
 	Hops []Hop
+	// Links are the tracked short links of an SMS delivery, with their
+	// clicks; not stored with the delivery, Service.Notification fills
+	// them in when link shortening is on.
+	Links []Link
 }
 
 // Key identifies the delivery.

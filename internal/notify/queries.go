@@ -15,7 +15,22 @@ const (
 
 // Notification returns a notification with its deliveries.
 func (s *Service) Notification(ctx context.Context, id string) (Record, error) {
-	return s.opts.Store.Notification(ctx, id)
+	rec, err := s.opts.Store.Notification(ctx, id)
+	if err != nil || s.opts.Links == nil {
+		return rec, err
+	}
+	for i, d := range rec.Deliveries {
+		if d.Channel != SMS || d.Status == StatusSuppressed {
+			continue
+		}
+		links, err := s.opts.Links.Links(ctx, id)
+		if err != nil {
+			s.log.Warn("could not read the notification's link clicks", logKeyNotification, id, logKeyError, err)
+			break
+		}
+		rec.Deliveries[i].Links = links
+	}
+	return rec, nil
 }
 
 // UserNotifications returns a page of user's notifications of the last

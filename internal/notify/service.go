@@ -26,6 +26,9 @@ type Options struct {
 	// channel's backups and then to the user's other enabled channels.
 	// If nil, critical only; empty turns failover off.
 	Failover []Category
+	// Links, if not nil, is asked for the clicks on an SMS delivery's
+	// tracked links (ShortenSMSLinks, among Rewriters, makes them).
+	Links LinkShortener
 	// Callbacks are the providers that take delivery receipts at
 	// POST /v1/providers/{name}/callbacks, by name.
 	Callbacks map[string]CallbackParser
