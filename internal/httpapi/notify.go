@@ -28,6 +28,7 @@ type NotifyService interface {
 	PutTemplate(ctx context.Context, t notify.Template) (notify.Template, error)
 	DeadLetters(ctx context.Context, cursor string, limit int) ([]notify.DeadLetter, string, error)
 	ReplayDeadLetter(ctx context.Context, id string) (notify.Delivery, error)
+	Callback(ctx context.Context, provider string, c notify.Callback) error
 }
 
 // OutboxStore lists what the built-in outbox provider received.

@@ -27,6 +27,41 @@ type deliveryJSON struct {
 	Error     string         `json:"error"`
 	UpdatedAt string         `json:"updated_at"`
 	NextAt    string         `json:"next_attempt_at,omitempty"`
+	// ProviderMessageID is the provider's id for the message (Twilio SID,
+	// FCM name, apns-id, Message-ID).
+	ProviderMessageID string     `json:"provider_message_id,omitempty"`
+	Hops              []hopJSON  `json:"hops,omitempty"`
+	Links             []linkJSON `json:"links,omitempty"`
+}
+
+type hopJSON struct {
+	Provider string         `json:"provider"`
+	Channel  notify.Channel `json:"channel"`
+	Result   string         `json:"result"`
+	Error    string         `json:"error,omitempty"`
+	At       string         `json:"at"`
+}
+
+type linkJSON struct {
+	Code         string `json:"code"`
+	ShortURL     string `json:"short_url"`
+	URL          string `json:"url"`
+	Clicks       int64  `json:"clicks"`
+	BotHits      int64  `json:"bot_hits"`
+	FirstClickAt string `json:"first_click_at,omitempty"`
+}
+
+func toDeliveryJSON(d notify.Delivery) deliveryJSON {
+	out := deliveryJSON{Channel: d.Channel, Provider: d.Provider, Status: d.Status, Attempts: d.Attempts,
+		Error: d.Error, UpdatedAt: timestamp(d.UpdatedAt), NextAt: timestamp(d.NextAttemptAt), ProviderMessageID: d.ProviderMessageID}
+	for _, h := range d.Hops {
+		out.Hops = append(out.Hops, hopJSON{Provider: h.Provider, Channel: h.Channel, Result: h.Result, Error: h.Error, At: timestamp(h.At)})
+	}
+	for _, l := range d.Links {
+		out.Links = append(out.Links, linkJSON{Code: l.Code, ShortURL: l.ShortURL, URL: l.URL, Clicks: l.Clicks,
+			BotHits: l.BotHits, FirstClickAt: timestamp(l.FirstClickAt)})
+	}
+	return out
 }
 
 type recordJSON struct {
@@ -47,8 +82,7 @@ func toRecordJSON(r notify.Record) recordJSON {
 		Data: r.Data, Channels: r.Channels, ExpiresAt: timestamp(r.ExpiresAt), CreatedAt: timestamp(r.CreatedAt),
 		Deliveries: make([]deliveryJSON, len(r.Deliveries))}
 	for i, d := range r.Deliveries {
-		out.Deliveries[i] = deliveryJSON{Channel: d.Channel, Provider: d.Provider, Status: d.Status, Attempts: d.Attempts,
-			Error: d.Error, UpdatedAt: timestamp(d.UpdatedAt), NextAt: timestamp(d.NextAttemptAt)}
+		out.Deliveries[i] = toDeliveryJSON(d)
 	}
 	return out
 }

@@ -36,6 +36,7 @@ type checkResult struct {
 	Status     string  `json:"status"`
 	Error      string  `json:"error,omitempty"`
 	DurationMS float64 `json:"duration_ms"`
+	Detail     any     `json:"detail,omitempty"`
 }
 
 // readyz runs every check concurrently and answers 200, or 503 naming each
@@ -52,6 +53,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 			res := checkResult{Name: c.Name, Status: "ok", DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 			if err != nil {
 				res.Status, res.Error = "failing", err.Error()
+			}
+			if c.Detail != nil {
+				res.Detail = c.Detail()
 			}
 			results[i] = res
 		})

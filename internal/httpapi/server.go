@@ -36,6 +36,10 @@ const (
 type Check struct {
 	Name string
 	Ping func(ctx context.Context) error
+	// Detail, if not nil, adds what it returns to the check's result as
+	// "detail" (the notification providers' breaker states): information,
+	// not a verdict, since Ping alone decides readiness.
+	Detail func() any
 }
 
 // Options configures a Server. Logger and Keys are required.
@@ -117,6 +121,7 @@ func New(opts Options) *Server {
 	s.registerUI()
 	s.registerPreferences()
 	s.registerNotify()
+	s.registerProviders()
 	return s
 }
 

@@ -1,0 +1,31 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+// registerProviders adds the delivery receipt route. It takes no API key:
+// providers cannot send one, and each provider's own signature (Twilio's
+// X-Twilio-Signature) authenticates the callback instead.
+func (s *Server) registerProviders() {
+	s.Handle("POST /v1/providers/{provider}/callbacks", public, s.providerCallback)
+}
+
+func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
+	}
+	if err := r.ParseForm(); err != nil {
+		return apperr.Wrap(apperr.Invalid, err, "the callback body is not a form")
+	}
+	cb := notify.Callback{RequestURI: r.URL.RequestURI(), Header: r.Header, Form: r.PostForm}
+	if err := svc.Callback(r.Context(), r.PathValue("provider"), cb); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
