@@ -7,7 +7,8 @@ import (
 
 // NotifyConfig configures the notification pipeline (SPEC §3).
 type NotifyConfig struct {
-	Webhook WebhookConfig `yaml:"webhook"`
+	Webhook   WebhookConfig   `yaml:"webhook"`
+	Providers ProvidersConfig `yaml:"providers"`
 	// Retry holds each category's retry timing.
 	Retry struct {
 		Critical struct {
@@ -67,6 +68,7 @@ func (n NotifyConfig) RetryRules() map[string]RetryConfig {
 func defaultNotify() NotifyConfig {
 	n := NotifyConfig{
 		Webhook:          WebhookConfig{Timeout: 10 * time.Second},
+		Providers:        defaultProviders(),
 		RecoveryAfter:    time.Minute,
 		Retention:        90 * 24 * time.Hour,
 		Partitions:       8,
@@ -91,6 +93,11 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 	}
 	if n.Webhook.Timeout <= 0 {
 		bad("webhook-timeout", "must be positive")
+	}
+	n.Providers.validate(bad)
+	if n.AckWait > 0 && n.AckWait <= n.Providers.Timeout+n.Providers.MaxPacingWait {
+		bad("notify-ack-wait", "must exceed --notify-provider-timeout plus --notify-pacing-max-wait (%s), or jobs in flight are delivered twice",
+			n.Providers.Timeout+n.Providers.MaxPacingWait)
 	}
 	rules := n.RetryRules()
 	for _, name := range []string{"critical", "orders", "marketing"} {

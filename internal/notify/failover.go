@@ -57,11 +57,11 @@ func (s *Service) deliver(ctx context.Context, j Job, st Settings, primary Provi
 		return rc, err == nil
 	}
 	done := func(rc Receipt, p Provider) sendResult {
-		r := sendResult{receipt: rc}
+		r := sendResult{receipt: rc, provider: rc.Provider}
 		if len(hops) > 1 {
 			r.hops = hops
 		}
-		if p != primary {
+		if p != primary && r.provider == "" {
 			r.provider = p.Name()
 		}
 		return r
