@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"sync"
 	"time"
@@ -24,19 +25,28 @@ import (
 // notifyNode is the notification pipeline of one node: the service the API
 // calls, and the workers and scheduler it runs until stop.
 type notifyNode struct {
-	log     *slog.Logger
-	svc     *notify.Service
-	queue   *queue.NotifyQueue
-	cancel  context.CancelFunc
-	workers sync.WaitGroup
+	log       *slog.Logger
+	providers *providerSet
+	svc       *notify.Service
+	queue     *queue.NotifyQueue
+	cancel    context.CancelFunc
+	workers   sync.WaitGroup
+}
+
+// notifyDeps are what the notification pipeline borrows from the rest of
+// the node besides its engines.
+type notifyDeps struct {
+	// links shortens SMS links when that is turned on; nil leaves them.
+	links notify.LinkShortener
 }
 
 // startNotify builds the notification service on db, q, (when not nil)
 // Redis and the node's rate limit store, and starts its workers and
-// scheduler. The per-user marketing cap counts in rlStore, so with Redis
-// every node shares one count per user.
+// scheduler. The per-user marketing cap and the providers' pacing count in
+// rlStore, so with Redis every node shares one count per user and one
+// rate per provider.
 func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg prometheus.Registerer, db *store.DB, q *queue.Conn,
-	rc rueidis.Client, rlStore ratelimit.Store) (*notifyNode, error) {
+	rc rueidis.Client, rlStore ratelimit.Store, deps notifyDeps) (*notifyNode, error) {
 	nc := cfg.Notify
 	secret := nc.Webhook.Secret
 	if secret == "" {
@@ -67,20 +77,41 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 	if err != nil {
 		return nil, err
 	}
+	ps, err := buildProviders(nc.Providers, rlStore, reg, log)
+	if err != nil {
+		nq.Close()
+		return nil, fmt.Errorf("providers: %w", err)
+	}
 	ob := &outbox.Provider{Store: db}
+	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: wh}
+	maps.Copy(providers, ps.primary)
+	failover := []notify.Category{}
+	for _, c := range nc.Providers.Failover {
+		failover = append(failover, notify.Category(c))
+	}
 	opts := notify.Options{
 		Store:         db,
 		Queue:         nq,
-		Providers:     map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: wh},
+		Providers:     providers,
+		Backups:       ps.backups,
+		Failover:      failover,
+		Callbacks:     ps.callbacks,
 		History:       nc.Retention,
 		RecoveryAfter: nc.RecoveryAfter,
-		SendTimeout:   nc.Webhook.Timeout + 5*time.Second,
+		SendTimeout:   max(nc.Webhook.Timeout, nc.Providers.Timeout+nc.Providers.MaxPacingWait) + 5*time.Second,
 		Retry:         retryRules(nc),
 		Observe:       notifyMetrics(reg),
 		Logger:        log,
 	}
 	if rc != nil {
 		opts.Dedupe = redisdedupe.New(rc, "sluice:", 24*time.Hour)
+	}
+	if nc.Providers.ShortenSMSLinks && deps.links != nil {
+		opts.Links = deps.links
+		opts.Rewriters = append(opts.Rewriters, notify.ShortenSMSLinks(deps.links, 2*time.Second))
+	}
+	for ch, p := range ps.primary {
+		log.Info("notification provider", "channel", ch, "provider", p.Name(), "backups", len(ps.backups[ch]))
 	}
 	if nc.MarketingCap > 0 {
 		lim, err := ratelimit.NewPolicyLimiter(rlStore, ratelimit.Policy{
@@ -93,7 +124,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 		}
 		opts.MarketingCap = lim
 	}
-	n := &notifyNode{log: log, svc: notify.NewService(opts), queue: nq}
+	n := &notifyNode{log: log, providers: ps, svc: notify.NewService(opts), queue: nq}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	n.workers.Go(func() {
@@ -119,6 +150,7 @@ func (n *notifyNode) stop(ctx context.Context) {
 	if err := n.queue.Close(); err != nil {
 		n.log.Warn("close notification queue", "error", err)
 	}
+	n.providers.close()
 }
 
 // notifyMetrics registers the pipeline's metrics and returns the
