@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/shorten/rediscache"
 	"github.com/sluicehq/sluice/internal/store"
@@ -95,4 +96,30 @@ func ownHosts(base, httpAddr string) []string {
 		hosts = append(hosts, strings.ToLower(h))
 	}
 	return hosts
+}
+
+// smsLinks adapts the shortener to notify.LinkShortener, so the
+// notification domain needs neither package shorten nor its types.
+type smsLinks struct{ svc *shorten.Service }
+
+var _ notify.LinkShortener = smsLinks{}
+
+// ShortenLinks replaces every link of body by the notification's short
+// link for it; links that fail stay long.
+func (l smsLinks) ShortenLinks(ctx context.Context, notificationID, body string) string {
+	return shorten.RewriteLinks(body, l.svc.NotificationShortener(ctx, notificationID))
+}
+
+// Links lists the notification's links with their clicks.
+func (l smsLinks) Links(ctx context.Context, notificationID string) ([]notify.Link, error) {
+	ls, err := l.svc.NotificationLinks(ctx, notificationID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]notify.Link, len(ls))
+	for i, x := range ls {
+		out[i] = notify.Link{Code: x.Code, ShortURL: l.svc.ShortURL(x.Code), URL: x.URL, Clicks: x.Clicks,
+			BotHits: x.BotHits, FirstClickAt: x.FirstClickAt}
+	}
+	return out, nil
 }

@@ -58,6 +58,8 @@ func TestTwilioProviderAndReceipts(t *testing.T) {
 	p := &cfg.Notify.Providers
 	p.CallbackBaseURL = "https://sluice.test"
 	p.Twilio.BaseURL, p.Twilio.AccountSID, p.Twilio.AuthToken, p.Twilio.From, p.Twilio.Rate = tw.URL, "AC1", "tok", "+15550000000", 50
+	p.ShortenSMSLinks = true
+	cfg.Links.BaseURL = "https://sl.test"
 	n := startNode(t, cfg)
 	base := n.httpURL
 
@@ -126,12 +128,51 @@ func TestTwilioProviderAndReceipts(t *testing.T) {
 		t.Errorf("after the receipt: %s, want delivered", d.Status)
 	}
 
+	// Link shortening: the SMS carries a tracked short link, and the
+	// notification shows it with its clicks.
+	if code, resp := call(t, "PUT", base+"/v1/templates/order.tracking",
+		`{"category":"orders","channels":{"default":{"en":{"subject":"Tracking","body":"Track it: {url}"}}}}`); code != 200 {
+		t.Fatalf("PUT template = %d %s", code, resp)
+	}
+	_, resp = call(t, "POST", base+"/v1/notifications", `{"user_id":"u9","type":"order.tracking","data":{"url":"https://shop.example/orders/42?x=1"},"channels":["sms"]}`)
+	var acc2 struct {
+		NotificationID string `json:"notification_id"`
+	}
+	_ = json.Unmarshal(resp, &acc2)
+	type link struct {
+		Code, URL string
+		ShortURL  string `json:"short_url"`
+		Clicks    int
+	}
+	var links []link
+	eventually(t, 10*time.Second, "the tracked SMS is sent", func() (bool, string) {
+		_, body := call(t, "GET", base+"/v1/notifications/"+acc2.NotificationID, "")
+		var rec struct {
+			Deliveries []struct {
+				Status string
+				Links  []link
+			}
+		}
+		_ = json.Unmarshal(body, &rec)
+		if len(rec.Deliveries) == 1 && rec.Deliveries[0].Status == "sent" {
+			links = rec.Deliveries[0].Links
+			return true, ""
+		}
+		return false, string(body)
+	})
+	if len(links) != 1 || links[0].URL != "https://shop.example/orders/42?x=1" || !strings.HasPrefix(links[0].ShortURL, "https://sl.test/") {
+		t.Fatalf("links = %+v, want the order URL behind a short link", links)
+	}
+	if body := tw.form(1).Get("Body"); body != "Track it: "+links[0].ShortURL {
+		t.Errorf("SMS body = %q, want the short link", body)
+	}
+
 	_, ready := get(t, base+"/readyz")
 	if !strings.Contains(string(ready), `"breakers":{"twilio":"closed"}`) {
 		t.Errorf("/readyz = %s, want the twilio breaker's state", ready)
 	}
 	_, metrics := get(t, base+"/metrics")
-	if !strings.Contains(string(metrics), `sluice_notify_provider_calls_total{provider="twilio",result="ok"} 1`) {
+	if !strings.Contains(string(metrics), `sluice_notify_provider_calls_total{provider="twilio",result="ok"} 2`) {
 		t.Errorf("metrics lack the provider call")
 	}
 }

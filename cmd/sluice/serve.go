@@ -89,21 +89,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	// rlStore is the node's shared rate limit counter store (memory, or
 	// Redis behind failover); every rate limiter of the node uses it.
 	rlStore := rl.store
-	notifier, err := startNotify(ctx, cfg, log, reg, db, q, rc, rlStore, notifyDeps{})
-	if err != nil {
-		return fmt.Errorf("notifications: %w", err)
-	}
-	defer func() { // on early returns; a no-op after the stop below
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		notifier.stop(sctx)
-	}()
-	if len(notifier.providers.guards) > 0 {
-		// Breaker states inform /readyz without failing it: a provider
-		// that is down is failed over or waited out, the node still works.
-		checks = append(checks, httpapi.Check{Name: "providers", Ping: func(context.Context) error { return nil },
-			Detail: notifier.providers.breakerStates})
-	}
 	links, err := newLinks(ctx, cfg, db, rc, rlStore, reg, log)
 	if err != nil {
 		return fmt.Errorf("links: %w", err)
@@ -120,6 +105,21 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 			log.Warn("link click flusher", "error", err)
 		}
 	}()
+	notifier, err := startNotify(ctx, cfg, log, reg, db, q, rc, rlStore, notifyDeps{links: smsLinks{links}})
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+	defer func() { // on early returns; a no-op after the stop below
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		notifier.stop(sctx)
+	}()
+	if len(notifier.providers.guards) > 0 {
+		// Breaker states inform /readyz without failing it: a provider
+		// that is down is failed over or waited out, the node still works.
+		checks = append(checks, httpapi.Check{Name: "providers", Ping: func(context.Context) error { return nil },
+			Detail: notifier.providers.breakerStates})
+	}
 
 	ui, err := uiOptions(ctx, cfg, db)
 	if err != nil {
