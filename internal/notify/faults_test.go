@@ -26,7 +26,7 @@ type smsAPI struct {
 	sent   []string // bodies accepted
 }
 
-func startSMSAPI(t *testing.T) *smsAPI {
+func startSMSAPI(t testing.TB) *smsAPI {
 	t.Helper()
 	a := &smsAPI{}
 	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +70,7 @@ func (a *smsAPI) counts() (calls, sent int) {
 
 // guarded is a Twilio client for a, behind a breaker (2 failures, open a
 // minute) on the test's clock.
-func guarded(t *testing.T, a *smsAPI, name string, now func() time.Time) *notify.Guard {
+func guarded(t testing.TB, a *smsAPI, name string, now func() time.Time) *notify.Guard {
 	t.Helper()
 	tw, err := twilio.New(twilio.Options{Name: name, BaseURL: a.URL, AccountSID: "AC1", AuthToken: "tok", From: "+15550000000",
 		Client: a.Client(), Now: now})

@@ -98,7 +98,7 @@ type bundle struct {
 
 // setup builds a Service on a fresh SQLite store, a recording queue and a
 // scripted provider on every channel; rand is fixed at 1 (the full wait).
-func setup(t *testing.T, mod func(*notify.Options)) *bundle {
+func setup(t testing.TB, mod func(*notify.Options)) *bundle {
 	t.Helper()
 	db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
 	if err != nil {

@@ -51,7 +51,7 @@ type received struct {
 	authedUser string
 }
 
-func startRelay(t *testing.T) *relay {
+func startRelay(t testing.TB) *relay {
 	t.Helper()
 	cert, roots := selfSigned(t)
 	r := &relay{roots: roots, replies: map[string]*gosmtp.SMTPError{}, seen: map[string]bool{}}
@@ -183,7 +183,7 @@ func (r *relay) reply(to string, e *gosmtp.SMTPError) {
 	r.mu.Unlock()
 }
 
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+func selfSigned(t testing.TB) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -397,4 +397,27 @@ func TestStaleKeptConnectionIsReplaced(t *testing.T) {
 	if r.conns != 2 {
 		t.Errorf("connections = %d, want 2", r.conns)
 	}
+}
+
+// BenchmarkSend measures messages per second to the in-process relay over
+// kept STARTTLS connections.
+func BenchmarkSend(b *testing.B) {
+	r := startRelay(b)
+	c, err := smtp.New(smtp.Options{Addr: r.addr, TLSConfig: &tls.Config{RootCAs: r.roots, ServerName: "127.0.0.1"},
+		Username: "sluice", Password: "secret", From: "noreply@shop.test", MaxIdle: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	m := message("ann@example.test", notify.Orders)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Send(context.Background(), m); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

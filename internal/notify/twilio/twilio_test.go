@@ -30,7 +30,7 @@ type api struct {
 	answer func(form url.Values) (status int, header http.Header, body any)
 }
 
-func startAPI(t *testing.T) *api {
+func startAPI(t testing.TB) *api {
 	t.Helper()
 	a := &api{}
 	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +66,7 @@ func startAPI(t *testing.T) *api {
 	return a
 }
 
-func newClient(t *testing.T, a *api, now time.Time) *twilio.Client {
+func newClient(t testing.TB, a *api, now time.Time) *twilio.Client {
 	t.Helper()
 	c, err := twilio.New(twilio.Options{BaseURL: a.URL, AccountSID: sid, AuthToken: token, From: "+15550001111",
 		CallbackURL: "https://sluice.test/v1/providers/twilio/callbacks", Client: a.Client(), Now: func() time.Time { return now }})
@@ -211,4 +211,23 @@ func TestParseCallback(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkSend measures messages per second to the in-process Messages API over
+// keep-alive connections.
+func BenchmarkSend(b *testing.B) {
+	a := startAPI(b)
+	a.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+	c := newClient(b, a, time.Now())
+	m := notify.Message{To: "+4915112345678", Body: "Your code is 123456", IdempotencyKey: "ntf_1:sms"}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Send(context.Background(), m); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
