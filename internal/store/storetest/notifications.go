@@ -23,6 +23,7 @@ func (s suite) notifications(t *testing.T) {
 	t.Run("DeleteBefore", s.notificationDelete)
 	t.Run("GroupCommit", s.groupCommit)
 	t.Run("UrgentWrites", s.urgentFirst)
+	t.Run("Receipts", s.receipts)
 }
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
