@@ -254,3 +254,37 @@ func TestFaultUnregisteredTokenIsRemoved(t *testing.T) {
 		t.Errorf("push tokens = %v, want [live-token]", got.Contacts.PushTokens)
 	}
 }
+
+func TestFaultEveryProviderDownFailsOverToAnotherChannel(t *testing.T) {
+	t.Parallel()
+	primary, backup := startSMSAPI(t), startSMSAPI(t)
+	var guards []*notify.Guard
+	b := setup(t, func(o *notify.Options) {
+		guards = []*notify.Guard{guarded(t, primary, "twilio", o.Now), guarded(t, backup, "twilio-backup", o.Now)}
+		o.Providers[notify.SMS] = guards[0]
+		o.Backups = map[notify.Channel][]notify.Provider{notify.SMS: {guards[1]}}
+	})
+	smsUser(t, b)
+	for _, g := range guards { // both SMS providers are down: their breakers open
+		for range 2 {
+			g.Breaker.Allow()
+			g.Breaker.Done(true)
+		}
+	}
+	otp := b.send(t, sms("otp"))
+	order := b.send(t, sms("order.shipped"))
+	b.drain(t)
+	d := b.statuses(t, otp.NotificationID)[notify.SMS]
+	if d.Status != notify.StatusSent || d.Provider != "scripted" || len(d.Hops) != 3 || d.Hops[2].Channel != notify.Email {
+		t.Fatalf("OTP = %+v, want sent by email after both SMS providers, three hops", d)
+	}
+	if _, sent := b.prov.count(); sent != 1 || b.prov.sent[0].Channel != notify.Email || b.prov.sent[0].To != "ann@example.test" {
+		t.Errorf("email provider sent %+v, want the OTP to ann@example.test", b.prov.sent)
+	}
+	if d := b.statuses(t, order.NotificationID)[notify.SMS]; d.Status != notify.StatusQueued || d.Attempts != 0 {
+		t.Errorf("orders message = %s after %d attempts, want waiting (no failover for orders)", d.Status, d.Attempts)
+	}
+	if calls, _ := primary.counts(); calls != 0 {
+		t.Errorf("a provider with an open breaker was called %d times", calls)
+	}
+}
