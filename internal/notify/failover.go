@@ -91,6 +91,9 @@ func (s *Service) deliver(ctx context.Context, j Job, st Settings, primary Provi
 					break
 				}
 			}
+			if ctx.Err() != nil || ErrorClass(errs[len(errs)-1]) != ClassUnavailable {
+				break // one real call per attempt at most: the retry rule takes over
+			}
 		}
 	}
 	r := sendResult{err: worstOf(errs)}
