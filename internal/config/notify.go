@@ -95,7 +95,7 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 		bad("webhook-timeout", "must be positive")
 	}
 	n.Providers.validate(bad)
-	if n.AckWait > 0 && n.AckWait <= n.Providers.Timeout+n.Providers.MaxPacingWait {
+	if n.Providers.any() && n.AckWait > 0 && n.AckWait <= n.Providers.Timeout+n.Providers.MaxPacingWait {
 		bad("notify-ack-wait", "must exceed --notify-provider-timeout plus --notify-pacing-max-wait (%s), or jobs in flight are delivered twice",
 			n.Providers.Timeout+n.Providers.MaxPacingWait)
 	}
