@@ -33,25 +33,30 @@ var benchScenarios = []benchScenario{
 	{name: "check-http", summary: "POST /v1/ratelimit/check, one key per request spread over --keys keys", run: benchCheckHTTP},
 	{name: "check-grpc", summary: "Envoy RLS ShouldRateLimit through the generated client", run: benchCheckGRPC},
 	{name: "redirect", summary: "GET /{code} over --links links made first", run: benchRedirect},
+	{name: "notify", summary: "POST /v1/notifications (accept rate), then the time until all are sent to the outbox", run: benchNotify},
+	{name: "campaign", summary: "--campaign marketing notifications in batches while an OTP is sent every 10ms: OTP latency", run: benchCampaign},
 }
 
 // benchRun is one `sluice bench` invocation's settings and targets.
 type benchRun struct {
-	opts        bench.Options
-	server      string // Sluice's HTTP base URL
-	grpcAddr    string // Sluice's gRPC address; empty when unknown
-	apiKey      string
-	keys        int
-	policy      string // empty: create benchPolicy
-	domain      string
-	descriptor  string
-	perCall     int
-	links       int
-	compareHTTP string // another implementation's HTTP endpoint
-	compareGRPC string // another implementation's Envoy RLS address
-	hc          *http.Client
-	c           *client.Client
-	log         io.Writer
+	opts       bench.Options
+	server     string // Sluice's HTTP base URL
+	grpcAddr   string // Sluice's gRPC address; empty when unknown
+	apiKey     string
+	keys       int
+	policy     string // empty: create benchPolicy
+	domain     string
+	descriptor string
+	perCall    int
+	links      int
+	campaign   int
+	// drainTimeout bounds the wait for notifications to be delivered.
+	drainTimeout time.Duration
+	compareHTTP  string // another implementation's HTTP endpoint
+	compareGRPC  string // another implementation's Envoy RLS address
+	hc           *http.Client
+	c            *client.Client
+	log          io.Writer
 }
 
 const (
@@ -81,6 +86,8 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	fs.StringVar(&b.descriptor, "descriptor", "remote_address", "Envoy descriptor key for check-grpc")
 	fs.IntVar(&b.perCall, "descriptors", 1, "descriptors per ShouldRateLimit call (batching)")
 	fs.IntVar(&b.links, "links", 100, "links the redirect scenario creates and spreads its GETs over")
+	fs.IntVar(&b.campaign, "campaign", 10_000, "users the campaign scenario sends a marketing notification to")
+	fs.DurationVar(&b.drainTimeout, "drain-timeout", 5*time.Minute, "longest wait for notifications to be delivered")
 	compare := fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
 		"a host:port (Envoy RLS gRPC server), or \"bare\" (an in-process handler and gRPC server that answer at once)")
 	fs.Usage = func() {
@@ -102,7 +109,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	if b.opts.Duration <= 0 && b.opts.Requests <= 0 {
 		return errors.New("--duration or --requests must be positive")
 	}
-	b.keys, b.links, b.perCall = max(1, b.keys), max(1, b.links), max(1, b.perCall)
+	b.keys, b.links, b.perCall, b.campaign = max(1, b.keys), max(1, b.links), max(1, b.perCall), max(1, b.campaign)
 	b.apiKey = firstNonEmpty(*apiKey, env.getenv("SLUICE_API_KEY"))
 
 	if *server == "" {

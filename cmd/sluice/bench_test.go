@@ -1,28 +1,45 @@
 package main
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // TestBenchCommand runs every default scenario briefly on an in-process
-// node and on the bare comparison targets: one row per scenario and
-// target, no errors.
+// node (and the load scenarios on the bare comparison targets too): one
+// row per scenario and target, and no errors.
 func TestBenchCommand(t *testing.T) {
 	t.Parallel()
-	code, out, errs := runCLI(t, nil, "bench", "--requests", "200", "--workers", "4", "--keys", "16", "--links", "5", "--compare", "bare")
+	code, out, errs := runCLI(t, nil, "bench", "--requests", "200", "--workers", "4", "--keys", "16", "--links", "5",
+		"--campaign", "50", "--compare", "bare")
 	if code != 0 {
 		t.Fatalf("sluice bench = %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("sluice bench printed %d lines, want a header and 6 rows:\n%s", len(lines), out)
-	}
+	var got []string
 	for _, row := range lines[1:] {
 		f := strings.Fields(row)
-		if len(f) < 10 || (f[1] != targetSluice && f[1] != targetCompare) || f[3] != "200" || f[4] != "0" {
-			t.Errorf("row %q: want 200 OK requests and 0 errors on sluice or compare", row)
+		if len(f) < 10 {
+			t.Fatalf("row %q is not a table row:\n%s", row, out)
 		}
+		got = append(got, f[0]+"/"+f[1])
+		ok, _ := strconv.Atoi(f[3])
+		if f[4] != "0" || ok == 0 {
+			t.Errorf("row %q: want some OK requests and 0 errors", row)
+		}
+		if strings.HasPrefix(f[0], "check-") || f[0] == "redirect" || f[0] == "notify-accept" {
+			if ok != 200 {
+				t.Errorf("row %q: want exactly --requests (200) OK", row)
+			}
+		}
+	}
+	want := []string{"check-http/sluice", "check-http/compare", "check-grpc/sluice", "check-grpc/compare",
+		"redirect/sluice", "redirect/compare", "notify-accept/sluice", "notify-deliver/sluice",
+		"campaign-accept/sluice", "campaign-deliver/sluice", "campaign-otp/sluice"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
 	}
 	if strings.Contains(out, "first error") {
 		t.Errorf("errors reported:\n%s", out)

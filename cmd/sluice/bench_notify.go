@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/bench"
+)
+
+// Notification scenarios measure the pipeline through the API alone, so
+// they work against any server: accepts are timed by the client, the drain
+// by the server's sluice_notify_deliveries_total, and accept-to-delivery
+// latency from a sample of records (created_at to the delivery's
+// updated_at, both stamped by the server).
+
+// notifySample is how many notifications' records are read back for the
+// latency of delivery.
+const notifySample = 200
+
+// benchNotify posts single notifications (order.confirmed, no channels
+// named: email, sms and push, all to the outbox for users without
+// settings) from the workers, then waits until every one is delivered.
+func benchNotify(ctx context.Context, b *benchRun) ([]bench.Result, error) {
+	run := rand.Text()[:8]
+	before, err := b.delivered(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var ids []string
+	start := time.Now()
+	accept, err := bench.Run(ctx, "notify-accept", targetSluice, b.opts, func(int) bench.Op {
+		return func(ctx context.Context, seq int64) error {
+			a, err := b.c.Send(ctx, client.Notification{
+				RequestID: "bench-" + run + "-" + strconv.FormatInt(seq, 10),
+				UserID:    "bench-" + run + "-u" + strconv.FormatInt(seq%1000, 10),
+				Type:      "order.confirmed",
+				Data:      map[string]any{"order": "#" + strconv.FormatInt(seq, 10), "name": "Ann"},
+			})
+			if err == nil {
+				mu.Lock()
+				ids = append(ids, a.NotificationID)
+				mu.Unlock()
+			}
+			return err
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []bench.Result{accept}
+	// Three deliveries each: email, sms and push to the outbox.
+	want := before + 3*int64(len(ids))
+	deliver, err := b.drain(ctx, "notify-deliver", "", want, start)
+	deliver.OK = int64(len(ids)) * 3
+	deliver.Latency = b.deliveryLatency(ctx, sample(ids, notifySample))
+	deliver.Note = fmt.Sprintf("deliveries/s since the first accept; latency: accept to sent, %d sampled", min(len(ids), notifySample))
+	return append(out, deliver), err
+}
+
+// benchCampaign sends --campaign marketing notifications (flash_sale,
+// email and push) in batches of 1,000 from 4 senders while one caller posts
+// an OTP (sms) every 10 ms, and reports the campaign's accept and drain
+// rates and the OTPs' accept-to-delivery latency during it.
+func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
+	run := rand.Text()[:8]
+	before, err := b.delivered(ctx, "marketing")
+	if err != nil {
+		return nil, err
+	}
+	otpCtx, stopOTP := context.WithCancel(ctx)
+	defer stopOTP()
+	var otpIDs []string
+	otpErrs := 0
+	var otpWG sync.WaitGroup
+	otpWG.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; otpCtx.Err() == nil; i++ {
+			select {
+			case <-otpCtx.Done():
+				return
+			case <-tick.C:
+			}
+			a, err := b.c.Send(otpCtx, client.Notification{UserID: "bench-" + run + "-otp" + strconv.Itoa(i%100), Type: "otp",
+				Data: map[string]any{"code": fmt.Sprintf("%06d", i)}, Channels: []string{"sms"}})
+			switch {
+			case err == nil:
+				otpIDs = append(otpIDs, a.NotificationID)
+			case otpCtx.Err() == nil:
+				otpErrs++
+			}
+		}
+	})
+
+	start := time.Now()
+	const batch = 1000
+	batches := (b.campaign + batch - 1) / batch
+	accept, err := bench.Run(ctx, "campaign-accept", targetSluice, bench.Options{Workers: 4, Requests: int64(batches)}, func(int) bench.Op {
+		return func(ctx context.Context, seq int64) error {
+			from := int(seq) * batch
+			ns := make([]client.Notification, 0, batch)
+			for i := from; i < min(from+batch, b.campaign); i++ {
+				ns = append(ns, client.Notification{RequestID: "bench-" + run + "-m" + strconv.Itoa(i),
+					UserID: "bench-" + run + "-m" + strconv.Itoa(i), Type: "flash_sale",
+					Data: map[string]any{"discount": "30%", "name": "Ann"}, Channels: []string{"email", "push"}})
+			}
+			res, err := b.c.SendBatch(ctx, ns)
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if r.Status != "accepted" {
+					return fmt.Errorf("batch item %s: %v", r.Status, r.Error)
+				}
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	accept.Note = fmt.Sprintf("%d notifications in batches of %d: %.0f/s", b.campaign, batch, float64(b.campaign)/accept.Elapsed.Seconds())
+	out := []bench.Result{accept}
+	drain, err := b.drain(ctx, "campaign-deliver", "marketing", before+2*int64(b.campaign), start)
+	drain.OK = 2 * int64(b.campaign)
+	drain.Note = "email + push per user; deliveries/s since the first batch"
+	out = append(out, drain)
+	stopOTP()
+	otpWG.Wait()
+	if err != nil {
+		return out, err
+	}
+	otp := bench.Result{Scenario: "campaign-otp", Target: targetSluice, Workers: 1, OK: int64(len(otpIDs)),
+		Errors: int64(otpErrs), Elapsed: time.Since(start), Latency: b.deliveryLatency(ctx, otpIDs)}
+	otp.Note = fmt.Sprintf("OTP (sms) every 10ms during the campaign; latency: accept to sent, %d delivered", otp.Latency.Count())
+	return append(out, otp), nil
+}
+
+// drain waits until the server has sent want deliveries of category
+// (every category when empty), and returns a row whose Elapsed runs from
+// start, so its rate is deliveries per second.
+func (b *benchRun) drain(ctx context.Context, scenario, category string, want int64, start time.Time) (bench.Result, error) {
+	res := bench.Result{Scenario: scenario, Target: targetSluice, Workers: 0, Latency: &bench.Histogram{}}
+	deadline := time.Now().Add(b.drainTimeout)
+	for {
+		got, err := b.delivered(ctx, category)
+		if err != nil {
+			return res, err
+		}
+		if got >= want {
+			res.Elapsed = time.Since(start)
+			return res, nil
+		}
+		if time.Now().After(deadline) {
+			res.Elapsed = time.Since(start)
+			return res, fmt.Errorf("%d deliveries of %d after --drain-timeout %v", got, want, b.drainTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling interval
+		}
+	}
+}
+
+// delivered sums sluice_notify_deliveries_total{status="sent"} of
+// category (all when empty) on the server's /metrics.
+func (b *benchRun) delivered(ctx context.Context, category string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.server+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, &bench.StatusError{Status: resp.StatusCode}
+	}
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "sluice_notify_deliveries_total{") && strings.Contains(line, `status="sent"`) &&
+			(category == "" || strings.Contains(line, `category="`+category+`"`)) {
+			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			sum += f
+		}
+	}
+	return int64(sum), sc.Err()
+}
+
+// deliveryLatency reads the records of ids and returns a histogram of the
+// time from each record's creation to each sent delivery's last update.
+func (b *benchRun) deliveryLatency(ctx context.Context, ids []string) *bench.Histogram {
+	h := &bench.Histogram{}
+	for _, id := range ids {
+		rec, err := b.c.Notification(ctx, id)
+		if err != nil {
+			continue
+		}
+		for _, d := range rec.Deliveries {
+			if d.Status == "sent" || d.Status == "delivered" {
+				h.Record(d.UpdatedAt.Sub(rec.CreatedAt))
+			}
+		}
+	}
+	return h
+}
+
+// sample returns up to n of ids, evenly spread.
+func sample(ids []string, n int) []string {
+	if len(ids) <= n {
+		return ids
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, ids[i*len(ids)/n])
+	}
+	return out
+}
