@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/notify/webhook"
 )
 
 // cluster is three `sluice serve` processes sharing one private
@@ -23,11 +25,11 @@ type cluster struct {
 // for the migrations, as a rolling deploy would). Policies refresh only
 // hourly, so a change reaching another node within a second can only have
 // travelled by the push path.
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{pg: enginetest.StartPostgres(t), redis: enginetest.StartRedis(t), natsSrv: enginetest.StartNATS(t)}
-	flags := []string{"--database-url", c.pg.URL(), "--redis-url", c.redis.URL(), "--nats-url", c.natsSrv.URL(),
-		"--ratelimit-nodes", "3", "--ratelimit-refresh", "1h"}
+	flags := append([]string{"--database-url", c.pg.URL(), "--redis-url", c.redis.URL(), "--nats-url", c.natsSrv.URL(),
+		"--ratelimit-nodes", "3", "--ratelimit-refresh", "1h"}, extra...)
 	c.nodes = make([]*child, 3)
 	var wg sync.WaitGroup
 	for i := range c.nodes {
@@ -92,10 +94,15 @@ func (c *cluster) propagation(t *testing.T, from int, start time.Time, what stri
 
 // TestThreeNodes: a limit is shared by three nodes, not tripled; policy
 // changes and blocks made on one node are enforced by the other two within
-// one second, carried by NATS (the periodic refresh is an hour away).
+// one second, carried by NATS (the periodic refresh is an hour away); and
+// notifications posted to all three are delivered once per channel.
 func TestThreeNodes(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t)
+	secret := webhook.NewSecret()
+	hook := newHookServer(t, http.StatusOK)
+	hook.verify, _ = webhook.DecodeSecret(secret)
+	c := startCluster(t, "--allow-private-targets", "--webhook-secret", secret)
+	t.Run("notifications", func(t *testing.T) { threeNodeNotifications(t, c, hook) })
 
 	// A policy created on node 0 reaches nodes 1 and 2.
 	start := time.Now()
@@ -159,4 +166,53 @@ func TestThreeNodes(t *testing.T) {
 	}
 	t.Logf("three nodes: %d of 180 checks admitted on a 60/min key; every node saw: policy created %v, changed %v, block %v",
 		allowed.Load(), created.Round(time.Millisecond), changed.Round(time.Millisecond), blocked.Round(time.Millisecond))
+}
+
+// threeNodeNotifications posts notifications round robin to the three
+// nodes (the workers of all three consume the same queues) and counts what
+// the receivers got: every webhook once, every email once in the outbox.
+func threeNodeNotifications(t *testing.T, c *cluster, hook *hookServer) {
+	const users, total = 10, 150
+	webhookUsers(t, c.nodes[0].httpURL, hook, users)
+	var ids []string
+	for i := range total {
+		code, body := c.call(t, i%3, "POST", "/v1/notifications",
+			fmt.Sprintf(`{"request_id":"three-%d","user_id":"u%d","type":"order.shipped","data":{"order":"%d"}}`, i, i%users, i))
+		if code != 202 {
+			t.Fatalf("POST notification to node %d = %d %v", i%3, code, body)
+		}
+		ids = append(ids, body["notification_id"].(string))
+	}
+	start := time.Now()
+	dups := allReceived(t, hook, ids, 60*time.Second)
+	received := time.Since(start)
+	emails := map[string]int{}
+	eventually(t, 30*time.Second, "every email in the outbox", func() (bool, string) {
+		clear(emails)
+		for u := range users {
+			code, raw := c.nodes[u%3].request(t, "GET", fmt.Sprintf("/v1/outbox?user_id=u%d&limit=200", u), "", "")
+			var page struct {
+				Items []struct {
+					NotificationID string `json:"notification_id"`
+					Channel        string `json:"channel"`
+				}
+			}
+			if code != 200 || json.Unmarshal(raw, &page) != nil {
+				return false, fmt.Sprint("outbox ", code, string(raw))
+			}
+			for _, it := range page.Items {
+				emails[it.NotificationID+":"+it.Channel]++
+			}
+		}
+		return len(emails) == total, fmt.Sprintf("%d of %d emails", len(emails), total)
+	})
+	dupEmails := 0
+	for _, n := range emails {
+		dupEmails += n - 1
+	}
+	if dups != 0 || dupEmails != 0 {
+		t.Errorf("three nodes delivered %d duplicate webhooks and %d duplicate emails, want none", dups, dupEmails)
+	}
+	t.Logf("three nodes: %d notifications posted round robin; every webhook and email delivered once (duplicates: %d webhook, %d email) within %v",
+		total, dups, dupEmails, received.Round(time.Millisecond))
 }
