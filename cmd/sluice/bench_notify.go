@@ -141,7 +141,7 @@ func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 	}
 	otp := bench.Result{Scenario: "campaign-otp", Target: targetSluice, Workers: 1, OK: int64(len(otpIDs)),
 		Errors: int64(otpErrs), Elapsed: time.Since(start), Latency: b.deliveryLatency(ctx, otpIDs)}
-	otp.Note = fmt.Sprintf("OTP (sms) every 10ms during the campaign; latency: accept to sent, %d delivered", otp.Latency.Count())
+	otp.Note = fmt.Sprintf("an OTP (sms) at most every 10ms during the campaign; latency: accept to sent, %d delivered", otp.Latency.Count())
 	return append(out, otp), nil
 }
 
