@@ -139,7 +139,8 @@ func TestChaosRedisRestartDuringLimiterLoad(t *testing.T) {
 
 // TestChaosPostgresRestart stops the node's PostgreSQL: requests that need
 // it get 503 problem+json with Retry-After (not 500) while rate limit
-// checks and cached redirects keep answering; when PostgreSQL is back the
+// checks and cached redirects keep answering (notifications too get 503:
+// nothing is accepted that is not saved); when PostgreSQL is back the
 // node serves again by itself, without a restart.
 func TestChaosPostgresRestart(t *testing.T) {
 	t.Parallel()
@@ -192,6 +193,8 @@ func TestChaosPostgresRestart(t *testing.T) {
 		{"GET", "/v1/links/" + link["code"].(string), ""},
 		{"GET", "/v1/keys", ""},
 		{"PUT", "/v1/ratelimit/policies/chaos", `{"algorithm":"fixed_window","limit":5,"period":"1m"}`},
+		{"POST", "/v1/notifications", `{"user_id":"u1","type":"otp","data":{"code":"123456"}}`},
+		{"GET", "/v1/users/u1/notifications", ""},
 	}
 	for _, r := range needsDB {
 		code, h, ctype := status(r.method, n.httpURL+r.path, r.body)
