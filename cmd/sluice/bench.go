@@ -78,7 +78,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	databaseURL := fs.String("database-url", "", "in-process node only: PostgreSQL URL instead of SQLite in a temp dir")
 	natsURL := fs.String("nats-url", "", "in-process node only: external NATS instead of the embedded one")
 	fs.IntVar(&b.opts.Workers, "workers", 64, "requests in flight at once (closed loop)")
-	fs.DurationVar(&b.opts.Duration, "duration", 5*time.Second, "how long each scenario runs on each target")
+	fs.DurationVar(&b.opts.Duration, "duration", 5*time.Second, "how long each scenario runs on each target (with --requests: only if given)")
 	fs.Int64Var(&b.opts.Requests, "requests", 0, "stop each run after this many requests (0: only --duration bounds it)")
 	fs.IntVar(&b.keys, "keys", 1024, "distinct rate limit keys the checks spread over")
 	fs.StringVar(&b.policy, "policy", "", "policy for check-http (default: bench creates "+benchPolicy+", a limit too high to refuse)")
@@ -105,6 +105,13 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		fs.Usage()
 		return err
+	}
+	// --requests alone bounds a run by count; --duration's default applies
+	// only when it is named or no count is given.
+	durationSet := false
+	fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
+	if b.opts.Requests > 0 && !durationSet {
+		b.opts.Duration = 0
 	}
 	if b.opts.Duration <= 0 && b.opts.Requests <= 0 {
 		return errors.New("--duration or --requests must be positive")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,7 +41,30 @@ func startCluster(t *testing.T, extra ...string) *cluster {
 	if t.Failed() {
 		t.FailNow()
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// Stop the nodes first: their logs are complete (and no longer
+		// written) once exited has reported.
+		for i, n := range c.nodes {
+			_ = n.cmd.Process.Kill()
+			<-n.exited
+			t.Logf("node %d warnings and errors:\n%s", i, warnings(n.logs.String(), 40))
+		}
+	})
 	return c
+}
+
+// warnings returns the last n WARN and ERROR lines of a JSON log.
+func warnings(log string, n int) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
 
 // call sends one JSON request to node i and decodes the answer.
