@@ -231,3 +231,35 @@ func BenchmarkSend(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// FuzzParseCallback feeds arbitrary callback URLs, bodies and signatures:
+// no panic, and a report only for a callback signed with the auth token.
+func FuzzParseCallback(f *testing.F) {
+	f.Add("/v1/providers/twilio/callbacks?delivery=ntf_1%3Asms", "MessageSid=SM1&MessageStatus=delivered", "")
+	f.Add("/v1/providers/twilio/callbacks?delivery=%zz", "MessageStatus=failed&ErrorCode=30003", "abc=")
+	f.Add("/cb?delivery=a:b:c&delivery=x", "", "GvWf1cFY/Q7PnoempGyD5oXAezc=")
+	f.Add("/cb?delivery=ntf_2%3Asms", "MessageStatus=undelivered&ErrorCode=21610", "sign")
+	c, err := twilio.New(twilio.Options{AccountSID: "AC1", AuthToken: token, From: "+1555", CallbackURL: "https://sluice.test/cb"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, uri, body, sig string) {
+		form, err := url.ParseQuery(body)
+		if err != nil {
+			return
+		}
+		_, query, _ := strings.Cut(uri, "?")
+		full := "https://sluice.test/cb"
+		if query != "" {
+			full += "?" + query
+		}
+		signed := sig == "sign"
+		if signed {
+			sig = twilio.Signature(token, full, form)
+		}
+		rs, err := c.ParseCallback(notify.Callback{RequestURI: uri, Header: http.Header{"X-Twilio-Signature": {sig}}, Form: form})
+		if err == nil && !signed && sig != twilio.Signature(token, full, form) {
+			t.Fatalf("accepted a callback with a wrong signature: %+v", rs)
+		}
+	})
+}
