@@ -189,3 +189,15 @@ func waitJS(expr string) chromedp.Action[chromedp.Void] {
 
 // eval runs a statement in the page.
 func eval(js string) chromedp.Action[chromedp.Void] { return chromedp.Evaluate[chromedp.Void](js) }
+
+// evalBool evaluates a boolean expression in the page once.
+func (b *browser) evalBool(t *testing.T, expr string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +75,60 @@ func seedDashboard(t *testing.T, n *node) string {
 	return k.Key
 }
 
+// seededNotifications are what seedNotifications made for the
+// notification pages.
+type seededNotifications struct {
+	sent   string // ann's order.shipped, sent through the outbox
+	dead   string // bob's order.shipped, dead-lettered by the webhook's 410
+	deadID string // its dead letter
+}
+
+// seedNotifications sends ann a notification that goes out through the
+// outbox, and bob one on the webhook channel to a receiver answering 410
+// Gone: permanent, so the orders delivery is dead-lettered on its first
+// attempt, with no retry to wait for. It waits for both outcomes.
+func seedNotifications(t *testing.T, n *node, key string, hook *hookServer) seededNotifications {
+	t.Helper()
+	var s seededNotifications
+	var acc struct {
+		NotificationID string `json:"notification_id"`
+	}
+	apiCall(t, n, "POST", "/v1/notifications", key, map[string]any{"user_id": "ann", "type": "order.shipped",
+		"data": map[string]any{"order": "#42", "name": "Ann"}}, http.StatusAccepted, &acc)
+	s.sent = acc.NotificationID
+	apiCall(t, n, "PUT", "/v1/users/bob/settings", key, map[string]any{"contacts": map[string]any{"webhook_url": hook.URL + "/hook"}}, http.StatusOK, nil)
+	apiCall(t, n, "POST", "/v1/notifications", key, map[string]any{"user_id": "bob", "type": "order.shipped",
+		"data": map[string]any{"order": "#43", "name": "Bob"}, "channels": []string{"webhook"}}, http.StatusAccepted, &acc)
+	s.dead = acc.NotificationID
+
+	eventually(t, 20*time.Second, "ann's notification sent", func() (bool, string) {
+		var rec notificationBody
+		apiCall(t, n, "GET", "/v1/notifications/"+s.sent, key, nil, http.StatusOK, &rec)
+		return rec.settled(), fmt.Sprint(rec)
+	})
+	eventually(t, 20*time.Second, "bob's dead letter", func() (bool, string) {
+		var dl deadLettersBody
+		apiCall(t, n, "GET", "/v1/dead-letters", key, nil, http.StatusOK, &dl)
+		for _, d := range dl.Items {
+			if d.NotificationID == s.dead {
+				s.deadID = d.ID
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(dl)
+	})
+	return s
+}
+
+type deadLettersBody struct {
+	Items []struct {
+		ID             string `json:"id"`
+		NotificationID string `json:"notification_id"`
+		ReplayedAt     string `json:"replayed_at"`
+	} `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
 // checkTraffic sends rate limit checks until the test ends, so the overview
 // has rates to draw.
 func checkTraffic(t *testing.T, n *node, key string) {
@@ -108,12 +164,20 @@ func showPage(b *browser, t *testing.T, page, sel string) {
 }
 
 // TestDashboardInBrowser signs in and opens every page in Chromium: each
-// loads without console errors; a policy is simulated and plotted. The
-// screenshots are kept (see artifactsDir).
+// loads without console errors; a user's notification is found and its
+// delivery timeline shown; a dead letter is replayed with a click (and the
+// API shows the delivery sent again); a policy is simulated and plotted;
+// a preference link opens the preference page, where critical is locked
+// and turning marketing off is saved. The screenshots are kept (see
+// artifactsDir).
 func TestDashboardInBrowser(t *testing.T) {
 	b := newBrowser(t)
-	n := startNode(t, testConfig(t))
+	hook := newHookServer(t, http.StatusGone)
+	cfg := testConfig(t)
+	cfg.AllowPrivate = true // the webhook receiver is on loopback
+	n := startNode(t, cfg)
 	key := seedDashboard(t, n)
+	seeded := seedNotifications(t, n, key, hook)
 	checkTraffic(t, n, key)
 
 	b.run(t, "open the sign-in page", chromedp.Navigate(n.httpURL+"/ui/?poll=500"), chromedp.WaitVisible(chromedp.ID("api-key")))
@@ -127,6 +191,50 @@ func TestDashboardInBrowser(t *testing.T) {
 		waitJS(`[...document.querySelectorAll("#chart-checks svg path")].some(p => p.getAttribute("d").includes("L"))`))
 	b.screenshot(t, "01-overview")
 	b.noErrors(t, "overview")
+
+	showPage(b, t, "notifications", "#search-user")
+	b.run(t, "search ann's notifications", chromedp.SendKeys(chromedp.ID("search-user"), "ann"),
+		chromedp.Click(chromedp.CSS("#search button[type=submit]")),
+		waitText("#notifications", seeded.sent), waitText("#notifications", "email: sent"))
+	b.run(t, "open the timeline", chromedp.Click(chromedp.CSS("#notifications tbody tr:first-child button")),
+		chromedp.WaitVisible(chromedp.CSS("#notifications tr.expand ul.timeline")),
+		waitText("#notifications tr.expand", "attempt 1: handed to the outbox"),
+		waitText("#notifications tr.expand", "sent after 1 attempt"),
+		waitText("#notifications tr.expand", "suppressed: channel_off"))
+	if ok := b.evalBool(t, `!document.querySelector("#notifications tr.expand").textContent.includes("attempt 2")`); !ok {
+		t.Errorf("ann's timeline shows a second attempt; each delivery went out once")
+	}
+	b.screenshot(t, "02-notifications")
+	b.noErrors(t, "notifications")
+
+	b.run(t, "filter bob's by status dead", eval(`location.hash = "#/notifications?user=bob&status=dead"`),
+		waitText("#notifications", seeded.dead), waitText("#notifications", "webhook: dead"))
+	b.noErrors(t, "notifications filtered")
+
+	showPage(b, t, "dead-letters", "#dead-letters")
+	row := fmt.Sprintf(`#dead-letters tr[data-id=%q]`, seeded.deadID)
+	b.run(t, "see the dead letter", waitText(row, seeded.dead), waitText(row, "410"), waitText(row, "bob"))
+	hook.setStatus(http.StatusNoContent) // the receiver is back
+	b.run(t, "replay it", chromedp.Click(chromedp.CSS(row+" button.replay")),
+		waitText("#replay-result", "Replayed 1 dead letter."), waitText(row, "replayed"))
+	b.screenshot(t, "03-dead-letters")
+	b.noErrors(t, "dead letters")
+	eventually(t, 20*time.Second, "the replayed delivery sent", func() (bool, string) {
+		var rec notificationBody
+		apiCall(t, n, "GET", "/v1/notifications/"+seeded.dead, key, nil, http.StatusOK, &rec)
+		d := rec.Deliveries[0]
+		return d.Status == "sent" && d.Attempts == 2, fmt.Sprint(rec)
+	})
+	var dl deadLettersBody
+	apiCall(t, n, "GET", "/v1/dead-letters", key, nil, http.StatusOK, &dl)
+	for _, d := range dl.Items {
+		if d.ID == seeded.deadID && d.ReplayedAt == "" {
+			t.Errorf("dead letter %s has no replayed_at after the click", d.ID)
+		}
+	}
+	if unique, total := hook.counts(); unique != 1 || total != 2 {
+		t.Errorf("webhook receiver saw %d ids in %d requests, want 1 id twice (the 410, then the replay)", unique, total)
+	}
 
 	showPage(b, t, "policies", "#policies")
 	b.run(t, "simulate", chromedp.Click(chromedp.CSS("#sim-form button[type=submit]")),
@@ -150,4 +258,33 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	b.run(t, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("api-key")))
 	b.noErrors(t, "sign-out")
+
+	// The preference page needs no session: the signed link is enough.
+	var link struct {
+		URL   string `json:"url"`
+		Token string `json:"token"`
+	}
+	apiCall(t, n, "POST", "/v1/users/ann/preference-link", key, map[string]any{"ttl": "1h"}, http.StatusOK, &link)
+	_, frag, ok := strings.Cut(link.URL, "/ui/preferences#t=")
+	if !ok || frag != link.Token {
+		t.Fatalf("preference link %q does not carry its token in the fragment", link.URL)
+	}
+	b.run(t, "open the preference link", chromedp.Navigate(n.httpURL+"/ui/preferences#t="+link.Token),
+		chromedp.WaitVisible(chromedp.ID("prefs")), waitText("#prefs", "Locked on"),
+		waitJS(`(() => { const c = document.getElementById("cat-critical"); return c.checked && c.disabled; })()`),
+		waitJS(`document.getElementById("cat-marketing").checked && !document.getElementById("cat-marketing").disabled`))
+	b.run(t, "turn marketing off and save", chromedp.Click(chromedp.ID("cat-marketing")),
+		waitJS(`!document.getElementById("cat-marketing").checked`),
+		chromedp.Click(chromedp.CSS("#prefs button[type=submit]")), waitText("#status", "Saved"),
+		waitJS(`!document.getElementById("cat-marketing").checked && document.getElementById("cat-critical").checked`))
+	b.screenshot(t, "08-preferences")
+	b.noErrors(t, "preferences")
+	var st struct {
+		Channels   map[string]bool `json:"channels"`
+		Categories map[string]bool `json:"categories"`
+	}
+	apiCall(t, n, "GET", "/v1/users/ann/settings", key, nil, http.StatusOK, &st)
+	if st.Categories["marketing"] || !st.Categories["critical"] || !st.Categories["orders"] || !st.Channels["email"] {
+		t.Errorf("ann's settings after the page = %+v; want marketing off, critical, orders and email on", st)
+	}
 }

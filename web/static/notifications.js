@@ -71,11 +71,14 @@ async function expand(row, n) {
   try { outbox = (await get('/v1/outbox?notification_id=' + enc(n.id) + '&limit=200')).items; } catch { /* no outbox, or no scope */ }
   mount(cell, h('div', {class: 'grid'}, n.deliveries.map(d => {
     const events = [{at: n.created_at, text: 'accepted', cls: ''}];
+    // The outbox numbers attempts from 1 (the provider's Message.Attempt).
     for (const o of outbox.filter(o => o.channel === d.channel).sort((a, b) => a.attempt - b.attempt)) {
-      events.push({at: o.created_at, text: `attempt ${o.attempt + 1}: handed to the outbox for ${o.to || 'the user'}`, cls: 'ok'});
+      events.push({at: o.created_at, text: `attempt ${o.attempt}: handed to the outbox for ${o.to || 'the user'}`, cls: 'ok'});
     }
     const final = ['failed', 'dead', 'expired'].includes(d.status) ? 'bad' : ['sent', 'delivered'].includes(d.status) ? 'ok' : '';
-    events.push({at: d.updated_at, text: `${d.status} after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}${d.error ? ': ' + d.error : ''}`, cls: final});
+    // A suppressed delivery was never attempted; its error is the reason.
+    const after = d.attempts ? ` after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}` : '';
+    events.push({at: d.updated_at, text: `${d.status}${after}${d.error ? ': ' + d.error : ''}`, cls: final});
     if (d.next_attempt_at) events.push({at: d.next_attempt_at, text: 'next attempt due', cls: ''});
     return h('div', {},
       h('strong', {}, d.channel), ' via ', h('code', {}, d.provider || '–'), ' ', badge(d.status),

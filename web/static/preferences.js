@@ -21,7 +21,9 @@ const call = (method, body) => api(method, '/v1/preferences', body, {'X-Preferen
 function row(name, desc, input, locked) {
   return h('div', {class: 'switch'},
     h('div', {}, h('div', {class: 'name'}, name), h('div', {class: 'desc'}, desc),
-      locked ? h('div', {class: 'lock'}, '🔒 Locked on: these keep your account safe.') : null),
+      // A text badge, not an emoji: machines without an emoji font drew
+      // the padlock as an empty box.
+      locked ? h('div', {class: 'lock'}, h('span', {class: 'badge'}, 'Locked on'), ' These keep your account safe.') : null),
     input);
 }
 
