@@ -113,6 +113,8 @@ func TestChaosRedisRestartDuringLimiterLoad(t *testing.T) {
 			return ok && v == want, fmt.Sprint("sluice_ratelimit_store_up ", v, ok)
 		}
 	}
+	// A check slower than the store timeout trips the store even before the
+	// fault when the machine is loaded; it must then come back by itself.
 	eventually(t, 20*time.Second, "store up on Redis", storeUp(1))
 
 	stopped := time.Now()

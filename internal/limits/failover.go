@@ -101,6 +101,21 @@ func (f *Failover) Up() bool { return !f.down.Load() }
 // (the chance of missing one of 8 is about 0.1%).
 const probeKeys = 64
 
+// probe peeks the probe keys one after the other, each within Timeout (a
+// shared deadline for all would make a slow but healthy Redis look down
+// forever), and reports whether all answered.
+func (f *Failover) probe(ctx context.Context, p *ratelimit.Policy) bool {
+	for i := range probeKeys {
+		pctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+		_, err := f.opts.Primary.Peek(pctx, p, "sluice-probe-"+strconv.Itoa(i))
+		cancel()
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Run probes Primary every ProbeInterval while it is down and switches back
 // to it once it answers on every key of the probe, until ctx ends.
 func (f *Failover) Run(ctx context.Context) error {
@@ -116,13 +131,7 @@ func (f *Failover) Run(ctx context.Context) error {
 		if !f.down.Load() {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
-		var err error
-		for i := 0; i < probeKeys && err == nil; i++ {
-			_, err = f.opts.Primary.Peek(pctx, &probe, "sluice-probe-"+strconv.Itoa(i))
-		}
-		cancel()
-		if err == nil && f.down.CompareAndSwap(true, false) {
+		if f.probe(ctx, &probe) && f.down.CompareAndSwap(true, false) {
 			f.opts.Metrics.setStoreUp(true)
 			f.log.Info("rate limit store answers again: back to shared counters")
 		}
