@@ -23,9 +23,14 @@ type KeyStore interface {
 
 // authCacheTTL bounds how long a revoked key, or a key created by another
 // process (`sluice keys create`), takes to be noticed.
+// authStaleIfError is how long a cached answer still serves when the
+// database cannot be asked: an outage of PostgreSQL must not turn every
+// authenticated call (rate limit checks above all) into a 503, and no key
+// can be revoked while the database is down anyway.
 const (
-	authCacheTTL  = 3 * time.Second
-	authCacheSize = 10_000
+	authCacheTTL     = 3 * time.Second
+	authStaleIfError = 15 * time.Minute
+	authCacheSize    = 10_000
 )
 
 // authenticator checks bearer keys against the store through a small cache,
@@ -162,6 +167,11 @@ func (a *authenticator) keysConfigured(ctx context.Context) (bool, error) {
 	a.mu.Unlock()
 	n, err := a.keys.CountActiveAPIKeys(ctx)
 	if err != nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if apperr.Is(err, apperr.Unavailable) && !a.anyKeysAt.IsZero() && now.Sub(a.anyKeysAt) < authStaleIfError {
+			return a.anyKeys, nil
+		}
 		return false, err
 	}
 	a.mu.Lock()
@@ -181,6 +191,9 @@ func (a *authenticator) lookup(ctx context.Context, hash string) (auth.Key, bool
 	key, err := a.keys.APIKeyByHash(ctx, hash)
 	found := err == nil
 	if err != nil && !apperr.Is(err, apperr.NotFound) {
+		if ok && apperr.Is(err, apperr.Unavailable) && now.Sub(c.at) < authStaleIfError {
+			return c.key, c.found, nil
+		}
 		return auth.Key{}, false, err
 	}
 	a.mu.Lock()
