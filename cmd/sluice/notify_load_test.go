@@ -223,7 +223,8 @@ func TestCriticalNotDelayedByCampaign(t *testing.T) {
 	p50, p99 := latencies[len(latencies)/2], latencies[len(latencies)-1]
 	t.Logf("OTP accept-to-outbox latency during a %d-message campaign: p50 %v, max %v (campaign still draining: %v)",
 		2*campaign, p50, p99, stillDraining)
-	if p99 > 2*time.Second {
-		t.Errorf("OTP latency during the campaign: max %v, want under 2s", p99)
+	// SPEC §3 promises an OTP within 5 s even during a campaign.
+	if p99 > 5*time.Second {
+		t.Errorf("OTP latency during the campaign: max %v, want under SPEC's 5s", p99)
 	}
 }
