@@ -268,7 +268,11 @@ func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 
 func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.Consumer, handle Handler) error {
 	workers := q.o.Workers[k.cat]
-	it, err := cons.Messages(jetstream.PullMaxMessages(2 * workers))
+	// Pull requests expire after 5 s (the client's default is 30 s) so that
+	// a pull the server never fills (seen in CI on NATS 2.9 under load: a
+	// stream stalled with jobs waiting until its pull expired) costs
+	// seconds, not an OTP's whole budget. Idle streams re-pull every 5 s.
+	it, err := cons.Messages(jetstream.PullMaxMessages(2*workers), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("queue: consume %s: %w", q.streamName(k), err)
 	}
