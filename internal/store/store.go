@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,7 +62,15 @@ type DB struct {
 	now   func() time.Time
 	gc    *groupCommitter
 	stmts sync.Map // query -> *sql.Stmt on the SQLite write connection; see writeStmt
+	// readStmts holds prepared reads on the SQLite read pool (query ->
+	// *sql.Stmt), at most maxReadStmts of them; see readStmt.
+	readStmts     sync.Map
+	readStmtCount atomic.Int32
 }
+
+// maxReadStmts bounds the prepared reads kept: queries built with a
+// varying number of placeholders would otherwise each keep one.
+const maxReadStmts = 256
 
 // Log attribute keys.
 const (
@@ -212,10 +221,12 @@ func (db *DB) Close() error {
 	if db.gc != nil {
 		db.gc.close()
 	}
-	db.stmts.Range(func(_, st any) bool {
-		st.(*sql.Stmt).Close()
-		return true
-	})
+	for _, m := range []*sync.Map{&db.stmts, &db.readStmts} {
+		m.Range(func(_, st any) bool {
+			st.(*sql.Stmt).Close()
+			return true
+		})
+	}
 	var errs []error
 	if db.read != nil && db.read != db.write {
 		errs = append(errs, db.read.Close())
@@ -262,10 +273,44 @@ func (db *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, erro
 
 // query runs a read with ? placeholders on the read pool.
 func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := db.readStmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	return db.read.QueryContext(ctx, db.Rebind(q), args...)
 }
 
 // queryRow runs a one-row read with ? placeholders on the read pool.
 func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := db.readStmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return db.read.QueryRowContext(ctx, db.Rebind(q), args...)
+}
+
+// readStmt returns q prepared on the SQLite read pool (database/sql
+// prepares it once per connection), or nil on PostgreSQL (pgx caches
+// prepared statements itself), when the cache is full, or when preparing
+// fails (the caller then runs q unprepared and reports the error). Under
+// load, parsing a read's SQL on every call cost as much as running it.
+func (db *DB) readStmt(ctx context.Context, q string) *sql.Stmt {
+	if db.dialect != DialectSQLite {
+		return nil
+	}
+	if st, ok := db.readStmts.Load(q); ok {
+		return st.(*sql.Stmt)
+	}
+	if db.readStmtCount.Load() >= maxReadStmts {
+		return nil
+	}
+	prepared, err := db.read.PrepareContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	st, loaded := db.readStmts.LoadOrStore(q, prepared)
+	if loaded {
+		prepared.Close()
+	} else {
+		db.readStmtCount.Add(1)
+	}
+	return st.(*sql.Stmt)
 }
