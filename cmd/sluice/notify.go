@@ -82,7 +82,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 		nq.Close()
 		return nil, fmt.Errorf("providers: %w", err)
 	}
-	ob := &outbox.Provider{Store: db}
+	ob := &outbox.Provider{}
 	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: wh}
 	maps.Copy(providers, ps.primary)
 	failover := []notify.Category{}

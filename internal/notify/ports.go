@@ -28,8 +28,8 @@ type Store interface {
 	// Delivery returns one delivery, or NotFound.
 	Delivery(ctx context.Context, key DeliveryKey) (Delivery, error)
 	// FinishAttempt records an attempt's outcome on a delivery that is
-	// still queued with a.Prev attempts: status, attempts, error, the next attempt's time, and
-	// a dead letter when dl is not nil, in one transaction (group
+	// still queued with a.Prev attempts: status, attempts, error, the next attempt's time,
+	// a.Outbox, and a dead letter when dl is not nil, in one transaction (group
 	// committed). It reports false, changing nothing, when the delivery is
 	// no longer queued (another copy of the job got there first).
 	FinishAttempt(ctx context.Context, a Attempt, dl *DeadLetter) (bool, error)
@@ -92,6 +92,10 @@ type Attempt struct {
 	Provider          string
 	ProviderMessageID string
 	Hops              []Hop
+	// Outbox, when not nil, is stored with a sent outcome (Receipt.Outbox),
+	// unless an entry for the same notification, channel and attempt
+	// exists.
+	Outbox *OutboxEntry
 }
 
 // Cursor is a position in a newest-first list: the last item's time and id.

@@ -62,6 +62,24 @@ type Receipt struct {
 	Provider string
 	// Hops are the providers tried before this one in the same attempt.
 	Hops []Hop
+	// Outbox is set by a provider whose sending is a row in the record
+	// store (the built-in outbox): instead of writing it alone, it hands
+	// the row to the worker, which stores it in the same transaction as
+	// the attempt's outcome. The row and the sent status are then saved
+	// together or not at all, and a delivery costs one write, not two.
+	Outbox *OutboxEntry
+}
+
+// OutboxEntry is one message the built-in outbox received.
+type OutboxEntry struct {
+	NotificationID string
+	Channel        Channel
+	Attempt        int
+	UserID         string
+	To             string // the user's address on the channel, or the user id when unknown
+	Subject        string
+	Body           string
+	CreatedAt      time.Time
 }
 
 // SendError is a provider's refusal, classified.

@@ -35,6 +35,9 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	finish := func(o Outcome, attempts int, msg string) error {
 		a := Attempt{Key: j.Key(), Status: o.Status, Prev: d.Attempts, Attempts: attempts, Error: msg, NextAttemptAt: o.NextAttemptAt, At: s.now(),
 			Provider: sent.provider, ProviderMessageID: sent.receipt.ProviderMessageID, Hops: sent.hops}
+		if o.Status == StatusSent {
+			a.Outbox = sent.receipt.Outbox
+		}
 		var dl *DeadLetter
 		if o.DeadLetter {
 			dl = &DeadLetter{ID: newID("dl_", a.At), NotificationID: j.NotificationID, Channel: j.Channel,

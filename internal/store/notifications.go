@@ -230,6 +230,12 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 		return false, err
 	}
 	insertDL := db.Rebind(`INSERT INTO dead_letters (id, notification_id, channel, user_id, error, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	var insertOutbox stmt
+	if a.Outbox != nil {
+		if insertOutbox, err = db.writeStmt(ctx, db.Rebind(insertOutboxQuery)); err != nil {
+			return false, err
+		}
+	}
 	var ok bool
 	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ok = false
@@ -243,6 +249,12 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 			return err
 		}
 		ok = true
+		if e := a.Outbox; e != nil {
+			if _, err := insertOutbox.exec(ctx, tx, e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To,
+				e.Subject, e.Body, toMicros(e.CreatedAt)); err != nil {
+				return err
+			}
+		}
 		if dl != nil {
 			_, err = tx.ExecContext(ctx, insertDL, dl.ID, dl.NotificationID, string(dl.Channel), dl.UserID, dl.Error,
 				dl.Attempts, toMicros(dl.CreatedAt))

@@ -10,10 +10,16 @@ import (
 
 var _ outbox.Store = (*DB)(nil)
 
-// AddOutboxEntry implements outbox.Store, group-committed.
+// insertOutboxQuery adds an outbox entry unless that attempt has one.
+const insertOutboxQuery = `INSERT INTO outbox (notification_id, channel, attempt, user_id, recipient, subject, body, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+
+// AddOutboxEntry records e unless an entry with the same notification,
+// channel and attempt exists (then it does nothing and succeeds),
+// group-committed. The pipeline stores entries with the attempt's outcome
+// (notify.Attempt.Outbox); this is for tools and tests that add one alone.
 func (db *DB) AddOutboxEntry(ctx context.Context, e outbox.Entry) error {
-	insert, err := db.writeStmt(ctx, db.Rebind(`INSERT INTO outbox (notification_id, channel, attempt, user_id, recipient, subject, body, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`))
+	insert, err := db.writeStmt(ctx, db.Rebind(insertOutboxQuery))
 	if err != nil {
 		return err
 	}

@@ -4,9 +4,11 @@
 // every channel until a real provider is configured, so every feature can
 // be tried with curl and no accounts anywhere.
 //
-// An entry is keyed by notification, channel and attempt number, so a job
-// redelivered after a crash records nothing new: the outbox receives each
-// attempt exactly once.
+// The provider writes nothing itself: it returns the entry in its receipt
+// (notify.Receipt.Outbox) and the worker stores it in the transaction that
+// records the delivery as sent. An entry is keyed by notification, channel
+// and attempt number, so a job redelivered after a crash records nothing
+// new: the outbox receives each attempt exactly once.
 package outbox
 
 import (
@@ -18,16 +20,7 @@ import (
 )
 
 // Entry is one message the outbox received.
-type Entry struct {
-	NotificationID string
-	Channel        notify.Channel
-	Attempt        int
-	UserID         string
-	To             string // the user's address on the channel, or the user id when unknown
-	Subject        string
-	Body           string
-	CreatedAt      time.Time
-}
+type Entry = notify.OutboxEntry
 
 // Filter narrows a listing; zero fields match everything.
 type Filter struct {
@@ -35,20 +28,17 @@ type Filter struct {
 	NotificationID string
 }
 
-// Store keeps entries; internal/store implements it.
+// Store lists entries; internal/store implements it.
 type Store interface {
-	// AddOutboxEntry records e unless an entry with the same notification,
-	// channel and attempt exists (then it does nothing and succeeds).
-	AddOutboxEntry(ctx context.Context, e Entry) error
 	// OutboxEntries returns up to limit entries matching f, newest first
 	// (created_at, then notification id and channel, descending), strictly
 	// after the cursor when it is not zero.
 	OutboxEntries(ctx context.Context, f Filter, after notify.Cursor, limit int) ([]Entry, error)
 }
 
-// Provider records messages in a Store. It is safe for concurrent use.
+// Provider hands each message back as an outbox entry for the worker to
+// store. It is safe for concurrent use.
 type Provider struct {
-	Store Store
 	// Now is the clock. If nil, time.Now.
 	Now func() time.Time
 }
@@ -61,8 +51,9 @@ func (p *Provider) Name() string { return "outbox" }
 // NeedsContact implements notify.Provider: the outbox needs no address.
 func (p *Provider) NeedsContact() bool { return false }
 
-// Send implements notify.Provider.
-func (p *Provider) Send(ctx context.Context, m notify.Message) (notify.Receipt, error) {
+// Send implements notify.Provider. It cannot fail: the entry is stored
+// with the attempt's outcome, and a failure there retries the attempt.
+func (p *Provider) Send(_ context.Context, m notify.Message) (notify.Receipt, error) {
 	now := time.Now
 	if p.Now != nil {
 		now = p.Now
@@ -71,10 +62,7 @@ func (p *Provider) Send(ctx context.Context, m notify.Message) (notify.Receipt, 
 	if to == "" {
 		to = m.UserID
 	}
-	e := Entry{NotificationID: m.NotificationID, Channel: m.Channel, Attempt: m.Attempt, UserID: m.UserID,
+	e := &Entry{NotificationID: m.NotificationID, Channel: m.Channel, Attempt: m.Attempt, UserID: m.UserID,
 		To: to, Subject: m.Subject, Body: m.Body, CreatedAt: now()}
-	if err := p.Store.AddOutboxEntry(ctx, e); err != nil {
-		return notify.Receipt{}, notify.Temporary(fmt.Errorf("outbox: %w", err), 0)
-	}
-	return notify.Receipt{ProviderMessageID: fmt.Sprintf("%s:%d", m.IdempotencyKey, m.Attempt)}, nil
+	return notify.Receipt{ProviderMessageID: fmt.Sprintf("%s:%d", m.IdempotencyKey, m.Attempt), Outbox: e}, nil
 }

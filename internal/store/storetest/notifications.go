@@ -17,6 +17,7 @@ func (s suite) notifications(t *testing.T) {
 	t.Run("CreateAndRead", s.notificationCreate)
 	t.Run("UserHistoryPages", s.notificationPages)
 	t.Run("FinishAttemptOnce", s.notificationFinish)
+	t.Run("FinishAttemptWithOutbox", s.notificationFinishOutbox)
 	t.Run("DueAndStale", s.notificationDue)
 	t.Run("SettingsAndTemplates", s.notificationSettings)
 	t.Run("Outbox", s.notificationOutbox)
@@ -124,6 +125,37 @@ func (s suite) notificationPages(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[d c b a]" {
 		t.Errorf("pages = %v, want [d c b a] (newest first, ties by id, nothing before since)", got)
+	}
+}
+
+// notificationFinishOutbox: an outbox entry is stored with the sent
+// outcome that carries it, and not by a stale copy of the job.
+func (s suite) notificationFinishOutbox(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := s.migrated(t)
+	n, ds := newNotification("ntf_o", "", "u1", t0, notify.Email, notify.SMS)
+	mustCreate(t, db, n, ds)
+	entry := func(ch notify.Channel, body string) *notify.OutboxEntry {
+		return &notify.OutboxEntry{NotificationID: "ntf_o", Channel: ch, Attempt: 1, UserID: "u1", To: "u1", Body: body, CreatedAt: t0}
+	}
+	key := notify.DeliveryKey{NotificationID: "ntf_o", Channel: notify.Email}
+	sent := notify.Attempt{Key: key, Status: notify.StatusSent, Attempts: 1, At: t0, Outbox: entry(notify.Email, "first")}
+	if ok, err := db.FinishAttempt(ctx, sent, nil); err != nil || !ok {
+		t.Fatalf("FinishAttempt(sent) = %v, %v", ok, err)
+	}
+	stale := sent
+	stale.Outbox = entry(notify.Email, "second copy")
+	if ok, err := db.FinishAttempt(ctx, stale, nil); err != nil || ok {
+		t.Fatalf("FinishAttempt(stale copy) = %v, %v; want false", ok, err)
+	}
+	es, err := db.OutboxEntries(ctx, outbox.Filter{NotificationID: "ntf_o"}, notify.Cursor{}, 10)
+	if err != nil || len(es) != 1 || es[0].Body != "first" || es[0].Channel != notify.Email {
+		t.Fatalf("OutboxEntries = %+v, %v; want the first copy's entry only", es, err)
+	}
+	d, err := db.Delivery(ctx, key)
+	if err != nil || d.Status != notify.StatusSent {
+		t.Errorf("delivery = %+v, %v; want sent", d, err)
 	}
 }
 
