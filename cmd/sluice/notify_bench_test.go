@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +27,9 @@ import (
 // unless SLUICE_NOTIFY_BENCH=1. Knobs: BENCH_ENGINES=external (Postgres +
 // external NATS from the SLUICE_TEST_* variables), BENCH_GROUP_COMMIT=0,
 // BENCH_SECONDS (accept phase, default 10), BENCH_CLIENTS (default 64),
-// BENCH_CAMPAIGN (users, default 100000; 0 skips the campaign).
+// BENCH_CAMPAIGN (users, default 100000; 0 skips the campaign), BENCH_MIX=1
+// (the seeds' 1.75 deliveries per notification), BENCH_GOROUTINES=file (a
+// goroutine profile halfway through the accept phase).
 func TestNotifyBenchmark(t *testing.T) {
 	if os.Getenv("SLUICE_NOTIFY_BENCH") == "" {
 		t.Skip("set SLUICE_NOTIFY_BENCH=1 to measure (see docs/benchmarks.md)")
@@ -70,6 +73,21 @@ func TestNotifyBenchmark(t *testing.T) {
 	// email, sms and push (and a suppressed webhook row).
 	mix := os.Getenv("BENCH_MIX") == "1"
 	perClient := make([]int64, clients)
+	if path := os.Getenv("BENCH_GOROUTINES"); path != "" {
+		// Where the goroutines wait halfway through: a queue on one lock
+		// or one connection shows as many goroutines in one place.
+		time.AfterFunc(time.Duration(seconds)*time.Second/2, func() {
+			f, err := os.Create(path)
+			if err != nil {
+				t.Errorf("goroutine profile: %v", err)
+				return
+			}
+			defer f.Close()
+			if err := pprof.Lookup("goroutine").WriteTo(f, 1); err != nil {
+				t.Errorf("goroutine profile: %v", err)
+			}
+		})
+	}
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {

@@ -172,6 +172,10 @@ type Job struct {
 	// Due is the time (Unix microseconds) a delayed delivery was due when
 	// the scheduler published it; 0 for a first publish or a recovery.
 	Due int64 `json:"due,omitempty"`
+	// Redelivered is set by the queue, not sent: the queue handed this
+	// message out before (a worker failed, crashed or was too slow to
+	// acknowledge), so the delivery may have changed since it was saved.
+	Redelivered bool `json:"-"`
 }
 
 // Key identifies the job's delivery.
@@ -195,6 +199,14 @@ func (j Job) MsgID() string {
 
 // Expired reports whether the job is past its expiry at now.
 func (j Job) Expired(now time.Time) bool { return j.ExpiresAt != 0 && now.UnixMicro() >= j.ExpiresAt }
+
+// ExpiresTime returns ExpiresAt as a time; zero when the job never expires.
+func (j Job) ExpiresTime() time.Time {
+	if j.ExpiresAt == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(j.ExpiresAt).UTC()
+}
 
 // JobFor builds the job of delivery d of notification n.
 func JobFor(n Notification, d Delivery) Job {

@@ -75,6 +75,7 @@ type Service struct {
 	settings  *ttlCache[string, Settings]
 	templates *ttlCache[string, Template]
 	types     *ttlCache[string, map[string]Category]
+	fresh     *freshSet
 }
 
 // Log attribute keys.
@@ -118,6 +119,7 @@ func NewService(opts Options) *Service {
 		settings:  newTTLCache[string, Settings](50_000, opts.CacheTTL, opts.Now),
 		templates: newTTLCache[string, Template](1_000, opts.CacheTTL, opts.Now),
 		types:     newTTLCache[string, map[string]Category](1, opts.CacheTTL, opts.Now),
+		fresh:     newFreshSet(1 << 20),
 	}
 }
 
@@ -190,6 +192,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	}
 	for _, d := range ds {
 		if d.Status == StatusQueued && d.NextAttemptAt.IsZero() {
+			// Known fresh before the publish, so a worker that picks the
+			// job up at once finds it.
+			s.fresh.add(d.Key())
 			if err := s.opts.Queue.Publish(ctx, JobFor(n, d)); err != nil {
 				s.log.Warn("publish failed; the recovery sweep will retry", logKeyNotification, n.ID,
 					logKeyChannel, d.Channel, logKeyError, err)

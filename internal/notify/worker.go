@@ -19,7 +19,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	if j.Category == Critical {
 		ctx = WithUrgent(ctx)
 	}
-	d, err := s.opts.Store.Delivery(ctx, j.Key())
+	d, err := s.delivery(ctx, j)
 	if apperr.Is(err, apperr.NotFound) {
 		return nil // deleted by retention meanwhile
 	}
@@ -108,6 +108,17 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	s.log.Log(ctx, level, "delivery attempt failed", logKeyNotification, j.NotificationID, logKeyChannel, j.Channel,
 		"attempts", attempts, "outcome", o.Status, logKeyError, sendErr)
 	return finish(o, attempts, errorText(sendErr))
+}
+
+// delivery returns the state of j's delivery: from the store, or, for the
+// first run of a job this node published (see freshSet), the state it was
+// saved with.
+func (s *Service) delivery(ctx context.Context, j Job) (Delivery, error) {
+	if j.Attempt == 0 && j.Due == 0 && !j.Redelivered && s.fresh.take(j.Key()) {
+		return Delivery{NotificationID: j.NotificationID, Channel: j.Channel, UserID: j.UserID, Category: j.Category,
+			Status: StatusQueued, CreatedAt: time.UnixMicro(j.CreatedAt).UTC(), ExpiresAt: j.ExpiresTime()}, nil
+	}
+	return s.opts.Store.Delivery(ctx, j.Key())
 }
 
 func (s *Service) rule(j Job) RetryRule { return s.opts.Retry[j.Category] }

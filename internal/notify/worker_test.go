@@ -203,3 +203,36 @@ func TestPurgeHistory(t *testing.T) {
 		t.Errorf("recent notification after purge: %v", err)
 	}
 }
+
+// TestProcessReadsStateUnlessFresh: the first run of a job this node
+// published skips the state read, but a job redelivered by the queue, or
+// run by another node, reads the store and is not sent again.
+func TestProcessReadsStateUnlessFresh(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	a := b.send(t, notify.Request{UserID: "u1", Type: "order.shipped", Data: json.RawMessage(`{"order":"#42","name":"Ann"}`),
+		Channels: []notify.Channel{notify.Email}})
+	jobs := b.q.take()
+	if len(jobs) != 1 {
+		t.Fatalf("jobs = %+v, want one", jobs)
+	}
+	// Another node (a second Service on the same store) runs the job first.
+	other := notify.NewService(notify.Options{Store: b.db, Queue: &recQueue{}, Now: b.clock.Now,
+		Providers: map[notify.Channel]notify.Provider{notify.Email: b.prov}})
+	if err := other.Process(t.Context(), jobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	// The queue hands the same message to this node again (the other
+	// node's acknowledgement was lost).
+	again := jobs[0]
+	again.Redelivered = true
+	if err := b.svc.Process(t.Context(), again); err != nil {
+		t.Fatal(err)
+	}
+	if calls, _ := b.prov.count(); calls != 1 {
+		t.Errorf("provider called %d times, want 1: a redelivered job must read the delivery's state", calls)
+	}
+	if d := b.statuses(t, a.NotificationID)[notify.Email]; d.Status != notify.StatusSent || d.Attempts != 1 {
+		t.Errorf("delivery = %s after %d attempts, want sent after 1", d.Status, d.Attempts)
+	}
+}

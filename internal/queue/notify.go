@@ -60,14 +60,25 @@ type NotifyOptions struct {
 // the first message of a stream is the oldest job not yet handled, which
 // Horizon reports to the recovery sweep.
 type NotifyQueue struct {
-	c    *Conn
-	pub  *nats.Conn          // publishes jobs
-	sub  *nats.Conn          // consumes and acknowledges them
+	c     *Conn
+	o     NotifyOptions
+	log   *slog.Logger
+	lanes map[streamKey]*lane
+}
+
+// lane is one stream and the two connections of its own that publish to
+// it and consume from it. A NATS connection is one lock and, on the
+// server, one goroutine that handles its messages in turn, so with one
+// connection for every stream, publishes and acknowledgements of all
+// streams waited for each other (under load, dozens of requests queued on
+// the publishing connection's lock). Per stream, they run in parallel,
+// and one stream's publishes still keep their order.
+type lane struct {
+	pub  *nats.Conn
 	js   jetstream.JetStream // on pub
-	o    NotifyOptions
-	log  *slog.Logger
-	cons map[streamKey]jetstream.Consumer
-	strs map[streamKey]jetstream.Stream
+	sub  *nats.Conn
+	cons jetstream.Consumer // on sub
+	str  jetstream.Stream
 }
 
 type streamKey struct {
@@ -94,66 +105,87 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 	}
 	o.Workers = workers
 	log := cmp.Or(o.Logger, c.log)
-	q := &NotifyQueue{c: c, o: o, log: log, cons: map[streamKey]jetstream.Consumer{}, strs: map[streamKey]jetstream.Stream{}}
-	var err error
-	if q.pub, err = c.dial("notify-publish"); err != nil {
-		return nil, err
-	}
-	if q.sub, err = c.dial("notify-consume"); err != nil {
-		q.pub.Close()
-		return nil, err
-	}
-	subJS, err := jetstream.New(q.sub)
-	if err != nil {
-		q.Close()
-		return nil, fmt.Errorf("queue: jetstream: %w", err)
-	}
-	js, err := jetstream.New(q.pub,
-		jetstream.WithPublishAsyncMaxPending(8192),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-			log.Warn("publish not acknowledged; the recovery sweep will republish", "subject", m.Subject, logKeyError, err)
-		}))
-	if err != nil {
-		q.Close()
-		return nil, fmt.Errorf("queue: jetstream: %w", err)
-	}
-	q.js = js
+	q := &NotifyQueue{c: c, o: o, log: log, lanes: map[streamKey]*lane{}}
 	for _, ch := range notify.Channels {
 		for _, cat := range notify.Categories {
 			k := streamKey{ch, cat}
-			s, err := c.EnsureStream(ctx, jetstream.StreamConfig{
-				Name:        q.streamName(k),
-				Description: fmt.Sprintf("Sluice %s notifications on %s", cat, ch),
-				Subjects:    []string{q.subjectBase(k) + ".>"},
-				Storage:     jetstream.FileStorage,
-				Retention:   jetstream.WorkQueuePolicy,
-				Duplicates:  o.Duplicates,
-			})
+			l, err := q.openLane(ctx, k, workers[cat])
 			if err != nil {
 				q.Close()
 				return nil, err
 			}
-			if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-				Durable:       "workers",
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       o.AckWait,
-				MaxDeliver:    -1,
-				MaxAckPending: 4 * workers[cat] * 8,
-			}); err != nil {
-				q.Close()
-				return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
-			}
-			// Consume through the consumer connection, so that fetching
-			// and acknowledging never queue behind publishers.
-			cons, err := subJS.Consumer(ctx, q.streamName(k), "workers")
-			if err != nil {
-				q.Close()
-				return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
-			}
-			q.strs[k], q.cons[k] = s, cons
+			q.lanes[k] = l
 		}
 	}
 	return q, nil
+}
+
+// openLane creates (or updates) k's stream and consumer and connects its
+// lane. On error, what it connected is closed.
+func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (l *lane, err error) {
+	l = &lane{}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	if l.str, err = q.c.EnsureStream(ctx, jetstream.StreamConfig{
+		Name:        q.streamName(k),
+		Description: fmt.Sprintf("Sluice %s notifications on %s", k.cat, k.ch),
+		Subjects:    []string{q.subjectBase(k) + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.WorkQueuePolicy,
+		Duplicates:  q.o.Duplicates,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err = l.str.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       "workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       q.o.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 4 * workers * 8,
+	}); err != nil {
+		return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
+	}
+	name := strings.ToLower(string(k.ch) + "-" + string(k.cat))
+	if l.pub, err = q.c.dial("notify-publish-" + name); err != nil {
+		return nil, err
+	}
+	log := q.log
+	if l.js, err = jetstream.New(l.pub,
+		jetstream.WithPublishAsyncMaxPending(8192),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+			log.Warn("publish not acknowledged; the recovery sweep will republish", "subject", m.Subject, logKeyError, err)
+		})); err != nil {
+		return nil, fmt.Errorf("queue: jetstream: %w", err)
+	}
+	// Consume through a connection of its own, so that fetching and
+	// acknowledging never queue behind publishers.
+	if l.sub, err = q.c.dial("notify-consume-" + name); err != nil {
+		return nil, err
+	}
+	subJS, err := jetstream.New(l.sub)
+	if err != nil {
+		return nil, fmt.Errorf("queue: jetstream: %w", err)
+	}
+	if l.cons, err = subJS.Consumer(ctx, q.streamName(k), "workers"); err != nil {
+		return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
+	}
+	return l, nil
+}
+
+// close drains the lane's connections: pending publishes are sent.
+func (l *lane) close() error {
+	var errs []error
+	for _, nc := range []*nats.Conn{l.pub, l.sub} {
+		if nc != nil {
+			if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (q *NotifyQueue) streamName(k streamKey) string {
@@ -177,7 +209,8 @@ func (q *NotifyQueue) Subject(j notify.Job) string {
 // a publish it refuses is logged (the recovery sweep republishes it).
 // Nats-Msg-Id is j.MsgID().
 func (q *NotifyQueue) Publish(ctx context.Context, j notify.Job) error {
-	if _, ok := q.cons[streamKey{j.Channel, j.Category}]; !ok {
+	l, ok := q.lanes[streamKey{j.Channel, j.Category}]
+	if !ok {
 		return fmt.Errorf("queue: no stream for %s %s", j.Channel, j.Category)
 	}
 	data, err := json.Marshal(j)
@@ -186,7 +219,7 @@ func (q *NotifyQueue) Publish(ctx context.Context, j notify.Job) error {
 	}
 	msg := nats.NewMsg(q.Subject(j))
 	msg.Data = data
-	if _, err := q.js.PublishMsgAsync(msg, jetstream.WithMsgID(j.MsgID())); err != nil {
+	if _, err := l.js.PublishMsgAsync(msg, jetstream.WithMsgID(j.MsgID())); err != nil {
 		return fmt.Errorf("queue: publish %s: %w", j.MsgID(), err)
 	}
 	return nil
@@ -196,41 +229,39 @@ func (q *NotifyQueue) Publish(ctx context.Context, j notify.Job) error {
 // Stop Run first.
 func (q *NotifyQueue) Close() error {
 	var errs []error
-	for _, nc := range []*nats.Conn{q.pub, q.sub} {
-		if nc != nil {
-			if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-				errs = append(errs, err)
-			}
-		}
+	for _, l := range q.lanes {
+		errs = append(errs, l.close())
 	}
 	return errors.Join(errs...)
 }
 
 // Flush waits until every publish so far is acknowledged, or ctx ends.
 func (q *NotifyQueue) Flush(ctx context.Context) error {
-	select {
-	case <-q.js.PublishAsyncComplete():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, l := range q.lanes {
+		select {
+		case <-l.js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
 // Horizon implements notify.QueueHorizon: the publish time of the oldest
 // job in the stream (streams delete acknowledged jobs), or now when empty.
 func (q *NotifyQueue) Horizon(ctx context.Context, ch notify.Channel, cat notify.Category) (time.Time, error) {
-	s, ok := q.strs[streamKey{ch, cat}]
+	l, ok := q.lanes[streamKey{ch, cat}]
 	if !ok {
 		return time.Time{}, fmt.Errorf("queue: no stream for %s %s", ch, cat)
 	}
-	info, err := s.Info(ctx)
+	info, err := l.str.Info(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("queue: stream info: %w", err)
 	}
 	if info.State.Msgs == 0 {
 		return time.Now(), nil
 	}
-	m, err := s.GetMsg(ctx, info.State.FirstSeq)
+	m, err := l.str.GetMsg(ctx, info.State.FirstSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return time.Now(), nil // acknowledged meanwhile
 	}
@@ -249,8 +280,9 @@ type Handler func(ctx context.Context, j notify.Job) error
 // not cancelled), hands back the ones not started and returns.
 func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, len(q.cons))
-	for k, cons := range q.cons {
+	errs := make(chan error, len(q.lanes))
+	for k, l := range q.lanes {
+		cons := l.cons
 		wg.Go(func() {
 			if err := q.consume(ctx, k, cons, handle); err != nil {
 				errs <- err
@@ -294,6 +326,9 @@ func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.C
 			q.log.Error("queue: dropping a malformed job", "stream", q.streamName(k), logKeyError, err)
 			_ = m.Term()
 			continue
+		}
+		if md, err := m.Metadata(); err != nil || md.NumDelivered > 1 {
+			j.Redelivered = true
 		}
 		r.dispatch(task{job: j, msg: m})
 	}

@@ -29,7 +29,7 @@ func notifyQueue(t *testing.T, c *Conn, o NotifyOptions) *NotifyQueue {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for k := range q.strs {
+		for k := range q.lanes {
 			if err := c.JetStream().DeleteStream(ctx, q.streamName(k)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				t.Errorf("DeleteStream: %v", err)
 			}

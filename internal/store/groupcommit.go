@@ -207,9 +207,18 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	start := time.Now()
+	ctx := context.Background()
+	if g.db.dialect != DialectSQLite {
+		// A network database can hang; bound the transaction. On SQLite
+		// nothing can hang but waiting for another process's lock, which
+		// busy_timeout bounds, and a context that can end costs a
+		// goroutine per statement in the driver (and one per transaction
+		// in database/sql): under load, hundreds of them at a time.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
 	err := g.db.InTx(ctx, func(tx *sql.Tx) error {
 		for _, op := range live {
 			if err := op.fn(ctx, tx); err != nil {

@@ -36,8 +36,12 @@ func (db *DB) OutboxEntries(ctx context.Context, f outbox.Filter, after notify.C
 	q := `SELECT notification_id, channel, attempt, user_id, recipient, subject, body, created_at FROM outbox WHERE 1 = 1`
 	var args []any
 	if f.UserID != "" {
-		q += ` AND user_id = ?`
-		args = append(args, f.UserID)
+		// An entry's user is its notification's: the user's notifications
+		// (an index on notifications) narrow the search, so outbox rows
+		// need no index by user, which would cost a random page write
+		// per entry.
+		q += ` AND notification_id IN (SELECT id FROM notifications WHERE user_id = ?) AND user_id = ?`
+		args = append(args, f.UserID, f.UserID)
 	}
 	if f.NotificationID != "" {
 		q += ` AND notification_id = ?`
