@@ -20,6 +20,7 @@ import (
 // service (notify.Service).
 type NotifyService interface {
 	Send(ctx context.Context, req notify.Request) (notify.Accepted, error)
+	PrefetchSettings(ctx context.Context, users []string) error
 	Notification(ctx context.Context, id string) (notify.Record, error)
 	UserNotifications(ctx context.Context, user, cursor string, limit int) ([]notify.Record, string, error)
 	Settings(ctx context.Context, user string) (notify.Settings, error)
@@ -155,6 +156,13 @@ func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request) error {
 		return fieldErr(apperr.Unprocessable, "notifications", "must hold 1 to "+strconv.Itoa(maxBatch)+" notifications")
 	}
 	results := make([]batchResult, len(body.Notifications))
+	users := make([]string, 0, len(body.Notifications))
+	for _, item := range body.Notifications {
+		users = append(users, item.UserID)
+	}
+	// A few queries for every user's settings instead of one per item; if
+	// they fail, each item reads its own.
+	_ = svc.PrefetchSettings(r.Context(), users)
 	// Items run concurrently, so the store's group commit saves many in
 	// one transaction; the answer waits for every one.
 	sem := make(chan struct{}, 128)

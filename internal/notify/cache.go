@@ -52,6 +52,33 @@ func (c *ttlCache[K, V]) get(ctx context.Context, k K, load func(context.Context
 	return v, nil
 }
 
+// missing returns the keys of ks not cached (or expired), each once.
+func (c *ttlCache[K, V]) missing(ks []K) []K {
+	now := c.now()
+	var out []K
+	seen := make(map[K]bool, len(ks))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range ks {
+		if e, ok := c.m[k]; (!ok || !now.Before(e.expires)) && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// put caches v under k.
+func (c *ttlCache[K, V]) put(k K, v V) {
+	now := c.now()
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[k] = cached[V]{v: v, expires: now.Add(c.ttl)}
+	c.mu.Unlock()
+}
+
 func (c *ttlCache[K, V]) forget(k K) {
 	c.mu.Lock()
 	delete(c.m, k)

@@ -52,6 +52,9 @@ type Store interface {
 	// Settings returns user's stored settings; found is false (and the
 	// error nil) when there are none.
 	Settings(ctx context.Context, user string) (s Settings, found bool, err error)
+	// SettingsOf returns the stored settings of those of users who have
+	// some, by user.
+	SettingsOf(ctx context.Context, users []string) (map[string]Settings, error)
 	// PutSettings stores user's settings, replacing any.
 	PutSettings(ctx context.Context, user string, s Settings) error
 	// Template returns a stored template; found is false when none.

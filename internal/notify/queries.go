@@ -67,12 +67,41 @@ func (s *Service) Settings(ctx context.Context, user string) (Settings, error) {
 	st, err := s.settings.get(ctx, user, func(ctx context.Context) (Settings, error) {
 		st, found, err := s.opts.Store.Settings(ctx, user)
 		if err != nil || !found {
-			return DefaultSettings(), err
+			return s.defaults, err
 		}
 		st.fill()
 		return st, nil
 	})
 	return st.Clone(), err
+}
+
+// settingsChunk is how many users one prefetch query asks about.
+const settingsChunk = 500
+
+// PrefetchSettings loads the settings of the users not cached yet with a
+// few queries instead of one per user: a batch of notifications to many
+// users (a campaign) calls it before sending them. An error leaves the
+// cache as it was (each send then reads its user's settings).
+func (s *Service) PrefetchSettings(ctx context.Context, users []string) error {
+	todo := s.settings.missing(users)
+	for len(todo) > 0 {
+		chunk := todo[:min(len(todo), settingsChunk)]
+		todo = todo[len(chunk):]
+		found, err := s.opts.Store.SettingsOf(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		for _, u := range chunk {
+			st, ok := found[u]
+			if !ok {
+				s.settings.put(u, s.defaults)
+				continue
+			}
+			st.fill()
+			s.settings.put(u, st)
+		}
+	}
+	return nil
 }
 
 // PutSettings checks and stores user's settings and returns them with

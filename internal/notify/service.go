@@ -76,6 +76,9 @@ type Service struct {
 	templates *ttlCache[string, Template]
 	types     *ttlCache[string, map[string]Category]
 	fresh     *freshSet
+	// defaults are the settings of users who stored none, shared by
+	// their cache entries (Settings hands out copies).
+	defaults Settings
 }
 
 // Log attribute keys.
@@ -116,10 +119,11 @@ func NewService(opts Options) *Service {
 		opts:      opts,
 		log:       log,
 		now:       opts.Now,
-		settings:  newTTLCache[string, Settings](50_000, opts.CacheTTL, opts.Now),
+		settings:  newTTLCache[string, Settings](250_000, opts.CacheTTL, opts.Now),
 		templates: newTTLCache[string, Template](1_000, opts.CacheTTL, opts.Now),
 		types:     newTTLCache[string, map[string]Category](1, opts.CacheTTL, opts.Now),
 		fresh:     newFreshSet(1 << 20),
+		defaults:  DefaultSettings(),
 	}
 }
 

@@ -393,3 +393,26 @@ func TestMarketingCapThrottles(t *testing.T) {
 		t.Errorf("another user's marketing = %s, want queued (the cap is per user)", d.Status)
 	}
 }
+
+// TestPrefetchSettingsMatchesReads: settings prefetched for a batch decide
+// suppression as a per-user read would, for users with and without stored
+// settings.
+func TestPrefetchSettingsMatchesReads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	off := notify.DefaultSettings()
+	off.Channels[notify.SMS] = false
+	if _, err := b.svc.PutSettings(t.Context(), "quiet", off); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.PrefetchSettings(t.Context(), []string{"quiet", "plain", "quiet"}); err != nil {
+		t.Fatal(err)
+	}
+	for user, want := range map[string]notify.Status{"quiet": notify.StatusSuppressed, "plain": notify.StatusQueued} {
+		a := b.send(t, notify.Request{UserID: user, Type: "order.shipped", Data: json.RawMessage(`{"order":"#1"}`),
+			Channels: []notify.Channel{notify.SMS}})
+		if got := b.statuses(t, a.NotificationID)[notify.SMS].Status; got != want {
+			t.Errorf("%s: sms delivery %s, want %s", user, got, want)
+		}
+	}
+}

@@ -34,12 +34,49 @@ func (db *DB) Settings(ctx context.Context, user string) (notify.Settings, bool,
 	if err != nil {
 		return notify.Settings{}, false, mapErr(err, "get settings")
 	}
+	st, err := decodeSettings(user, raw, updated)
+	return st, err == nil, err
+}
+
+// SettingsOf implements notify.Store.
+func (db *DB) SettingsOf(ctx context.Context, users []string) (map[string]notify.Settings, error) {
+	out := make(map[string]notify.Settings)
+	if len(users) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(users))
+	for i, u := range users {
+		args[i] = u
+	}
+	rows, err := db.query(ctx, `SELECT user_id, settings, updated_at FROM notification_settings WHERE user_id IN (`+placeholders(len(users))+`)`, args...)
+	if err != nil {
+		return nil, mapErr(err, "get settings")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			user, raw string
+			updated   int64
+		)
+		if err := rows.Scan(&user, &raw, &updated); err != nil {
+			return nil, mapErr(err, "get settings")
+		}
+		st, err := decodeSettings(user, raw, updated)
+		if err != nil {
+			return nil, err
+		}
+		out[user] = st
+	}
+	return out, mapErr(rows.Err(), "get settings")
+}
+
+func decodeSettings(user, raw string, updated int64) (notify.Settings, error) {
 	var doc settingsDoc
 	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
-		return notify.Settings{}, false, fmt.Errorf("decode settings of %q: %w", user, err)
+		return notify.Settings{}, fmt.Errorf("decode settings of %q: %w", user, err)
 	}
 	return notify.Settings{Channels: doc.Channels, Categories: doc.Categories, Contacts: doc.Contacts, Locale: doc.Locale,
-		Timezone: doc.Timezone, QuietHours: doc.QuietHours, UpdatedAt: fromMicros(&updated)}, true, nil
+		Timezone: doc.Timezone, QuietHours: doc.QuietHours, UpdatedAt: fromMicros(&updated)}, nil
 }
 
 // PutSettings implements notify.Store.

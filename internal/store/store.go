@@ -275,8 +275,21 @@ func (db *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, erro
 	return db.write.ExecContext(ctx, db.Rebind(q), args...)
 }
 
+// readCtx is the context a read runs on. On SQLite it cannot end: a local
+// read cannot hang (busy_timeout bounds waiting for another process), and
+// a context that can end costs two goroutines per query (one in
+// database/sql, one in the driver), which under load was a large part of
+// every read. PostgreSQL reads keep ctx: the network can hang.
+func (db *DB) readCtx(ctx context.Context) context.Context {
+	if db.dialect == DialectSQLite {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
 // query runs a read with ? placeholders on the read pool.
 func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx = db.readCtx(ctx)
 	if st := db.readStmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -285,6 +298,7 @@ func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, erro
 
 // queryRow runs a one-row read with ? placeholders on the read pool.
 func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	ctx = db.readCtx(ctx)
 	if st := db.readStmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}

@@ -272,6 +272,18 @@ func (s suite) notificationSettings(t *testing.T) {
 	if err != nil || !found || fmt.Sprint(got) != fmt.Sprint(st) {
 		t.Errorf("Settings = %+v, %v, %v; want %+v", got, found, err, st)
 	}
+	st2 := st
+	st2.Locale = "fr"
+	if err := db.PutSettings(ctx, "u2", st2); err != nil {
+		t.Fatalf("PutSettings: %v", err)
+	}
+	many, err := db.SettingsOf(ctx, []string{"u1", "nobody", "u2"})
+	if err != nil || len(many) != 2 || fmt.Sprint(many["u1"]) != fmt.Sprint(st) || many["u2"].Locale != "fr" {
+		t.Errorf("SettingsOf = %+v, %v; want u1 and u2 only", many, err)
+	}
+	if none, err := db.SettingsOf(ctx, nil); err != nil || len(none) != 0 {
+		t.Errorf("SettingsOf(nobody) = %+v, %v", none, err)
+	}
 	tpl := notify.Template{Type: "invoice.ready", Category: notify.Orders, UpdatedAt: t0,
 		Channels: map[string]map[string]notify.Content{"default": {"en": {Subject: "Invoice {n}", Body: "Here: {link}"}}}}
 	if err := db.PutTemplate(ctx, tpl); err != nil {
