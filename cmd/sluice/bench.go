@@ -50,6 +50,7 @@ type benchRun struct {
 	perCall    int
 	links      int
 	campaign   int
+	notifyMix  string // all or seeds; see benchNotify
 	// drainTimeout bounds the wait for notifications to be delivered.
 	drainTimeout time.Duration
 	compareHTTP  string // another implementation's HTTP endpoint
@@ -87,6 +88,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	fs.IntVar(&b.perCall, "descriptors", 1, "descriptors per ShouldRateLimit call (batching)")
 	fs.IntVar(&b.links, "links", 100, "links the redirect scenario creates and spreads its GETs over")
 	fs.IntVar(&b.campaign, "campaign", 10_000, "users the campaign scenario sends a marketing notification to")
+	fs.StringVar(&b.notifyMix, "notify-mix", "all", "channels of the notify scenario: all (email, sms and push each) or seeds (1.75 per notification)")
 	fs.DurationVar(&b.drainTimeout, "drain-timeout", 5*time.Minute, "longest wait for notifications to be delivered")
 	compare := fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
 		"a host:port (Envoy RLS gRPC server), or \"bare\" (an in-process handler and gRPC server that answer at once)")
@@ -100,6 +102,9 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if b.notifyMix != "all" && b.notifyMix != "seeds" {
+		return fmt.Errorf("--notify-mix %q: want all or seeds", b.notifyMix)
 	}
 	scenarios, err := pickScenarios(fs.Args())
 	if err != nil {
