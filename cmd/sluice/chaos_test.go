@@ -212,7 +212,10 @@ func TestChaosPostgresRestart(t *testing.T) {
 	// database cannot be asked): poll them for 4 s past the stop.
 	checks := 0
 	for time.Since(stopped) < 4*time.Second {
-		code, body := send(t, "POST", n.httpURL+"/v1/ratelimit/check", `{"policy":"enterprise","key":"pg-down"}`)
+		// A new key every 1,000 checks: the loop can outrun the policy's
+		// 6,000 a minute on one key.
+		key := "pg-down-" + strconv.Itoa(checks/1000)
+		code, body := send(t, "POST", n.httpURL+"/v1/ratelimit/check", `{"policy":"enterprise","key":"`+key+`"}`)
 		if code != 200 || body["allowed"] != true {
 			t.Errorf("rate limit check %v after PostgreSQL stopped = %d %v, want 200 allowed (policies and keys are cached)",
 				time.Since(stopped).Round(time.Millisecond), code, body)

@@ -169,7 +169,7 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	if cat == Critical {
 		ctx = WithUrgent(ctx)
 	}
-	settings, err := s.Settings(ctx, req.UserID)
+	settings, err := s.sharedSettings(ctx, req.UserID) // read only
 	if err != nil {
 		return Accepted{}, err
 	}

@@ -56,7 +56,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	if j.Expired(now) {
 		return finish(Outcome{Status: StatusExpired}, d.Attempts, "expired before it could be sent")
 	}
-	st, err := s.Settings(ctx, j.UserID)
+	st, err := s.sharedSettings(ctx, j.UserID) // read only
 	if err != nil {
 		return err
 	}
