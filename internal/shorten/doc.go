@@ -17,7 +17,10 @@
 // cache, then from the store, with one lookup per code in flight
 // (singleflight) and negative caching of unknown codes. A hit is appended
 // to a bounded [ClickBuffer] and written in batches by its flusher; the
-// redirect itself never writes to the database.
+// redirect itself never writes to the database. [Service.Delete] announces
+// the code to every node (Options.Announce), each of which drops it from
+// its cache ([Service.Forget]); the cache TTL bounds how long a node whose
+// announcement was lost keeps redirecting it.
 //
 // # Clicks
 //

@@ -61,10 +61,17 @@ type Options struct {
 	// NegativeCacheSize the unknown codes remembered (default 10,000).
 	CacheSize, NegativeCacheSize int
 	// CacheTTL bounds how long a cached link is trusted before it is read
-	// again, which is how long a delete made on another node can take to be
-	// seen here (default 30s). NegativeTTL is the same for unknown codes
-	// (default 5s).
+	// again, and so how long a delete made on another node can take to be
+	// seen here when its announcement (Announce) is lost (default 30s).
+	// NegativeTTL is the same for unknown codes (default 5s).
 	CacheTTL, NegativeTTL time.Duration
+	// Announce tells every node, this one included, that the link with
+	// code was deleted, so that each calls Forget rather than redirect it
+	// until CacheTTL runs out. Delete calls it once the link is gone from
+	// the store and the shared cache. It must not block; a failure is
+	// logged, never returned, since the TTL still bounds the staleness. If
+	// nil, other nodes see a delete only when their entry's CacheTTL ends.
+	Announce func(code string) error
 	// ClickBuffer bounds the hits held between flushes (default 100,000);
 	// FlushInterval is the time between flushes (default 1s).
 	ClickBuffer   int
@@ -283,8 +290,10 @@ func (s *Service) Get(ctx context.Context, caller Caller, code string) (Link, er
 	return l, nil
 }
 
-// Delete removes the link with code, which the caller must own, and drops
-// it from the caches. Other nodes stop redirecting it within CacheTTL.
+// Delete removes the link with code, which the caller must own, drops it
+// from this node's cache and the shared one, and announces it. Other nodes
+// stop redirecting it when the announcement reaches them, or within
+// CacheTTL if it is lost.
 func (s *Service) Delete(ctx context.Context, caller Caller, code string) error {
 	if _, err := s.Get(ctx, caller, code); err != nil {
 		return err
@@ -298,8 +307,25 @@ func (s *Service) Delete(ctx context.Context, caller Caller, code string) error 
 			s.log.Warn("dropping a deleted link from the shared cache failed", slog.String("code", code), slog.Any("error", err))
 		}
 	}
+	// Announced last: a node that forgets the code on hearing this and
+	// looks it up again must find it neither in the shared cache nor in
+	// the store.
+	if s.opts.Announce != nil {
+		if err := s.opts.Announce(code); err != nil {
+			s.log.Warn("announcing a deleted link failed; other nodes redirect it until their cache entry expires",
+				slog.String("code", code), slog.Duration("cache_ttl", s.opts.CacheTTL), slog.Any("error", err))
+		}
+	}
 	return nil
 }
+
+// Forget drops code from this node's in-process cache, so that its next
+// redirect reads the shared cache or the store again. A node calls it on
+// hearing that the link was deleted (see Options.Announce); for a code
+// not cached it does nothing. The negative cache is left alone: a code
+// that was a link until the delete is not in it, and an entry remembered
+// from before the link existed is right again now.
+func (s *Service) Forget(code string) { s.links.remove(code) }
 
 // List returns a page of the caller's links, newest first, and the cursor
 // of the next page ("" after the last).

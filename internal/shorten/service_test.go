@@ -296,6 +296,64 @@ func TestDeleteDropsTheCache(t *testing.T) {
 	}
 }
 
+// TestDeleteAnnounces: Delete announces the code once the store no longer
+// has it (a node forgetting it on hearing this must not find it again),
+// and an announcement that fails does not fail the delete. Forget drops a
+// cached link.
+func TestDeleteAnnounces(t *testing.T) {
+	t.Parallel()
+	var (
+		b          *bundle
+		announced  []string
+		afterwards []error
+		fail       error
+	)
+	b = setup(t, func(o *shorten.Options) {
+		o.Announce = func(code string) error {
+			announced = append(announced, code)
+			_, err := b.store.DB.LinkByCode(context.Background(), code)
+			afterwards = append(afterwards, err)
+			return fail
+		}
+	})
+	ctx := t.Context()
+	owner := shorten.Caller{ID: "key_a"}
+	l := b.create(t, shorten.CreateRequest{URL: "https://example.com/a", Owner: owner.ID})
+	if err := b.svc.Delete(ctx, owner, l.Code); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if len(announced) != 1 || announced[0] != l.Code || !apperr.Is(afterwards[0], apperr.NotFound) {
+		t.Errorf("announced %q with the store answering %v, want [%q] once the link is gone", announced, afterwards, l.Code)
+	}
+
+	fail = errors.New("nats: connection closed")
+	l2 := b.create(t, shorten.CreateRequest{URL: "https://example.com/b", Owner: owner.ID})
+	if err := b.svc.Delete(ctx, owner, l2.Code); err != nil {
+		t.Errorf("Delete with a failing announcement = %v, want success (the TTL bounds the staleness)", err)
+	}
+	if _, err := b.svc.Resolve(ctx, l2.Code, "c"); !errors.Is(err, shorten.ErrNotFound) {
+		t.Errorf("Resolve after Delete = %v, want ErrNotFound", err)
+	}
+
+	// Forget: what another node's announcement does here. The link is
+	// still in the store, so the lookup after Forget reaches it.
+	l3 := b.create(t, shorten.CreateRequest{URL: "https://example.com/c", Owner: owner.ID})
+	for range 2 {
+		if _, err := b.svc.Resolve(ctx, l3.Code, "c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := b.store.lookups.Load()
+	b.svc.Forget(l3.Code)
+	b.svc.Forget("unknown")
+	if _, err := b.svc.Resolve(ctx, l3.Code, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.store.lookups.Load() - before; n != 1 {
+		t.Errorf("a resolve after Forget made %d store lookups, want 1 (the entry was dropped)", n)
+	}
+}
+
 func TestClickBufferDropsWhenFull(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *shorten.Options) { o.ClickBuffer = 2 })
