@@ -15,7 +15,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/linkbus"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/shorten/rediscache"
 	"github.com/sluicehq/sluice/internal/store"
@@ -25,25 +27,26 @@ import (
 // linkKeySetting names the generated code key in the database.
 const linkKeySetting = "code_key"
 
-// newLinks builds the URL shortener from cfg. rc is nil without Redis;
-// counters is the node's rate limit store, shared by every limiter.
-func newLinks(ctx context.Context, cfg config.Config, db *store.DB, rc rueidis.Client, counters ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*shorten.Service, error) {
+// newLinks builds the URL shortener from cfg and starts listening for
+// links deleted on any node; stopListen ends that. rc is nil without
+// Redis; counters is the node's rate limit store, shared by every limiter.
+func newLinks(ctx context.Context, cfg config.Config, db *store.DB, q *queue.Conn, rc rueidis.Client, counters ratelimit.Store,
+	reg prometheus.Registerer, log *slog.Logger) (links *shorten.Service, stopListen func() error, err error) {
 	key := cfg.Links.Key
 	if key == "" {
 		// Kept in the database, not the data dir, so every node sharing
 		// PostgreSQL permutes with the same key.
 		var raw [32]byte
 		if _, err := rand.Read(raw[:]); err != nil {
-			return nil, fmt.Errorf("generate link key: %w", err)
+			return nil, nil, fmt.Errorf("generate link key: %w", err)
 		}
-		var err error
 		if key, err = db.LinkSetting(ctx, linkKeySetting, base64.RawURLEncoding.EncodeToString(raw[:])); err != nil {
-			return nil, fmt.Errorf("link key: %w", err)
+			return nil, nil, fmt.Errorf("link key: %w", err)
 		}
 	}
 	codec, err := shorten.NewCodec([]byte(key), cfg.Links.CodeLength)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	base := cfg.LinksBaseURL()
 	prefixes, hosts := cfg.Links.AllowedTargetPrefixes()
@@ -79,11 +82,21 @@ func newLinks(ctx context.Context, cfg config.Config, db *store.DB, rc rueidis.C
 			Name: "links_unknown", Algorithm: ratelimit.TokenBucket, Limit: n, Period: time.Minute, Burst: n,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("unknown-code limit: %w", err)
+			return nil, nil, fmt.Errorf("unknown-code limit: %w", err)
 		}
 		opts.Limiter = lim
 	}
-	return shorten.New(opts)
+	// Deletes are announced to every node, so none keeps redirecting a
+	// deleted link from its cache for up to links.cache_ttl.
+	bus := linkbus.New(q.NATS(), q.Name("links.deleted"))
+	opts.Announce = bus.Announce
+	if links, err = shorten.New(opts); err != nil {
+		return nil, nil, err
+	}
+	if stopListen, err = bus.Listen(links.Forget); err != nil {
+		return nil, nil, err
+	}
+	return links, stopListen, nil
 }
 
 // ownHosts are the host names of this service, refused as link targets.

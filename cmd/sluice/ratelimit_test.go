@@ -36,8 +36,9 @@ func send(t *testing.T, method, url, body string) (int, map[string]any) {
 
 // TestTwoNodesShareOneService runs two `sluice serve` nodes on one
 // PostgreSQL, one Redis and one NATS: a policy change and a block made
-// through one are enforced by the other within 1 s, and a limit is
-// shared, not doubled.
+// through one are enforced by the other within 1 s, a limit is shared,
+// not doubled, and a link deleted through one stops redirecting on the
+// other within 1 s although that node caches links for an hour.
 func TestTwoNodesShareOneService(t *testing.T) {
 	t.Parallel()
 	pg := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
@@ -47,6 +48,7 @@ func TestTwoNodesShareOneService(t *testing.T) {
 	cfg.DatabaseURL, cfg.RedisURL, cfg.NATSURL = pg, redis.URL(), nats.URL()
 	cfg.Ratelimit.Nodes = 2
 	cfg.Ratelimit.RefreshInterval = time.Hour // only the push path can make it in time
+	cfg.Links.CacheTTL = time.Hour            // likewise for a deleted link
 	a := startNode(t, cfg)
 	cfg.DataDir = t.TempDir()
 	b := startNode(t, cfg)
@@ -91,6 +93,32 @@ func TestTwoNodesShareOneService(t *testing.T) {
 		return !check(a, "mallory"), ""
 	})
 	t.Logf("block made on B enforced by A after %v", time.Since(start))
+
+	code, body := send(t, "POST", a.httpURL+"/v1/links", `{"url":"https://example.com/gone","slug":"gone"}`)
+	if code != 201 {
+		t.Fatalf("POST link on A = %d %v", code, body)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	redirect := func(n *node) int {
+		resp, err := noFollow.Get(n.httpURL + "/gone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := redirect(b); got != http.StatusFound { // now cached on B for an hour
+		t.Fatalf("GET /gone on B = %d, want 302", got)
+	}
+	start = time.Now()
+	if code, body := send(t, "DELETE", a.httpURL+"/v1/links/gone", ""); code != 204 {
+		t.Fatalf("DELETE link on A = %d %v", code, body)
+	}
+	eventually(t, time.Second, "B stops redirecting the link deleted on A", func() (bool, string) {
+		got := redirect(b)
+		return got == http.StatusNotFound, fmt.Sprint(got)
+	})
+	t.Logf("link deleted on A stopped redirecting on B after %v", time.Since(start))
 
 	code, out, errs := runCLI(t, nil, "check", "--server", a.httpURL, "--policy", "free", "api_key:abc")
 	if code != 0 || !strings.HasPrefix(out, "allowed\tfree\tapi_key:abc\tremaining 59/60") {

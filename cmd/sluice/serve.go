@@ -91,10 +91,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	// rlStore is the node's shared rate limit counter store (memory, or
 	// Redis behind failover); every rate limiter of the node uses it.
 	rlStore := rl.store
-	links, err := newLinks(ctx, cfg, db, rc, rlStore, reg, log)
+	links, stopLinkListen, err := newLinks(ctx, cfg, db, q, rc, rlStore, reg, log)
 	if err != nil {
 		return fmt.Errorf("links: %w", err)
 	}
+	defer func() { _ = stopLinkListen() }() // before the NATS connection closes (deferred above)
 	// The click flusher and purge job stop after the HTTP server has
 	// drained (no more hits) and before the database closes (deferred
 	// above), with a last flush.

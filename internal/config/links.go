@@ -17,7 +17,7 @@ type LinksConfig struct {
 	AllowedTargets    []string      `yaml:"allowed_private_targets" flag:"links-allowed-private-targets" usage:"host names or CIDR prefixes accepted as link targets although private, loopback or this service's own (comma-separated)"`
 	CacheSize         int           `yaml:"cache_size" flag:"links-cache-size" usage:"links cached in process for redirects"`
 	NegativeCacheSize int           `yaml:"negative_cache_size" flag:"links-negative-cache-size" usage:"unknown codes remembered in process"`
-	CacheTTL          time.Duration `yaml:"cache_ttl" flag:"links-cache-ttl" usage:"how long a cached link is trusted; bounds how long a link deleted on another node still redirects here"`
+	CacheTTL          time.Duration `yaml:"cache_ttl" flag:"links-cache-ttl" usage:"how long a cached link is trusted; bounds how long a link deleted on another node still redirects here if the deletion's announcement is lost"`
 	NegativeTTL       time.Duration `yaml:"negative_ttl" flag:"links-negative-ttl" usage:"how long an unknown code is remembered as unknown"`
 	ClickBuffer       int           `yaml:"click_buffer" flag:"links-click-buffer" usage:"hits held between flushes; beyond it hits are dropped and counted, never slowing a redirect"`
 	FlushInterval     time.Duration `yaml:"flush_interval" flag:"links-flush-interval" usage:"time between writes of buffered hits"`

@@ -1,0 +1,165 @@
+package linkbus_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/linkbus"
+	"github.com/sluicehq/sluice/internal/queue"
+	"github.com/sluicehq/sluice/internal/shorten"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// node is one in-process shortener with its own store and NATS connections.
+type node struct {
+	svc *shorten.Service
+	q   *queue.Conn
+	log *syncBuffer
+}
+
+// syncBuffer is a log destination safe for the service's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// startNode opens its own connections to the shared database file and NATS
+// server. A node that does not listen still announces its deletes.
+func startNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *node {
+	t.Helper()
+	ctx := t.Context()
+	db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(ctx, queue.Options{URL: natsURL, StreamPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	codec, err := shorten.NewCodec([]byte("test key"), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := linkbus.New(q.NATS(), q.Name("links.deleted"))
+	n := &node{q: q, log: &syncBuffer{}}
+	// A cache TTL far longer than the test: only the announcement can
+	// make another node stop redirecting a deleted link in time.
+	n.svc, err = shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",
+		Targets:  shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}},
+		CacheTTL: time.Hour, NegativeTTL: time.Hour, Announce: bus.Announce,
+		Logger: slog.New(slog.NewTextHandler(n.log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listen {
+		stop, err := bus.Listen(n.svc.Forget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stop() })
+	}
+	return n
+}
+
+// waitFor polls cond until it holds and returns how long that took, or
+// fails after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+	return time.Since(start)
+}
+
+func testPrefix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "T" + hex.EncodeToString(b[:]) + "_"
+}
+
+// TestDeleteReachesTheOtherNode: three shorteners share one database and
+// one NATS server, each caching links for an hour. A link cached on B and
+// C and deleted on A stops redirecting on B well within a second; C, which
+// does not listen, still redirects it from its cache, so B's answer can
+// only have come from the announcement.
+func TestDeleteReachesTheOtherNode(t *testing.T) {
+	t.Parallel()
+	nats := enginetest.StartNATS(t)
+	dbPath := filepath.Join(t.TempDir(), "sluice.db")
+	prefix := testPrefix()
+	a := startNode(t, dbPath, nats.URL(), prefix, true)
+	b := startNode(t, dbPath, nats.URL(), prefix, true)
+	c := startNode(t, dbPath, nats.URL(), prefix, false)
+	ctx := t.Context()
+
+	owner := shorten.Caller{ID: "key_a"}
+	l, err := a.svc.Create(ctx, shorten.CreateRequest{URL: "https://example.com/gone", Owner: owner.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]*node{"A": a, "B": b, "C": c} {
+		if tg, err := n.svc.Resolve(ctx, l.Code, "client"); err != nil || tg.URL != l.URL {
+			t.Fatalf("Resolve on %s before the delete = %+v, %v", name, tg, err)
+		}
+	}
+
+	if err := a.svc.Delete(ctx, owner, l.Code); err != nil {
+		t.Fatalf("Delete on A: %v", err)
+	}
+	took := waitFor(t, time.Second, "B stops redirecting the link deleted on A", func() bool {
+		_, err := b.svc.Resolve(ctx, l.Code, "client")
+		return errors.Is(err, shorten.ErrNotFound)
+	})
+	t.Logf("link deleted on A stopped redirecting on B after %v", took)
+	if _, err := a.svc.Resolve(ctx, l.Code, "client"); !errors.Is(err, shorten.ErrNotFound) {
+		t.Errorf("Resolve on A after its own delete = %v, want ErrNotFound", err)
+	}
+	if tg, err := c.svc.Resolve(ctx, l.Code, "client"); err != nil || tg.URL != l.URL {
+		t.Errorf("Resolve on C (not listening) = %+v, %v; want the cached link (else the test proves nothing)", tg, err)
+	}
+	if log := a.log.String(); log != "" {
+		t.Errorf("A logged while NATS was up:\n%s", log)
+	}
+
+	// With A's NATS connection gone, a delete still succeeds; the failed
+	// announcement is logged and B is left to its TTL.
+	l2, err := a.svc.Create(ctx, shorten.CreateRequest{URL: "https://example.com/later", Owner: owner.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.svc.Delete(ctx, owner, l2.Code); err != nil {
+		t.Errorf("Delete on A without NATS = %v, want success", err)
+	}
+	if log := a.log.String(); !strings.Contains(log, "announcing a deleted link failed") {
+		t.Errorf("A's log after a delete without NATS = %q, want the failed announcement", log)
+	}
+}
