@@ -246,22 +246,14 @@ func pct(sorted []time.Duration, p int) time.Duration {
 // category (every category when empty).
 func deliveredCount(t *testing.T, hc *http.Client, base, category string) int64 {
 	t.Helper()
-	resp, err := hc.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	scanMetrics(t, hc, base, func(line string) {
 		if strings.HasPrefix(line, "sluice_notify_deliveries_total{") && strings.Contains(line, `status="sent"`) &&
 			(category == "" || strings.Contains(line, `category="`+category+`"`)) {
 			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			sum += f
 		}
-	}
+	})
 	return int64(sum)
 }
 
@@ -283,6 +275,18 @@ func waitDelivered(t *testing.T, hc *http.Client, base, category string, want in
 // metricValue returns the value of an unlabelled metric on base's /metrics.
 func metricValue(t *testing.T, hc *http.Client, base, name string) float64 {
 	t.Helper()
+	var v float64
+	scanMetrics(t, hc, base, func(line string) {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, _ = strconv.ParseFloat(rest, 64)
+		}
+	})
+	return v
+}
+
+// scanMetrics calls each with every line of base's /metrics.
+func scanMetrics(t *testing.T, hc *http.Client, base string, each func(line string)) {
+	t.Helper()
 	resp, err := hc.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -291,10 +295,6 @@ func metricValue(t *testing.T, hc *http.Client, base, name string) float64 {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
+		each(sc.Text())
 	}
-	return 0
 }
