@@ -25,12 +25,15 @@ import (
 // A write in a batch must not fail on purpose (use ON CONFLICT to detect
 // duplicates): when any write fails, the batch is rolled back and each of
 // its writes runs again in a transaction of its own, so one bad write
-// cannot fail its neighbours and each caller gets its own error.
+// cannot fail its neighbours and each caller gets its own error. On
+// PostgreSQL, a batch whose writes all have a pipelined form is sent in one
+// round trip (see pipeline.go).
 
 // batchOp is one caller's writes.
 type batchOp struct {
 	ctx  context.Context
 	fn   func(ctx context.Context, tx *sql.Tx) error
+	pg   pgWrite // the same writes pipelined, or nil
 	done chan error
 }
 
@@ -53,15 +56,21 @@ type BatchStats struct {
 	Batches int64
 	Ops     int64
 	Largest int
+	// Pipelined counts the batches among Batches that committed in one
+	// round trip (PostgreSQL; see pipeline.go).
+	Pipelined int64
 	// Busy is the writers' time spent running and committing transactions:
 	// near the elapsed time (per writer), the store's writes are the
 	// bottleneck.
 	Busy time.Duration
 }
 
-func (s *BatchStats) add(n int, busy time.Duration) {
+func (s *BatchStats) add(n int, busy time.Duration, pipelined bool) {
 	s.mu.Lock()
 	s.Batches++
+	if pipelined {
+		s.Pipelined++
+	}
 	s.Ops += int64(n)
 	s.Largest = max(s.Largest, n)
 	s.Busy += busy
@@ -73,6 +82,13 @@ func (s *BatchStats) Snapshot() (batches, ops int64, largest int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Batches, s.Ops, s.Largest
+}
+
+// PipelinedBatches returns Pipelined.
+func (s *BatchStats) PipelinedBatches() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Pipelined
 }
 
 // BusyTime returns Busy.
@@ -103,9 +119,17 @@ func (db *DB) BatchStats() *BatchStats { return db.gc.stats }
 // tx, rebinding its queries with db.Rebind, and may run twice (once in a
 // failed batch, once alone), so it must not keep state between runs.
 func (db *DB) batch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return db.pipelinedBatch(ctx, fn, nil)
+}
+
+// pipelinedBatch is batch for a write that also has a pipelined form, pg
+// (see pgWrite), used on PostgreSQL when every write of the transaction has
+// one. fn and pg must write the same rows and report the same results; pg
+// may run and then fn, in a batch that failed.
+func (db *DB) pipelinedBatch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, pg pgWrite) error {
 	g := db.gc
 	op := opPool.Get().(*batchOp)
-	op.ctx, op.fn = ctx, fn
+	op.ctx, op.fn, op.pg = ctx, fn, pg
 	g.mu.RLock()
 	if g.closed {
 		g.mu.RUnlock()
@@ -125,7 +149,7 @@ func (db *DB) batch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 	// The op is in the writer's hands now: wait for its result even if ctx
 	// ends, so the caller never reports a failure for a write that commits.
 	err := <-op.done
-	op.ctx, op.fn = nil, nil
+	op.ctx, op.fn, op.pg = nil, nil, nil
 	opPool.Put(op)
 	return err
 }
@@ -219,6 +243,21 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
+	if g.pipelined(live) {
+		err := g.commitPipelined(ctx, live)
+		if err == nil || errors.Is(err, errOutcomeUnknown) {
+			g.stats.add(len(live), time.Since(start), true)
+			for _, op := range live {
+				op.done <- err
+			}
+			return
+		}
+		// Nothing was written: run each op alone, as below. A lone op
+		// runs again too, so that its caller gets the error of its
+		// database/sql form, as on SQLite.
+		g.commitEach(ctx, live)
+		return
+	}
 	err := g.db.InTx(ctx, func(tx *sql.Tx) error {
 		for _, op := range live {
 			if err := op.fn(ctx, tx); err != nil {
@@ -228,16 +267,22 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 		return nil
 	})
 	if err == nil || len(live) == 1 {
-		g.stats.add(len(live), time.Since(start))
+		g.stats.add(len(live), time.Since(start), false)
 		for _, op := range live {
 			op.done <- err
 		}
 		return
 	}
-	for _, op := range live {
+	g.commitEach(ctx, live)
+}
+
+// commitEach runs each op in a transaction of its own, after the batch's
+// transaction failed.
+func (g *groupCommitter) commitEach(ctx context.Context, ops []*batchOp) {
+	for _, op := range ops {
 		start := time.Now()
 		err := g.db.InTx(ctx, func(tx *sql.Tx) error { return op.fn(ctx, tx) })
-		g.stats.add(1, time.Since(start))
+		g.stats.add(1, time.Since(start), false)
 		op.done <- err
 	}
 }
