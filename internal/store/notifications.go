@@ -34,23 +34,27 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 	if n.RequestID != "" {
 		reqID = n.RequestID
 	}
-	insertN, err := db.writeStmt(ctx, db.Rebind(`INSERT INTO notifications (`+notificationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`))
+	nArgs := []any{n.ID, reqID, n.RequestHash, n.UserID, n.Type, string(n.Category),
+		string(n.Data), string(chJSON), toMicros(n.ExpiresAt), toMicros(n.CreatedAt)}
+	insertN, err := db.writeStmt(ctx, db.Rebind(insertNotificationQuery))
 	if err != nil {
 		return notify.Notification{}, false, err
 	}
-	insertDQ, dArgs := db.deliveryInsert(ds)
-	insertD, err := db.writeStmt(ctx, insertDQ)
+	dValues, dArgs := deliveryValues(ds, deliveryRow)
+	insertD, err := db.writeStmt(ctx, db.Rebind(`INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+dValues))
 	if err != nil {
 		return notify.Notification{}, false, err
 	}
 	var (
 		existing notify.Notification
 		created  bool
+		// taken: the pipelined form found the request_id taken, and
+		// reads the notification that holds it after the commit.
+		taken bool
 	)
-	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		existing, created = notify.Notification{}, false
-		res, err := insertN.exec(ctx, tx, n.ID, reqID, n.RequestHash, n.UserID, n.Type, string(n.Category),
-			string(n.Data), string(chJSON), toMicros(n.ExpiresAt), toMicros(n.CreatedAt))
+	fn := func(ctx context.Context, tx *sql.Tx) error {
+		existing, created, taken = notify.Notification{}, false, false
+		res, err := insertN.exec(ctx, tx, nArgs...)
 		if err != nil {
 			return err
 		}
@@ -67,28 +71,51 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 			_, err = insertD.exec(ctx, tx, dArgs...)
 		}
 		return err
-	})
-	if err != nil {
+	}
+	var pg pgWrite
+	if db.dialect == DialectPostgres {
+		q, args := db.createNotificationPipelined(nArgs, ds)
+		pg = pgCount(q, args, func(inserted int64) {
+			existing, created, taken = notify.Notification{}, inserted > 0, inserted == 0
+		})
+	}
+	if err := db.pipelinedBatch(ctx, fn, pg); err != nil {
 		return notify.Notification{}, false, mapErr(err, "create notification")
+	}
+	if taken {
+		// ON CONFLICT waited for the transaction that took the request_id
+		// to commit (or it was ours), so its notification can be read now.
+		existing, err = scanNotification(db.queryRow(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE request_id = ?`, n.RequestID))
+		if err != nil {
+			return notify.Notification{}, false, mapErr(err, "create notification")
+		}
 	}
 	return existing, created, nil
 }
 
-// deliveryInsert builds one multi-row INSERT for ds.
-func (db *DB) deliveryInsert(ds []notify.Delivery) (string, []any) {
+// Rows of deliveryColumns in a VALUES list. Outside an INSERT's own VALUES
+// PostgreSQL cannot infer a parameter's type from its column, so the typed
+// row names them (see migrations/postgres/0002_notifications.sql).
+const (
+	deliveryRow      = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	deliveryRowTyped = "(?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text, ?::bigint, ?::bigint, ?::bigint, ?::bigint)"
+)
+
+// deliveryValues returns ds as VALUES rows written as row, and their
+// arguments.
+func deliveryValues(ds []notify.Delivery, row string) (string, []any) {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO deliveries (` + deliveryColumns + `) VALUES `)
 	args := make([]any, 0, 12*len(ds))
 	for i, d := range ds {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString(row)
 		args = append(args, d.NotificationID, string(d.Channel), d.UserID, string(d.Category), d.Provider,
 			string(d.Status), d.Attempts, d.Error, toMicros(d.NextAttemptAt), toMicros(d.ExpiresAt),
 			toMicros(d.CreatedAt), toMicros(d.UpdatedAt))
 	}
-	return db.Rebind(b.String()), args
+	return b.String(), args
 }
 
 // NotificationByRequestID implements notify.Store.
@@ -219,9 +246,7 @@ func (db *DB) Delivery(ctx context.Context, key notify.DeliveryKey) (notify.Deli
 
 // FinishAttempt implements notify.Store, group-committed.
 func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.DeadLetter) (bool, error) {
-	update, err := db.writeStmt(ctx, db.Rebind(`UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?,
-		provider = CASE WHEN ? = '' THEN provider ELSE ? END, provider_message_id = ?, hops = ?
-		WHERE notification_id = ? AND channel = ? AND status = 'queued' AND attempts = ?`))
+	update, err := db.writeStmt(ctx, db.Rebind(finishAttemptUpdate))
 	if err != nil {
 		return false, err
 	}
@@ -229,7 +254,9 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 	if err != nil {
 		return false, err
 	}
-	insertDL := db.Rebind(`INSERT INTO dead_letters (id, notification_id, channel, user_id, error, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	uArgs := []any{string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt), toMicros(a.At),
+		a.Provider, a.Provider, a.ProviderMessageID, hops, a.Key.NotificationID, string(a.Key.Channel), a.Prev}
+	insertDL := db.Rebind(`INSERT INTO dead_letters (` + deadLetterColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	var insertOutbox stmt
 	if a.Outbox != nil {
 		if insertOutbox, err = db.writeStmt(ctx, db.Rebind(insertOutboxQuery)); err != nil {
@@ -237,10 +264,9 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 		}
 	}
 	var ok bool
-	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	fn := func(ctx context.Context, tx *sql.Tx) error {
 		ok = false
-		res, err := update.exec(ctx, tx, string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt),
-			toMicros(a.At), a.Provider, a.Provider, a.ProviderMessageID, hops, a.Key.NotificationID, string(a.Key.Channel), a.Prev)
+		res, err := update.exec(ctx, tx, uArgs...)
 		if err != nil {
 			return err
 		}
@@ -249,18 +275,22 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 			return err
 		}
 		ok = true
-		if e := a.Outbox; e != nil {
-			if _, err := insertOutbox.exec(ctx, tx, e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To,
-				e.Subject, e.Body, toMicros(e.CreatedAt)); err != nil {
+		if a.Outbox != nil {
+			if _, err := insertOutbox.exec(ctx, tx, outboxArgs(a.Outbox)...); err != nil {
 				return err
 			}
 		}
 		if dl != nil {
-			_, err = tx.ExecContext(ctx, insertDL, dl.ID, dl.NotificationID, string(dl.Channel), dl.UserID, dl.Error,
-				dl.Attempts, toMicros(dl.CreatedAt))
+			_, err = tx.ExecContext(ctx, insertDL, deadLetterArgs(dl)...)
 		}
 		return err
-	})
+	}
+	var pg pgWrite
+	if db.dialect == DialectPostgres {
+		q, args := db.finishAttemptPipelined(uArgs, a.Outbox, dl)
+		pg = pgCount(q, args, func(updated int64) { ok = updated > 0 })
+	}
+	err = db.pipelinedBatch(ctx, fn, pg)
 	return ok, mapErr(err, "finish delivery attempt")
 }
 

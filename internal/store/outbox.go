@@ -10,9 +10,16 @@ import (
 
 var _ outbox.Store = (*DB)(nil)
 
-// insertOutboxQuery adds an outbox entry unless that attempt has one.
-const insertOutboxQuery = `INSERT INTO outbox (notification_id, channel, attempt, user_id, recipient, subject, body, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+const (
+	outboxColumns = `notification_id, channel, attempt, user_id, recipient, subject, body, created_at`
+	// insertOutboxQuery adds an outbox entry unless that attempt has one.
+	insertOutboxQuery = `INSERT INTO outbox (` + outboxColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+)
+
+// outboxArgs returns e's values for outboxColumns.
+func outboxArgs(e *outbox.Entry) []any {
+	return []any{e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt)}
+}
 
 // AddOutboxEntry records e unless an entry with the same notification,
 // channel and attempt exists (then it does nothing and succeeds),
@@ -24,7 +31,7 @@ func (db *DB) AddOutboxEntry(ctx context.Context, e outbox.Entry) error {
 		return err
 	}
 	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := insert.exec(ctx, tx, e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt))
+		_, err := insert.exec(ctx, tx, outboxArgs(&e)...)
 		return err
 	})
 	return mapErr(err, "add outbox entry")

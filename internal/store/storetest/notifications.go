@@ -23,6 +23,7 @@ func (s suite) notifications(t *testing.T) {
 	t.Run("Outbox", s.notificationOutbox)
 	t.Run("DeleteBefore", s.notificationDelete)
 	t.Run("GroupCommit", s.groupCommit)
+	t.Run("GroupCommitFailure", s.groupCommitFailure)
 	t.Run("UrgentWrites", s.urgentFirst)
 	t.Run("Receipts", s.receipts)
 }
@@ -90,6 +91,7 @@ func (s suite) notificationCreate(t *testing.T) {
 	if _, err := db.Delivery(ctx, notify.DeliveryKey{NotificationID: "ntf_1", Channel: notify.SMS}); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("Delivery(absent) = %v, want NotFound", err)
 	}
+	checkPipelined(t, db)
 }
 
 func (s suite) notificationPages(t *testing.T) {
@@ -157,6 +159,7 @@ func (s suite) notificationFinishOutbox(t *testing.T) {
 	if err != nil || d.Status != notify.StatusSent {
 		t.Errorf("delivery = %+v, %v; want sent", d, err)
 	}
+	checkPipelined(t, db)
 }
 
 func (s suite) notificationFinish(t *testing.T) {
@@ -203,6 +206,7 @@ func (s suite) notificationFinish(t *testing.T) {
 	if dls, _ := db.DeadLetters(ctx, notify.Cursor{}, 10); len(dls) != 1 || !dls[0].ReplayedAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("dead letter after replay = %+v, want replayed_at set", dls)
 	}
+	checkPipelined(t, db)
 }
 
 func (s suite) notificationDue(t *testing.T) {
@@ -408,6 +412,7 @@ func (s suite) groupCommit(t *testing.T) {
 	if ops < n || batches >= ops || largest < 2 {
 		t.Errorf("group commit: %d writes in %d transactions (largest %d); want writes to share transactions", ops, batches, largest)
 	}
+	checkPipelined(t, db)
 }
 
 // urgentFirst checks that urgent writes are not stuck behind a backlog of

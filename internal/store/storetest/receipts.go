@@ -77,4 +77,5 @@ func (s suite) receipts(t *testing.T) {
 			t.Errorf("%s: status %s, want %s", tt.name, d.Status, tt.want)
 		}
 	}
+	checkPipelined(t, db)
 }
