@@ -40,10 +40,16 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 	if err != nil {
 		return notify.Notification{}, false, err
 	}
-	dValues, dArgs := deliveryValues(ds, deliveryRow)
-	insertD, err := db.writeStmt(ctx, db.Rebind(`INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+dValues))
-	if err != nil {
-		return notify.Notification{}, false, err
+	var (
+		insertD stmt
+		dArgs   []any
+	)
+	if len(ds) > 0 { // an INSERT with no rows is not a statement
+		var dValues string
+		dValues, dArgs = deliveryValues(ds, deliveryRow)
+		if insertD, err = db.writeStmt(ctx, db.Rebind(`INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+dValues)); err != nil {
+			return notify.Notification{}, false, err
+		}
 	}
 	var (
 		existing notify.Notification

@@ -412,7 +412,7 @@ func (s suite) groupCommit(t *testing.T) {
 	if ops < n || batches >= ops || largest < 2 {
 		t.Errorf("group commit: %d writes in %d transactions (largest %d); want writes to share transactions", ops, batches, largest)
 	}
-	checkPipelined(t, db)
+	checkSomePipelined(t, db) // 50 request ids are written twice at once
 }
 
 // urgentFirst checks that urgent writes are not stuck behind a backlog of
