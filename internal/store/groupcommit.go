@@ -101,8 +101,12 @@ func (s *BatchStats) BusyTime() time.Duration {
 func newGroupCommitter(db *DB, writers, maxBatch int) *groupCommitter {
 	g := &groupCommitter{db: db, ops: make(chan *batchOp, 4*maxBatch), urgent: make(chan *batchOp, maxBatch),
 		maxBatch: maxBatch, stats: &BatchStats{}}
-	for range writers {
-		g.wg.Go(g.run)
+	for i := range writers {
+		// With several writers (PostgreSQL), the first takes only urgent
+		// writes: an OTP's write never waits for a writer busy with a
+		// campaign's transaction, on a server saturated by the campaign.
+		urgentOnly := writers > 1 && i == 0
+		g.wg.Go(func() { g.run(urgentOnly) })
 	}
 	return g
 }
@@ -154,9 +158,14 @@ func (db *DB) pipelinedBatch(ctx context.Context, fn func(ctx context.Context, t
 	return err
 }
 
-func (g *groupCommitter) run() {
+// run commits batches until both queues are closed and drained; with
+// urgentOnly, it serves the urgent queue alone.
+func (g *groupCommitter) run(urgentOnly bool) {
 	batch := make([]*batchOp, 0, g.maxBatch)
 	urgent, ops := g.urgent, g.ops
+	if urgentOnly {
+		ops = nil
+	}
 	for urgent != nil || ops != nil {
 		batch = batch[:0]
 		urgent = fill(&batch, urgent, g.maxBatch)
