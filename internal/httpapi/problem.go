@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -90,6 +91,10 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// StatusClientClosedRequest is the status recorded (in the access log and
+// sluice_http_requests_total) for a request whose client went away first.
+const StatusClientClosedRequest = 499
+
 // writeError maps err to a problem. The client sees only an *apperr.Error's
 // Message and Fields; anything else, and every 5xx cause, goes to the log.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
@@ -97,6 +102,16 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		WriteProblem(w, r, NewProblem(http.StatusRequestEntityTooLarge, "payload-too-large", "",
 			"request body exceeds "+strconv.FormatInt(mbe.Limit, 10)+" bytes"))
+		return
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client closed the connection before the answer: not a
+		// server error (a load generator stopping cancels dozens of
+		// requests at once). Recorded as 499, nginx's "client closed
+		// request", which the client will never see.
+		log.LogAttrs(r.Context(), slog.LevelDebug, "client went away",
+			slog.String(logKeyRequestID, w.Header().Get(headerRequestID)), slog.String("route", r.Pattern))
+		WriteProblem(w, r, NewProblem(StatusClientClosedRequest, "client-closed-request", "Client closed request", ""))
 		return
 	}
 	ae, ok := errors.AsType[*apperr.Error](err)
