@@ -122,11 +122,11 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 
 // openLane creates (or updates) k's stream and consumer and connects its
 // lane. On error, what it connected is closed.
-func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (l *lane, err error) {
-	l = &lane{}
+func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_ *lane, err error) {
+	l := &lane{}
 	defer func() {
 		if err != nil {
-			l.close()
+			_ = l.close() // l, not the nil the failed return hands back
 		}
 	}()
 	if l.str, err = q.c.EnsureStream(ctx, jetstream.StreamConfig{

@@ -189,3 +189,16 @@ func testQueueHorizon(t *testing.T, c *Conn) {
 		t.Errorf("Horizon of another stream = %v, want now (streams are separate)", other)
 	}
 }
+
+// TestNotifyQueueOpenFails: when a stream cannot be set up, NotifyQueue
+// closes what it opened and returns the error (it used to panic).
+func TestNotifyQueueOpenFails(t *testing.T) {
+	t.Parallel()
+	c := open(t, Options{DataDir: t.TempDir()})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if q, err := c.NotifyQueue(ctx, NotifyOptions{}); err == nil {
+		q.Close()
+		t.Fatal("NotifyQueue with a cancelled context succeeded")
+	}
+}
