@@ -139,7 +139,7 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 	}); err != nil {
 		return nil, err
 	}
-	if _, err = l.str.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	if err = ensureConsumer(ctx, l.str, jetstream.ConsumerConfig{
 		Durable:       "workers",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       q.o.AckWait,
@@ -173,6 +173,30 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 		return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
 	}
 	return l, nil
+}
+
+// ensureConsumer creates the durable consumer cfg on s when it is missing
+// and updates it only when its settings differ. Every node starts by
+// calling this while other nodes may be pulling from the consumer, and an
+// update of a consumer that has pull requests waiting is what we suspect
+// of the stalls seen with NATS 2.9 (every node's pulls unanswered, see
+// consume): a node that starts with the same settings changes nothing.
+func ensureConsumer(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) error {
+	c, err := s.Consumer(ctx, cfg.Durable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		_, err = s.CreateOrUpdateConsumer(ctx, cfg)
+		return err
+	case err != nil:
+		return err
+	}
+	have := c.CachedInfo().Config
+	if have.AckPolicy == cfg.AckPolicy && have.AckWait == cfg.AckWait && have.MaxDeliver == cfg.MaxDeliver &&
+		have.MaxAckPending == cfg.MaxAckPending {
+		return nil
+	}
+	_, err = s.CreateOrUpdateConsumer(ctx, cfg)
+	return err
 }
 
 // close drains the lane's connections: pending publishes are sent.
@@ -304,23 +328,53 @@ func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.C
 	// a pull the server never fills (seen in CI on NATS 2.9 under load: a
 	// stream stalled with jobs waiting until its pull expired) costs
 	// seconds, not an OTP's whole budget. Idle streams re-pull every 5 s.
-	it, err := cons.Messages(jetstream.PullMaxMessages(2*workers), jetstream.PullExpiry(5*time.Second))
+	pull := func() (jetstream.MessagesContext, error) {
+		return cons.Messages(jetstream.PullMaxMessages(2*workers), jetstream.PullExpiry(5*time.Second))
+	}
+	it, err := pull()
 	if err != nil {
 		return fmt.Errorf("queue: consume %s: %w", q.streamName(k), err)
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
+	var itMu sync.Mutex // it is replaced when the server stops answering
+	stop := context.AfterFunc(ctx, func() {
+		itMu.Lock()
+		defer itMu.Unlock()
+		it.Stop()
+	})
 	defer stop()
 	jobCtx := context.WithoutCancel(ctx)
 	r := newKeyedRunner(workers, ctx.Done(), func(t task) { q.handleMsg(jobCtx, t, handle) })
+	missed := 0 // heartbeats missed in a row
 	for {
-		m, err := it.Next()
+		itMu.Lock()
+		cur := it
+		itMu.Unlock()
+		m, err := cur.Next()
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
 				break
 			}
 			q.log.Warn("queue: fetch", "stream", q.streamName(k), logKeyError, err)
+			if missed++; errors.Is(err, jetstream.ErrNoHeartbeat) && missed >= stalledAfter {
+				// The server has answered none of our pulls for a while
+				// (seen with NATS 2.9: every node's pulls on one consumer
+				// unanswered while jobs waited). The client re-pulls on
+				// its own after each miss; start over with a new
+				// subscription as well.
+				if next, perr := pull(); perr == nil {
+					itMu.Lock()
+					it.Stop()
+					it = next
+					itMu.Unlock()
+					if ctx.Err() != nil {
+						next.Stop()
+					}
+					missed = 0
+				}
+			}
 			continue
 		}
+		missed = 0
 		var j notify.Job
 		if err := json.Unmarshal(m.Data(), &j); err != nil {
 			q.log.Error("queue: dropping a malformed job", "stream", q.streamName(k), logKeyError, err)
@@ -335,6 +389,10 @@ func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.C
 	r.close()
 	return nil
 }
+
+// stalledAfter is how many heartbeats in a row a stream's pull may miss
+// before consume replaces its subscription.
+const stalledAfter = 3
 
 func (q *NotifyQueue) handleMsg(ctx context.Context, t task, handle Handler) {
 	if err := handle(ctx, t.job); err != nil {
