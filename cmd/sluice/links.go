@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/linkbus"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -88,8 +88,8 @@ func newLinks(ctx context.Context, cfg config.Config, db *store.DB, q *queue.Con
 	}
 	// Deletes are announced to every node, so none keeps redirecting a
 	// deleted link from its cache for up to links.cache_ttl.
-	bus := linkbus.New(q.NATS(), q.Name("links.deleted"))
-	opts.Announce = bus.Announce
+	bus := announce.New(q.NATS(), q.Name("links.deleted"))
+	opts.Announce = bus.Post
 	if links, err = shorten.New(opts); err != nil {
 		return nil, nil, err
 	}

@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/queue"
-	"github.com/sluicehq/sluice/internal/rulebus"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
@@ -68,12 +68,12 @@ func startRatelimit(ctx context.Context, cfg config.Config, log *slog.Logger, db
 		}
 	}
 
-	bus := rulebus.New(q.NATS(), q.Name("ratelimit.rules.changed"))
-	rl.stopListen, err = bus.Listen(rules.Invalidate)
+	bus := announce.New(q.NATS(), q.Name("ratelimit.rules.changed"))
+	rl.stopListen, err = bus.Listen(func(string) { rules.Invalidate() })
 	if err != nil {
 		return nil, err
 	}
-	rl.service, err = limits.NewService(limits.Options{Rules: rules, Counters: rl.store, Announce: bus.Announce,
+	rl.service, err = limits.NewService(limits.Options{Rules: rules, Counters: rl.store, Announce: bus.Signal,
 		Metrics: rl.metrics, Logger: log})
 	if err != nil {
 		_ = rl.stopListen()

@@ -1,4 +1,4 @@
-package linkbus_test
+package announce_test
 
 import (
 	"bytes"
@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/enginetest"
-	"github.com/sluicehq/sluice/internal/linkbus"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
-// node is one in-process shortener with its own store and NATS connections.
-type node struct {
+// linkNode is one in-process shortener with its own store and NATS connections.
+type linkNode struct {
 	svc *shorten.Service
 	q   *queue.Conn
 	log *syncBuffer
@@ -40,9 +40,9 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// startNode opens its own connections to the shared database file and NATS
+// startLinkNode opens its own connections to the shared database file and NATS
 // server. A node that does not listen still announces its deletes.
-func startNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *node {
+func startLinkNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *linkNode {
 	t.Helper()
 	ctx := t.Context()
 	db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
@@ -62,13 +62,13 @@ func startNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *node 
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := linkbus.New(q.NATS(), q.Name("links.deleted"))
-	n := &node{q: q, log: &syncBuffer{}}
+	bus := announce.New(q.NATS(), q.Name("links.deleted"))
+	n := &linkNode{q: q, log: &syncBuffer{}}
 	// A cache TTL far longer than the test: only the announcement can
 	// make another node stop redirecting a deleted link in time.
 	n.svc, err = shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",
 		Targets:  shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}},
-		CacheTTL: time.Hour, NegativeTTL: time.Hour, Announce: bus.Announce,
+		CacheTTL: time.Hour, NegativeTTL: time.Hour, Announce: bus.Post,
 		Logger: slog.New(slog.NewTextHandler(n.log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -81,20 +81,6 @@ func startNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *node 
 		t.Cleanup(func() { _ = stop() })
 	}
 	return n
-}
-
-// waitFor polls cond until it holds and returns how long that took, or
-// fails after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an outcome
-	}
-	return time.Since(start)
 }
 
 func testPrefix() string {
@@ -113,9 +99,9 @@ func TestDeleteReachesTheOtherNode(t *testing.T) {
 	nats := enginetest.StartNATS(t)
 	dbPath := filepath.Join(t.TempDir(), "sluice.db")
 	prefix := testPrefix()
-	a := startNode(t, dbPath, nats.URL(), prefix, true)
-	b := startNode(t, dbPath, nats.URL(), prefix, true)
-	c := startNode(t, dbPath, nats.URL(), prefix, false)
+	a := startLinkNode(t, dbPath, nats.URL(), prefix, true)
+	b := startLinkNode(t, dbPath, nats.URL(), prefix, true)
+	c := startLinkNode(t, dbPath, nats.URL(), prefix, false)
 	ctx := t.Context()
 
 	owner := shorten.Caller{ID: "key_a"}
@@ -123,7 +109,7 @@ func TestDeleteReachesTheOtherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, n := range map[string]*node{"A": a, "B": b, "C": c} {
+	for name, n := range map[string]*linkNode{"A": a, "B": b, "C": c} {
 		if tg, err := n.svc.Resolve(ctx, l.Code, "client"); err != nil || tg.URL != l.URL {
 			t.Fatalf("Resolve on %s before the delete = %+v, %v", name, tg, err)
 		}

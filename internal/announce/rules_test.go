@@ -1,4 +1,4 @@
-package rulebus_test
+package announce_test
 
 import (
 	"context"
@@ -6,20 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/queue"
-	"github.com/sluicehq/sluice/internal/rulebus"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// node is one in-process rate limit service with its own connections.
-type node struct {
+// ruleNode is one in-process rate limit service with its own connections.
+type ruleNode struct {
 	svc *limits.Service
 }
 
-func startNode(t *testing.T, dbPath, natsURL, prefix string) *node {
+func startRuleNode(t *testing.T, dbPath, natsURL, prefix string) *ruleNode {
 	t.Helper()
 	ctx := t.Context()
 	db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
@@ -44,8 +44,8 @@ func startNode(t *testing.T, dbPath, natsURL, prefix string) *node {
 	if err := rules.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	bus := rulebus.New(q.NATS(), q.Name("ratelimit.rules.changed"))
-	stop, err := bus.Listen(rules.Invalidate)
+	bus := announce.New(q.NATS(), q.Name("ratelimit.rules.changed"))
+	stop, err := bus.Listen(func(string) { rules.Invalidate() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +53,12 @@ func startNode(t *testing.T, dbPath, natsURL, prefix string) *node {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rules.Run(runCtx) }()
 	t.Cleanup(func() { _ = stop(); cancel(); <-done })
-	svc, err := limits.NewService(limits.Options{Rules: rules, Announce: bus.Announce,
+	svc, err := limits.NewService(limits.Options{Rules: rules, Announce: bus.Signal,
 		Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &node{svc: svc}
+	return &ruleNode{svc: svc}
 }
 
 // waitFor polls cond until it holds and returns how long that took, or
@@ -82,15 +82,15 @@ func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
 	t.Parallel()
 	nats := enginetest.StartNATS(t)
 	dbPath := filepath.Join(t.TempDir(), "sluice.db")
-	a := startNode(t, dbPath, nats.URL(), "")
-	b := startNode(t, dbPath, nats.URL(), "")
+	a := startRuleNode(t, dbPath, nats.URL(), "")
+	b := startRuleNode(t, dbPath, nats.URL(), "")
 	ctx := t.Context()
 
 	p := limits.Policy{Name: "burst", Algorithm: ratelimit.FixedWindow, Limit: 1, Period: limits.Period(time.Hour)}
 	if _, err := a.svc.PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	took := waitFor(t, time.Second, "the new policy on the other node", func() bool {
+	took := waitFor(t, time.Second, "the new policy on the other ruleNode", func() bool {
 		_, _, err := b.svc.Policy("burst")
 		return err == nil
 	})
@@ -99,7 +99,7 @@ func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
 	if _, err := a.svc.BlockKey(ctx, limits.BlockRequest{Key: "ip:6", Duration: time.Minute, Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	took = waitFor(t, time.Second, "the block on the other node", func() bool {
+	took = waitFor(t, time.Second, "the block on the other ruleNode", func() bool {
 		ok, rs, err := b.svc.Check(ctx, []limits.CheckRequest{{Policy: "free", Key: "ip:6", Cost: 1}})
 		return err == nil && !ok && rs[0].DecidedBy == limits.ByBlock
 	})
@@ -109,7 +109,7 @@ func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
 	if _, err := a.svc.PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	took = waitFor(t, time.Second, "the changed limit on the other node", func() bool {
+	took = waitFor(t, time.Second, "the changed limit on the other ruleNode", func() bool {
 		_, rs, err := b.svc.Check(ctx, []limits.CheckRequest{{Policy: "burst", Key: "k", Cost: 1}})
 		return err == nil && rs[0].Limit == 7
 	})

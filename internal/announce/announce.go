@@ -1,0 +1,66 @@
+// Package announce sends small announcements between Sluice nodes over
+// core NATS: "the rate limit rules changed, reload them" and "this short
+// link was deleted, drop it from your cache". Each is the push half of a
+// cache's freshness; the cache's own expiry (a periodic reload, a TTL) is
+// the other half, so delivery is best effort: a lost announcement costs
+// what no announcement would, a duplicate costs one reload or one cache
+// miss. Every node listening, the sender included, receives each one.
+package announce
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Bus publishes and receives announcements on one subject. It is safe for
+// concurrent use; the zero value is not usable (use New).
+type Bus struct {
+	nc      *nats.Conn
+	subject string
+}
+
+// New returns a Bus on subject. Sluice names subjects with queue.Conn.Name
+// ("ratelimit.rules.changed", "links.deleted"), so tests sharing a server
+// stay apart.
+func New(nc *nats.Conn, subject string) *Bus { return &Bus{nc: nc, subject: subject} }
+
+// Signal announces an event that carries no data, and returns once the
+// server has it, or ctx ends. Rate limit rule changes use it: the API
+// call that changed a rule answers after the other nodes can know.
+func (b *Bus) Signal(ctx context.Context) error {
+	if err := b.nc.Publish(b.subject, nil); err != nil {
+		return fmt.Errorf("announce on %s: %w", b.subject, err)
+	}
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("announce on %s: %w", b.subject, err)
+	}
+	return nil
+}
+
+// Post announces data and never waits on the network: the message leaves
+// with the connection's next write or, while the client reconnects, from
+// its reconnect buffer. It fails only when the message cannot even be
+// queued (connection closed, reconnect buffer full). Link deletes use it,
+// so a DELETE is never slowed by NATS.
+func (b *Bus) Post(data string) error {
+	if err := b.nc.Publish(b.subject, []byte(data)); err != nil {
+		return fmt.Errorf("announce on %s: %w", b.subject, err)
+	}
+	return nil
+}
+
+// Listen calls heard with the data of every announcement (from a NATS
+// goroutine; it must not block) until stop is called.
+func (b *Bus) Listen(heard func(data string)) (stop func() error, err error) {
+	sub, err := b.nc.Subscribe(b.subject, func(m *nats.Msg) { heard(string(m.Data)) })
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", b.subject, err)
+	}
+	if err := b.nc.Flush(); err != nil { // the subscription is live on the server before we return
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("listen on %s: %w", b.subject, err)
+	}
+	return sub.Unsubscribe, nil
+}
