@@ -68,8 +68,9 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	nq, err := q.NotifyQueue(ctx, queue.NotifyOptions{
-		Partitions: nc.Partitions,
-		AckWait:    nc.AckWait,
+		Partitions:  nc.Partitions,
+		AckWait:     nc.AckWait,
+		Unconfirmed: !nc.ConfirmPublish,
 		Workers: map[notify.Category]int{notify.Critical: nc.WorkersCritical, notify.Orders: nc.WorkersOrders,
 			notify.Marketing: nc.WorkersMarketing},
 		Logger: log,

@@ -10,6 +10,7 @@ package announce
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -32,6 +33,14 @@ func New(nc *nats.Conn, subject string) *Bus { return &Bus{nc: nc, subject: subj
 func (b *Bus) Signal(ctx context.Context) error {
 	if err := b.nc.Publish(b.subject, nil); err != nil {
 		return fmt.Errorf("announce on %s: %w", b.subject, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// nats.go refuses to flush without a deadline (API handlers
+		// passed their request's context, which has none: every
+		// announcement of a rule change was reported as failed).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 	}
 	if err := b.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("announce on %s: %w", b.subject, err)

@@ -49,7 +49,11 @@ func TestNotifyQueue(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			t.Run("OrderPerUserAndDedupe", func(t *testing.T) { t.Parallel(); testQueueOrder(t, tt.open(t)) })
+			t.Run("OrderPerUserAndDedupe", func(t *testing.T) { t.Parallel(); testQueueOrder(t, tt.open(t), NotifyOptions{}) })
+			t.Run("OrderPerUserAndDedupeUnconfirmed", func(t *testing.T) {
+				t.Parallel()
+				testQueueOrder(t, tt.open(t), NotifyOptions{Unconfirmed: true})
+			})
 			t.Run("NakRedelivers", func(t *testing.T) { t.Parallel(); testQueueNak(t, tt.open(t)) })
 			t.Run("Horizon", func(t *testing.T) { t.Parallel(); testQueueHorizon(t, tt.open(t)) })
 		})
@@ -86,8 +90,9 @@ func (c *collector) handle(_ context.Context, j notify.Job) error {
 	return nil
 }
 
-func testQueueOrder(t *testing.T, c *Conn) {
-	q := notifyQueue(t, c, NotifyOptions{Workers: map[notify.Category]int{notify.Orders: 8}})
+func testQueueOrder(t *testing.T, c *Conn, o NotifyOptions) {
+	o.Workers = map[notify.Category]int{notify.Orders: 8}
+	q := notifyQueue(t, c, o)
 	const users, per = 5, 20
 	col := &collector{inFlight: map[string]bool{}, got: map[string][]string{}, done: make(chan struct{}), want: users * per}
 	var want = map[string][]string{}
