@@ -1,14 +1,12 @@
 package announce_test
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,22 +21,8 @@ import (
 type linkNode struct {
 	svc *shorten.Service
 	q   *queue.Conn
-	log *syncBuffer
+	log *enginetest.LogBuffer
 }
-
-// syncBuffer is a log destination safe for the service's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // startLinkNode opens its own connections to the shared database file and NATS
 // server. A node that does not listen still announces its deletes.
@@ -63,7 +47,7 @@ func startLinkNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *l
 		t.Fatal(err)
 	}
 	bus := announce.New(q.NATS(), q.Name("links.deleted"))
-	n := &linkNode{q: q, log: &syncBuffer{}}
+	n := &linkNode{q: q, log: &enginetest.LogBuffer{}}
 	// A cache TTL far longer than the test: only the announcement can
 	// make another node stop redirecting a deleted link in time.
 	n.svc, err = shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",

@@ -1,13 +1,11 @@
 package envoyrls_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,7 +42,7 @@ type bundle struct {
 	store  ratelimit.Store
 	reg    *prometheus.Registry
 	clock  *clock
-	logs   *syncBuffer
+	logs   *enginetest.LogBuffer
 }
 
 // setup starts a server with the given YAML files (name: contents) and
@@ -111,7 +109,7 @@ func redisStores(t *testing.T, n int, now func() time.Time) []ratelimit.Store {
 
 func serveOn(t *testing.T, cfg *envoyrls.Config, opts envoyrls.Options, be backend) *bundle {
 	t.Helper()
-	b := &bundle{clock: newClock(), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	b := &bundle{clock: newClock(), reg: prometheus.NewRegistry(), logs: &enginetest.LogBuffer{}}
 	if opts.Store == nil {
 		opts.Store = be.open(t, b.clock.Now)
 	}
@@ -195,22 +193,4 @@ func (b *bundle) metric(t *testing.T, name string, labels ...string) float64 {
 		}
 	}
 	return 0
-}
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

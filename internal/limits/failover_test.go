@@ -1,11 +1,9 @@
 package limits_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +16,6 @@ import (
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
-}
 
 // TestFailoverToLocalAndBack stops a private Redis under a Failover store:
 // checks keep answering at once (limit / nodes, or refused for a
@@ -60,7 +40,7 @@ func TestFailoverToLocalAndBack(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := limits.NewMetrics(reg)
-	logs := &syncBuffer{}
+	logs := &enginetest.LogBuffer{}
 	f := limits.NewFailover(limits.FailoverOptions{Primary: primary, Nodes: 2, Timeout: 200 * time.Millisecond,
 		ProbeInterval: 20 * time.Millisecond, FailsClosed: func(name string) bool { return name == "closed" },
 		Metrics: metrics, Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -106,7 +86,7 @@ func TestFailoverToLocalAndBack(t *testing.T) {
 	if g := storeUp(t, reg); g != 0 {
 		t.Errorf("sluice_ratelimit_store_up = %v with Redis down, want 0", g)
 	}
-	if n := logs.count("rate limit store unreachable"); n != 1 {
+	if n := strings.Count(logs.String(), "rate limit store unreachable"); n != 1 {
 		t.Errorf("logged the outage %d times, want once", n)
 	}
 
@@ -118,7 +98,7 @@ func TestFailoverToLocalAndBack(t *testing.T) {
 	if g := storeUp(t, reg); g != 1 {
 		t.Errorf("sluice_ratelimit_store_up = %v after recovery, want 1", g)
 	}
-	if n := logs.count("answers again"); n != 1 {
+	if n := strings.Count(logs.String(), "answers again"); n != 1 {
 		t.Errorf("logged the recovery %d times, want once", n)
 	}
 }
