@@ -78,6 +78,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 	if err != nil {
 		return nil, err
 	}
+	reg.MustRegister(newQueueLag(nq))
 	ps, err := buildProviders(nc.Providers, rlStore, reg, log)
 	if err != nil {
 		nq.Close()
