@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/outbox"
@@ -19,22 +18,6 @@ const (
 // outboxArgs returns e's values for outboxColumns.
 func outboxArgs(e *outbox.Entry) []any {
 	return []any{e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt)}
-}
-
-// AddOutboxEntry records e unless an entry with the same notification,
-// channel and attempt exists (then it does nothing and succeeds),
-// group-committed. The pipeline stores entries with the attempt's outcome
-// (notify.Attempt.Outbox); this is for tools and tests that add one alone.
-func (db *DB) AddOutboxEntry(ctx context.Context, e outbox.Entry) error {
-	insert, err := db.writeStmt(ctx, db.Rebind(insertOutboxQuery))
-	if err != nil {
-		return err
-	}
-	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := insert.exec(ctx, tx, outboxArgs(&e)...)
-		return err
-	})
-	return mapErr(err, "add outbox entry")
 }
 
 // OutboxEntries implements outbox.Store. The cursor's ID is

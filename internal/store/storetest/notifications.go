@@ -317,19 +317,26 @@ func (s suite) notificationOutbox(t *testing.T) {
 		n, ds := newNotification(id, "", map[string]string{"n1": "u1", "n2": "u2"}[id], t0, notify.Email)
 		mustCreate(t, db, n, ds)
 	}
-	add := func(e outbox.Entry) {
+	// Entries are stored with an attempt's outcome, as the worker does.
+	add := func(e outbox.Entry, prev int, status notify.Status) {
 		t.Helper()
-		if err := db.AddOutboxEntry(ctx, e); err != nil {
-			t.Fatalf("AddOutboxEntry: %v", err)
+		a := notify.Attempt{Key: notify.DeliveryKey{NotificationID: e.NotificationID, Channel: e.Channel}, Status: status,
+			Prev: prev, Attempts: prev + 1, At: e.CreatedAt, Outbox: &e}
+		if status == notify.StatusQueued {
+			a.NextAttemptAt = e.CreatedAt.Add(time.Minute)
+		}
+		if _, err := db.FinishAttempt(ctx, a, nil); err != nil {
+			t.Fatalf("FinishAttempt: %v", err)
 		}
 	}
 	e := outbox.Entry{NotificationID: "n1", Channel: notify.Email, Attempt: 1, UserID: "u1", To: "ann@example.com", Subject: "s", Body: "b", CreatedAt: t0}
-	add(e)
-	add(e) // redelivered: nothing new
+	add(e, 0, notify.StatusQueued) // the first attempt, to be retried
+	add(e, 0, notify.StatusQueued) // redelivered: nothing new
 	e2 := e
 	e2.Attempt, e2.CreatedAt = 2, t0.Add(time.Second)
-	add(e2)
-	add(outbox.Entry{NotificationID: "n2", Channel: notify.Email, Attempt: 1, UserID: "u2", To: "u2", Body: "b", CreatedAt: t0.Add(2 * time.Second)})
+	add(e2, 1, notify.StatusSent)
+	add(outbox.Entry{NotificationID: "n2", Channel: notify.Email, Attempt: 1, UserID: "u2", To: "u2", Body: "b", CreatedAt: t0.Add(2 * time.Second)},
+		0, notify.StatusSent)
 	all, err := db.OutboxEntries(ctx, outbox.Filter{}, notify.Cursor{}, 10)
 	if err != nil || len(all) != 3 || all[0].NotificationID != "n2" || all[2].Attempt != 1 {
 		t.Fatalf("OutboxEntries = %+v, %v; want 3, newest first", all, err)
@@ -355,8 +362,10 @@ func (s suite) notificationDelete(t *testing.T) {
 		n, ds := newNotification(fmt.Sprintf("old%d", i), "", "u1", t0.Add(time.Duration(i)*time.Second), notify.Email)
 		mustCreate(t, db, n, ds)
 	}
-	if err := db.AddOutboxEntry(ctx, outbox.Entry{NotificationID: "old0", Channel: notify.Email, Attempt: 1, UserID: "u1", CreatedAt: t0}); err != nil {
-		t.Fatal(err)
+	sent := notify.Attempt{Key: notify.DeliveryKey{NotificationID: "old0", Channel: notify.Email}, Status: notify.StatusSent,
+		Attempts: 1, At: t0, Outbox: &outbox.Entry{NotificationID: "old0", Channel: notify.Email, Attempt: 1, UserID: "u1", CreatedAt: t0}}
+	if ok, err := db.FinishAttempt(ctx, sent, nil); err != nil || !ok {
+		t.Fatalf("FinishAttempt = %v, %v", ok, err)
 	}
 	keep, ds := newNotification("new", "", "u1", t0.Add(time.Hour), notify.Email)
 	mustCreate(t, db, keep, ds)
