@@ -66,6 +66,9 @@ type DB struct {
 	// *sql.Stmt), at most maxReadStmts of them; see readStmt.
 	readStmts     sync.Map
 	readStmtCount atomic.Int32
+	// rebound remembers Rebind's results on PostgreSQL (query -> query).
+	rebound      sync.Map
+	reboundCount atomic.Int32
 }
 
 // maxReadStmts bounds the prepared reads kept: queries built with a
@@ -202,7 +205,28 @@ func (db *DB) Dialect() string { return db.dialect }
 // Rebind rewrites a query written with ? placeholders for this database's
 // dialect ($1, $2, ... on PostgreSQL). Use it for queries run on the
 // *sql.Tx given by InTx.
-func (db *DB) Rebind(query string) string { return rebind(db.dialect, query) }
+// On PostgreSQL the result is remembered (for up to maxRebound distinct
+// queries): the hot writes rebind the same text on every call, and
+// scanning it again was a visible share of the writer's CPU.
+func (db *DB) Rebind(query string) string {
+	if db.dialect != DialectPostgres {
+		return query
+	}
+	if q, ok := db.rebound.Load(query); ok {
+		return q.(string)
+	}
+	q := rebind(db.dialect, query)
+	if db.reboundCount.Load() < maxRebound {
+		if _, loaded := db.rebound.LoadOrStore(query, q); !loaded {
+			db.reboundCount.Add(1)
+		}
+	}
+	return q
+}
+
+// maxRebound bounds the rebound queries remembered: queries built with a
+// varying number of rows would otherwise each keep one.
+const maxRebound = 1024
 
 // Ping checks that the engine answers now, by running a query on a pooled
 // connection (for SQLite, one that reads the file's schema). Any failure is
