@@ -86,7 +86,7 @@ func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
 	b := startRuleNode(t, dbPath, nats.URL(), "")
 	ctx := t.Context()
 
-	p := limits.Policy{Name: "burst", Algorithm: ratelimit.FixedWindow, Limit: 1, Period: limits.Period(time.Hour)}
+	p := limits.NamedPolicy{Name: "burst", Algorithm: ratelimit.FixedWindow, Limit: 1, Period: limits.Period(time.Hour)}
 	if _, err := a.svc.PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ type Ratelimit struct {
 	HotKeys         int           `yaml:"hot_keys" flag:"ratelimit-hot-keys" usage:"over-limit keys answered locally until their retry time, without a Redis round trip (0 disables)"`
 	// Policies are fixed by the file: they hide stored policies of the
 	// same name and cannot be changed through the API.
-	Policies []limits.Policy `yaml:"policies"`
+	Policies []limits.NamedPolicy `yaml:"policies"`
 }
 
 // Gateway configures the rate limiting reverse proxy. It runs when Listen

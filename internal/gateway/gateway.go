@@ -222,7 +222,7 @@ func (g *Gateway) decide(ctx context.Context, ls []httplimit.Limit) ([]ratelimit
 	}
 	ds := make([]ratelimit.Decision, len(results))
 	for i, res := range results {
-		ds[i] = res.Decision.Decision
+		ds[i] = res.Verdict.Decision
 	}
 	return ds, nil
 }

@@ -64,7 +64,7 @@ func setup(t *testing.T, cfg config.Gateway, policies map[string]int64) (*httpte
 		t.Fatal(err)
 	}
 	for name, n := range policies {
-		p := limits.Policy{Name: name, Algorithm: ratelimit.FixedWindow, Limit: n, Period: limits.Period(time.Hour)}
+		p := limits.NamedPolicy{Name: name, Algorithm: ratelimit.FixedWindow, Limit: n, Period: limits.Period(time.Hour)}
 		if _, err := svc.PutPolicy(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}

@@ -17,9 +17,9 @@ type Ratelimiter interface {
 	Check(ctx context.Context, reqs []limits.CheckRequest) (bool, []limits.Result, error)
 	Peek(ctx context.Context, policy, key string) (limits.Result, error)
 	Reset(ctx context.Context, policy, key string) error
-	Policy(name string) (limits.Policy, limits.Source, error)
-	Policies() ([]limits.Policy, []limits.Source)
-	PutPolicy(ctx context.Context, p limits.Policy) (bool, error)
+	Policy(name string) (limits.NamedPolicy, limits.Source, error)
+	Policies() ([]limits.NamedPolicy, []limits.Source)
+	PutPolicy(ctx context.Context, p limits.NamedPolicy) (bool, error)
 	DeletePolicy(ctx context.Context, name string) error
 	BlockKey(ctx context.Context, req limits.BlockRequest) (limits.Block, error)
 	Blocks() []limits.Block
@@ -92,7 +92,7 @@ func millis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-func toDecisionJSON(d limits.Decision) decisionJSON {
+func toDecisionJSON(d limits.Verdict) decisionJSON {
 	return decisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 		RetryAfterMS: millis(d.RetryAfter), ResetAfterMS: millis(d.ResetAfter), WouldRefuse: d.WouldRefuse}
 }
@@ -123,9 +123,9 @@ func (s *Server) check(rl Ratelimiter, w http.ResponseWriter, r *http.Request) e
 	setRateLimitHeaders(w.Header(), results)
 	ds := make([]ratelimit.Decision, len(results))
 	for i, res := range results {
-		ds[i] = res.Decision.Decision
+		ds[i] = res.Verdict.Decision
 	}
-	out := checkResponse{decisionJSON: toDecisionJSON(limits.Decision{Decision: ratelimit.Combine(ds)})}
+	out := checkResponse{decisionJSON: toDecisionJSON(limits.Verdict{Decision: ratelimit.Combine(ds)})}
 	out.Allowed = allowed
 	for _, res := range results {
 		out.WouldRefuse = out.WouldRefuse || res.WouldRefuse
@@ -138,7 +138,7 @@ func (s *Server) check(rl Ratelimiter, w http.ResponseWriter, r *http.Request) e
 	} else {
 		out.Results = make([]resultJSON, len(results))
 		for i, res := range results {
-			out.Results[i] = resultJSON{Policy: res.Policy, Key: res.Key, decisionJSON: toDecisionJSON(res.Decision), DecidedBy: res.DecidedBy}
+			out.Results[i] = resultJSON{Policy: res.Policy, Key: res.Key, decisionJSON: toDecisionJSON(res.Verdict), DecidedBy: res.DecidedBy}
 		}
 	}
 	if !allowed {
@@ -153,7 +153,7 @@ func (s *Server) check(rl Ratelimiter, w http.ResponseWriter, r *http.Request) e
 func setRateLimitHeaders(h http.Header, results []limits.Result) {
 	qs := make([]httplimit.Quota, len(results))
 	for i, res := range results {
-		qs[i] = httplimit.Quota{Name: res.Policy, Limit: res.Quota, Window: res.Window, Decision: res.Decision.Decision}
+		qs[i] = httplimit.Quota{Name: res.Policy, Limit: res.Quota, Window: res.Window, Decision: res.Verdict.Decision}
 	}
 	httplimit.SetHeaders(h, qs)
 }
@@ -172,7 +172,7 @@ func getKey(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := keyStateJSON{Policy: res.Policy, Key: res.Key, decisionJSON: toDecisionJSON(res.Decision),
+	out := keyStateJSON{Policy: res.Policy, Key: res.Key, decisionJSON: toDecisionJSON(res.Verdict),
 		Blocked: res.DecidedBy == limits.ByBlock, DecidedBy: res.DecidedBy}
 	if res.Block != nil {
 		b := toBlockJSON(*res.Block)

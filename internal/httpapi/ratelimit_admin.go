@@ -25,8 +25,8 @@ type policyBody struct {
 }
 
 // toPolicy converts b, naming bad fields with prefix.
-func (b policyBody) toPolicy(prefix string) (limits.Policy, error) {
-	p := limits.Policy{Name: b.Name, Algorithm: ratelimit.Algorithm(b.Algorithm), Limit: b.Limit, Burst: b.Burst,
+func (b policyBody) toPolicy(prefix string) (limits.NamedPolicy, error) {
+	p := limits.NamedPolicy{Name: b.Name, Algorithm: ratelimit.Algorithm(b.Algorithm), Limit: b.Limit, Burst: b.Burst,
 		Mode: limits.Mode(b.Mode), BurstOver: b.BurstOver, OnStoreFailure: limits.Failure(b.OnStoreFailure),
 		Description: b.Description}
 	var fe []apperr.FieldError
@@ -50,7 +50,7 @@ func (b policyBody) toPolicy(prefix string) (limits.Policy, error) {
 	return p, apperr.Fields(apperr.Unprocessable, "the policy is invalid", fe)
 }
 
-func toPolicyBody(p limits.Policy, src limits.Source) policyBody {
+func toPolicyBody(p limits.NamedPolicy, src limits.Source) policyBody {
 	return policyBody{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit, Period: p.Period.String(),
 		Burst: p.Burst, Mode: string(p.Mode), BurstOver: p.BurstOver, OnStoreFailure: string(p.OnStoreFailure),
 		Description: p.Description, Source: string(src)}
@@ -236,10 +236,10 @@ func (s *Server) simulate(rl Ratelimiter, w http.ResponseWriter, r *http.Request
 }
 
 // simPolicy is the inline policy or the named one.
-func simPolicy(rl Ratelimiter, body simulateBody) (limits.Policy, error) {
+func simPolicy(rl Ratelimiter, body simulateBody) (limits.NamedPolicy, error) {
 	switch {
 	case body.Policy != nil && body.PolicyName != "":
-		return limits.Policy{}, apperr.New(apperr.Invalid, "send either policy or policy_name, not both")
+		return limits.NamedPolicy{}, apperr.New(apperr.Invalid, "send either policy or policy_name, not both")
 	case body.Policy != nil:
 		if body.Policy.Name == "" {
 			body.Policy.Name = "simulated"
@@ -249,7 +249,7 @@ func simPolicy(rl Ratelimiter, body simulateBody) (limits.Policy, error) {
 		p, _, err := rl.Policy(body.PolicyName)
 		return p, err
 	default:
-		return limits.Policy{}, apperr.Fields(apperr.Unprocessable, "the simulation is invalid",
+		return limits.NamedPolicy{}, apperr.Fields(apperr.Unprocessable, "the simulation is invalid",
 			[]apperr.FieldError{{Field: "policy", Detail: "an inline policy or a policy_name is required"}})
 	}
 }

@@ -13,20 +13,20 @@ import (
 )
 
 // Policy returns the named policy in force and its source.
-func (s *Service) Policy(name string) (Policy, Source, error) {
+func (s *Service) Policy(name string) (NamedPolicy, Source, error) {
 	p, src, ok := s.rules.Policy(name)
 	if !ok {
-		return Policy{}, "", apperr.New(apperr.NotFound, "no such policy: %s", name)
+		return NamedPolicy{}, "", apperr.New(apperr.NotFound, "no such policy: %s", name)
 	}
 	return p, src, nil
 }
 
 // Policies returns every policy in force, by name, with its source.
-func (s *Service) Policies() ([]Policy, []Source) { return s.rules.Policies() }
+func (s *Service) Policies() ([]NamedPolicy, []Source) { return s.rules.Policies() }
 
 // PutPolicy creates or replaces a stored policy and makes every node apply
 // it. Policies from the configuration file cannot be changed (Conflict).
-func (s *Service) PutPolicy(ctx context.Context, p Policy) (created bool, err error) {
+func (s *Service) PutPolicy(ctx context.Context, p NamedPolicy) (created bool, err error) {
 	p = p.Normalize()
 	if err := p.Validate(""); err != nil {
 		return false, err
@@ -107,7 +107,7 @@ const MaxSimRequests = 100_000
 // on a clock starting at 0) and applies p's mode to each decision, exactly
 // as a live check would. p must be valid; bad requests fail with apperr
 // Invalid naming requests[i].
-func Simulate(p Policy, reqs []ratelimit.SimRequest) ([]Decision, error) {
+func Simulate(p NamedPolicy, reqs []ratelimit.SimRequest) ([]Verdict, error) {
 	p = p.Normalize()
 	if len(reqs) > MaxSimRequests {
 		return nil, apperr.New(apperr.Invalid, "at most %d requests per simulation", MaxSimRequests)
@@ -141,7 +141,7 @@ func Simulate(p Policy, reqs []ratelimit.SimRequest) ([]Decision, error) {
 	if err != nil {
 		return nil, apperr.Wrap(apperr.Invalid, err, "%s", err.Error())
 	}
-	out := make([]Decision, len(ds))
+	out := make([]Verdict, len(ds))
 	for i, d := range ds {
 		out[i] = p.apply(d)
 	}

@@ -1,11 +1,26 @@
 // Package limits is Sluice's rate limit service: named policies with modes,
-// emergency blocks, and the decisions made against them, on top of the
+// emergency blocks, and the verdicts given against them, on top of the
 // public ratelimit library.
+//
+// # Two packages, two vocabularies
+//
+// Package ratelimit (public, stdlib only) knows algorithms and stores: a
+// ratelimit.Policy is an algorithm with a limit and a period, and a
+// ratelimit.Decision is what a store answers for one key. This package
+// knows the product: a [NamedPolicy] is a ratelimit.Policy given a name, a
+// mode (hard, soft, shadow), a store failure rule and a source (database or
+// configuration), and a [Verdict] is a ratelimit.Decision read under that
+// mode. Only this package turns one into the other ([NamedPolicy.Effective],
+// [NamedPolicy.apply]).
+//
+// Package limits is a domain package: it imports the ratelimit library and
+// apperr, and no infrastructure (no Prometheus, database driver, Redis or
+// NATS client). It reports through the [Metrics] hooks and stores rules
+// through the [RuleStore] interface it owns.
 //
 // # Rules and state
 //
-// Rules (policies and blocks) and state (counters) live apart, as the
-// seeds insist: rules sit in the record store and in the YAML
+// Rules (policies and blocks) and state (counters) live apart, rules sit in the record store and in the YAML
 // configuration, and every node keeps them in memory in a [Rules] cache
 // filled by a background retriever ([Rules.Run]); state lives in a
 // ratelimit.Store (memory, or Redis shared by every node). A check reads

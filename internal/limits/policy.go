@@ -14,7 +14,7 @@ import (
 // Mode says what a policy does with a request over its limit.
 type Mode string
 
-// The modes of SPEC §2.
+// The modes (docs/ratelimit.md, "Modes").
 const (
 	Hard   Mode = "hard"   // refuse
 	Soft   Mode = "soft"   // admit up to BurstOver more, flagged WouldRefuse
@@ -92,10 +92,11 @@ func (p *Period) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Policy is a named rate limit with its mode: the rule a check names.
+// NamedPolicy is a ratelimit.Policy with a name, a mode and a store failure
+// rule: the rule a check names.
 // The zero Mode is Hard and the zero OnStoreFailure is FailOpen.
 // Policies are plain values, safe to copy.
-type Policy struct {
+type NamedPolicy struct {
 	Name           string              `json:"name" yaml:"name"`
 	Algorithm      ratelimit.Algorithm `json:"algorithm" yaml:"algorithm"`
 	Limit          int64               `json:"limit" yaml:"limit"`
@@ -114,7 +115,7 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 func ValidName(name string) bool { return validName.MatchString(name) }
 
 // Normalize fills the defaults: mode hard, on_store_failure open.
-func (p Policy) Normalize() Policy {
+func (p NamedPolicy) Normalize() NamedPolicy {
 	if p.Mode == "" {
 		p.Mode = Hard
 	}
@@ -126,12 +127,12 @@ func (p Policy) Normalize() Policy {
 
 // Validate returns an apperr Unprocessable error naming every bad field
 // (prefixed with prefix, e.g. "policy."), or nil.
-func (p Policy) Validate(prefix string) error {
+func (p NamedPolicy) Validate(prefix string) error {
 	return apperr.Fields(apperr.Unprocessable, "the policy is invalid", p.FieldErrors(prefix))
 }
 
 // FieldErrors lists what is wrong with p, each field named with prefix.
-func (p Policy) FieldErrors(prefix string) []apperr.FieldError {
+func (p NamedPolicy) FieldErrors(prefix string) []apperr.FieldError {
 	var fe []apperr.FieldError
 	bad := func(field, format string, args ...any) {
 		fe = append(fe, apperr.FieldError{Field: prefix + field, Detail: fmt.Sprintf(format, args...)})
@@ -194,7 +195,7 @@ func (p Policy) FieldErrors(prefix string) []apperr.FieldError {
 // Effective is the ratelimit.Policy a store applies for p: p itself, or
 // for mode soft p with BurstOver added to its capacity. Its Name is p's,
 // so the counters of a policy survive changes to its numbers.
-func (p Policy) Effective() ratelimit.Policy {
+func (p NamedPolicy) Effective() ratelimit.Policy {
 	rp := ratelimit.Policy{Name: p.Name, Algorithm: p.Algorithm, Limit: p.Limit, Period: time.Duration(p.Period), Burst: p.Burst}
 	if p.Mode == Soft && p.BurstOver > 0 {
 		switch p.Algorithm {
@@ -208,12 +209,12 @@ func (p Policy) Effective() ratelimit.Policy {
 }
 
 // Capacity is the hard capacity reported as the limit of every decision.
-func (p Policy) Capacity() int64 {
+func (p NamedPolicy) Capacity() int64 {
 	return ratelimit.Policy{Algorithm: p.Algorithm, Limit: p.Limit, Burst: p.Burst}.Capacity()
 }
 
-// Decision is a check's answer under a policy's mode.
-type Decision struct {
+// Verdict is a store's ratelimit.Decision read under a policy's mode.
+type Verdict struct {
 	ratelimit.Decision
 	// WouldRefuse is set on an allowed decision that the hard form of the
 	// policy would have refused (modes soft and shadow).
@@ -222,33 +223,33 @@ type Decision struct {
 
 // apply turns the store's decision on p.Effective() into the decision of
 // p's mode. Live checks and Simulate both go through it.
-func (p *Policy) apply(d ratelimit.Decision) Decision {
+func (p *NamedPolicy) apply(d ratelimit.Decision) Verdict {
 	switch p.Mode {
 	case Soft:
 		capacity := p.Capacity()
-		out := Decision{Decision: d}
+		out := Verdict{Decision: d}
 		out.Limit = capacity
 		out.Remaining = max(0, d.Remaining-p.BurstOver)
 		// Allowed, but into the allowance above the hard capacity.
 		out.WouldRefuse = d.Allowed && d.Remaining < p.BurstOver
 		return out
 	case Shadow:
-		out := Decision{Decision: d, WouldRefuse: !d.Allowed}
+		out := Verdict{Decision: d, WouldRefuse: !d.Allowed}
 		out.Allowed = true
 		out.RetryAfter = 0
 		return out
 	default:
-		return Decision{Decision: d}
+		return Verdict{Decision: d}
 	}
 }
 
 // Defaults returns the tiers shipped in the database by its migration:
 // free (60/min), paid (600/min) and enterprise (6,000/min), token buckets
 // with a one-minute burst.
-func Defaults() []Policy {
-	tier := func(name string, perMin int64) Policy {
-		return Policy{Name: name, Algorithm: ratelimit.TokenBucket, Limit: perMin, Period: Period(time.Minute),
+func Defaults() []NamedPolicy {
+	tier := func(name string, perMin int64) NamedPolicy {
+		return NamedPolicy{Name: name, Algorithm: ratelimit.TokenBucket, Limit: perMin, Period: Period(time.Minute),
 			Burst: perMin, Mode: Hard, OnStoreFailure: FailOpen, Description: "shipped default tier"}
 	}
-	return []Policy{tier("free", 60), tier("paid", 600), tier("enterprise", 6000)}
+	return []NamedPolicy{tier("free", 60), tier("paid", 600), tier("enterprise", 6000)}
 }

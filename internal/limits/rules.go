@@ -16,9 +16,9 @@ import (
 // RuleStore is where policies and blocks are kept (the record store).
 type RuleStore interface {
 	// ListPolicies returns every stored policy, by name.
-	ListPolicies(ctx context.Context) ([]Policy, error)
+	ListPolicies(ctx context.Context) ([]NamedPolicy, error)
 	// PutPolicy creates or replaces p, reporting whether it was created.
-	PutPolicy(ctx context.Context, p Policy) (created bool, err error)
+	PutPolicy(ctx context.Context, p NamedPolicy) (created bool, err error)
 	// DeletePolicy deletes the named policy; apperr NotFound if absent.
 	DeletePolicy(ctx context.Context, name string) error
 	// ListBlocks returns the blocks still active at now.
@@ -41,7 +41,7 @@ type RulesOptions struct {
 	Store RuleStore
 	// Config are policies from the YAML configuration: they hide stored
 	// policies of the same name and cannot be changed through the API.
-	Config []Policy
+	Config []NamedPolicy
 	// Refresh is the periodic reload interval. If zero, DefaultRefresh.
 	Refresh time.Duration
 	// Logger receives reload failures. If nil, nothing is logged.
@@ -52,7 +52,7 @@ type RulesOptions struct {
 
 // entry is one policy ready for checks.
 type entry struct {
-	Policy
+	NamedPolicy
 	source Source
 	eff    ratelimit.Policy // what the store applies; its address is stable per snapshot
 }
@@ -102,14 +102,14 @@ func NewRules(opts RulesOptions) (*Rules, error) {
 	return r, nil
 }
 
-func newEntry(p Policy, src Source) *entry {
+func newEntry(p NamedPolicy, src Source) *entry {
 	p = p.Normalize()
-	return &entry{Policy: p, source: src, eff: p.Effective()}
+	return &entry{NamedPolicy: p, source: src, eff: p.Effective()}
 }
 
 // install makes a new snapshot of stored policies and blocks plus the
 // configured policies current.
-func (r *Rules) install(stored []Policy, blocks []Block) {
+func (r *Rules) install(stored []NamedPolicy, blocks []Block) {
 	s := &snapshot{policies: make(map[string]*entry, len(stored)+len(r.config)), blocks: map[string][]Block{}}
 	for _, p := range stored {
 		s.policies[p.Name] = newEntry(p, FromDatabase)
@@ -175,25 +175,25 @@ func (r *Rules) lookup(name string) (*entry, bool) {
 }
 
 // Policy returns the named policy and where it comes from.
-func (r *Rules) Policy(name string) (Policy, Source, bool) {
+func (r *Rules) Policy(name string) (NamedPolicy, Source, bool) {
 	e, ok := r.lookup(name)
 	if !ok {
-		return Policy{}, "", false
+		return NamedPolicy{}, "", false
 	}
-	return e.Policy, e.source, true
+	return e.NamedPolicy, e.source, true
 }
 
 // Policies returns every policy in force, by name, with its source.
-func (r *Rules) Policies() ([]Policy, []Source) {
+func (r *Rules) Policies() ([]NamedPolicy, []Source) {
 	s := r.cur.Load()
 	names := make([]string, 0, len(s.policies))
 	for n := range s.policies {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	ps, srcs := make([]Policy, len(names)), make([]Source, len(names))
+	ps, srcs := make([]NamedPolicy, len(names)), make([]Source, len(names))
 	for i, n := range names {
-		ps[i], srcs[i] = s.policies[n].Policy, s.policies[n].source
+		ps[i], srcs[i] = s.policies[n].NamedPolicy, s.policies[n].source
 	}
 	return ps, srcs
 }

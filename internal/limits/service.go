@@ -84,7 +84,7 @@ type CheckRequest struct {
 type Result struct {
 	Policy string
 	Key    string
-	Decision
+	Verdict
 	// DecidedBy is ByBlock when an emergency block refused the key, else
 	// ByRule.
 	DecidedBy string
@@ -207,7 +207,7 @@ func (s *Service) decide(ctx context.Context, reqs []CheckRequest, entries []*en
 		if err != nil {
 			return false, storeError(err)
 		}
-		results[i].Decision = entries[i].apply(d)
+		results[i].Verdict = entries[i].apply(d)
 		allowed = d.Allowed
 	default:
 		checks := make([]ratelimit.Check, len(hard))
@@ -219,7 +219,7 @@ func (s *Service) decide(ctx context.Context, reqs []CheckRequest, entries []*en
 			return false, storeError(err)
 		}
 		for k, i := range hard {
-			results[i].Decision = entries[i].apply(ds[k])
+			results[i].Verdict = entries[i].apply(ds[k])
 			allowed = allowed && ds[k].Allowed
 		}
 	}
@@ -231,7 +231,7 @@ func (s *Service) decide(ctx context.Context, reqs []CheckRequest, entries []*en
 			if err != nil {
 				return false, storeError(err)
 			}
-			results[i].Decision = entries[i].apply(d)
+			results[i].Verdict = entries[i].apply(d)
 		}
 	}
 	for i := range results {
@@ -250,7 +250,7 @@ func (s *Service) applyBlocks(reqs []CheckRequest, entries []*entry, results []R
 		}
 		any = true
 		left := b.ExpiresAt.Sub(now)
-		results[i].Decision = Decision{Decision: ratelimit.Decision{Allowed: false, Limit: entries[i].Capacity(),
+		results[i].Verdict = Verdict{Decision: ratelimit.Decision{Allowed: false, Limit: entries[i].Capacity(),
 			RetryAfter: left, ResetAfter: left}}
 		results[i].DecidedBy, results[i].Block = ByBlock, &b
 	}
@@ -268,7 +268,7 @@ func (s *Service) peekRest(ctx context.Context, reqs []CheckRequest, entries []*
 		if err != nil {
 			d = ratelimit.Decision{Allowed: true, Limit: entries[i].eff.Capacity(), Remaining: entries[i].eff.Capacity()}
 		}
-		results[i].Decision = entries[i].apply(d)
+		results[i].Verdict = entries[i].apply(d)
 	}
 }
 
@@ -320,7 +320,7 @@ func (s *Service) Peek(ctx context.Context, policy, key string) (Result, error) 
 	if err != nil {
 		return Result{}, storeError(err)
 	}
-	r.Decision = e.apply(d)
+	r.Verdict = e.apply(d)
 	now := s.now()
 	if b, ok := s.rules.block(key, policy, now); ok {
 		left := b.ExpiresAt.Sub(now)

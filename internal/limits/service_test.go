@@ -202,7 +202,7 @@ func TestBlocks(t *testing.T) {
 func TestConfigPoliciesHideAndResistTheAPI(t *testing.T) {
 	t.Parallel()
 	fixed := perMinute("free", ratelimit.FixedWindow, 5)
-	b := setup(t, setupOpts{config: []limits.Policy{fixed}})
+	b := setup(t, setupOpts{config: []limits.NamedPolicy{fixed}})
 	p, src, err := b.svc.Policy("free")
 	if err != nil || src != limits.FromConfig || p.Limit != 5 {
 		t.Fatalf("Policy(free) = %+v %s %v, want the configured one", p, src, err)

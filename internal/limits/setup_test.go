@@ -23,7 +23,7 @@ type bundle struct {
 }
 
 type setupOpts struct {
-	config   []limits.Policy
+	config   []limits.NamedPolicy
 	counters func(*ratelimittest.Clock) ratelimit.Store
 }
 
@@ -66,7 +66,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	return b
 }
 
-func (b *bundle) put(t *testing.T, p limits.Policy) {
+func (b *bundle) put(t *testing.T, p limits.NamedPolicy) {
 	t.Helper()
 	if _, err := b.svc.PutPolicy(context.Background(), p); err != nil {
 		t.Fatalf("PutPolicy(%s): %v", p.Name, err)
@@ -86,6 +86,6 @@ func one(policy, key string) limits.CheckRequest {
 	return limits.CheckRequest{Policy: policy, Key: key, Cost: 1}
 }
 
-func perMinute(name string, alg ratelimit.Algorithm, n int64) limits.Policy {
-	return limits.Policy{Name: name, Algorithm: alg, Limit: n, Period: limits.Period(time.Minute)}
+func perMinute(name string, alg ratelimit.Algorithm, n int64) limits.NamedPolicy {
+	return limits.NamedPolicy{Name: name, Algorithm: alg, Limit: n, Period: limits.Period(time.Minute)}
 }

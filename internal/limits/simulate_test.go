@@ -17,10 +17,10 @@ import (
 // algorithm and mode, and wants identical decisions.
 func TestSimulateAgreesWithLive(t *testing.T) {
 	t.Parallel()
-	var policies []limits.Policy
+	var policies []limits.NamedPolicy
 	for _, alg := range ratelimit.Algorithms() {
 		for _, mode := range []limits.Mode{limits.Hard, limits.Soft, limits.Shadow} {
-			p := limits.Policy{Name: fmt.Sprintf("%s_%s", alg, mode), Algorithm: alg, Limit: 5,
+			p := limits.NamedPolicy{Name: fmt.Sprintf("%s_%s", alg, mode), Algorithm: alg, Limit: 5,
 				Period: limits.Period(10 * time.Second), Mode: mode}
 			if alg == ratelimit.TokenBucket || alg == ratelimit.GCRA {
 				p.Burst = 3
@@ -56,8 +56,8 @@ func TestSimulateAgreesWithLive(t *testing.T) {
 				if err != nil {
 					t.Fatalf("request %d: Check: %v", i, err)
 				}
-				if rs[0].Decision != sim[i] || ok != sim[i].Allowed {
-					t.Fatalf("request %d (%+v): live %+v, simulated %+v", i, r, rs[0].Decision, sim[i])
+				if rs[0].Verdict != sim[i] || ok != sim[i].Allowed {
+					t.Fatalf("request %d (%+v): live %+v, simulated %+v", i, r, rs[0].Verdict, sim[i])
 				}
 			}
 		})
@@ -91,18 +91,18 @@ func TestPolicyValidation(t *testing.T) {
 	ok := perMinute("ok", ratelimit.TokenBucket, 60)
 	tests := []struct {
 		name   string
-		edit   func(p *limits.Policy)
+		edit   func(p *limits.NamedPolicy)
 		fields []string
 	}{
-		{"valid", func(*limits.Policy) {}, nil},
-		{"everything wrong", func(p *limits.Policy) {
-			*p = limits.Policy{Name: "bad name", Algorithm: "leaky", Limit: 0, Period: 0, Burst: -1, Mode: "loud", OnStoreFailure: "maybe"}
+		{"valid", func(*limits.NamedPolicy) {}, nil},
+		{"everything wrong", func(p *limits.NamedPolicy) {
+			*p = limits.NamedPolicy{Name: "bad name", Algorithm: "leaky", Limit: 0, Period: 0, Burst: -1, Mode: "loud", OnStoreFailure: "maybe"}
 		}, []string{"name", "algorithm", "limit", "period", "burst", "mode", "on_store_failure"}},
-		{"burst on a window", func(p *limits.Policy) { p.Algorithm, p.Burst = ratelimit.FixedWindow, 10 }, []string{"burst"}},
-		{"soft without burst_over", func(p *limits.Policy) { p.Mode = limits.Soft }, []string{"burst_over"}},
-		{"burst_over on hard", func(p *limits.Policy) { p.BurstOver = 3 }, []string{"burst_over"}},
-		{"sub-millisecond period", func(p *limits.Policy) { p.Period = limits.Period(1500 * time.Microsecond) }, []string{"period"}},
-		{"huge burst over a long period", func(p *limits.Policy) {
+		{"burst on a window", func(p *limits.NamedPolicy) { p.Algorithm, p.Burst = ratelimit.FixedWindow, 10 }, []string{"burst"}},
+		{"soft without burst_over", func(p *limits.NamedPolicy) { p.Mode = limits.Soft }, []string{"burst_over"}},
+		{"burst_over on hard", func(p *limits.NamedPolicy) { p.BurstOver = 3 }, []string{"burst_over"}},
+		{"sub-millisecond period", func(p *limits.NamedPolicy) { p.Period = limits.Period(1500 * time.Microsecond) }, []string{"period"}},
+		{"huge burst over a long period", func(p *limits.NamedPolicy) {
 			p.Limit, p.Burst, p.Period = 7, 1<<40, limits.Period(3000*24*time.Hour)
 		}, []string{"burst"}},
 	}

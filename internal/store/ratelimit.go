@@ -14,16 +14,16 @@ var _ limits.RuleStore = (*DB)(nil)
 const policyColumns = "name, algorithm, limit_count, period_us, burst, mode, burst_over, on_store_failure, description"
 
 // ListPolicies returns every stored rate limit policy, by name.
-func (db *DB) ListPolicies(ctx context.Context) ([]limits.Policy, error) {
+func (db *DB) ListPolicies(ctx context.Context) ([]limits.NamedPolicy, error) {
 	rows, err := db.query(ctx, `SELECT `+policyColumns+` FROM ratelimit_policies ORDER BY name`)
 	if err != nil {
 		return nil, mapErr(err, "list policies")
 	}
 	defer rows.Close()
-	out := []limits.Policy{}
+	out := []limits.NamedPolicy{}
 	for rows.Next() {
 		var (
-			p      limits.Policy
+			p      limits.NamedPolicy
 			period int64
 		)
 		if err := rows.Scan(&p.Name, &p.Algorithm, &p.Limit, &period, &p.Burst, &p.Mode, &p.BurstOver,
@@ -38,7 +38,7 @@ func (db *DB) ListPolicies(ctx context.Context) ([]limits.Policy, error) {
 
 // PutPolicy creates or replaces the policy named p.Name, reporting whether
 // it was created. p is stored as given (callers validate and normalize).
-func (db *DB) PutPolicy(ctx context.Context, p limits.Policy) (created bool, err error) {
+func (db *DB) PutPolicy(ctx context.Context, p limits.NamedPolicy) (created bool, err error) {
 	if p.Name == "" {
 		return false, apperr.New(apperr.Invalid, "policy needs a name")
 	}

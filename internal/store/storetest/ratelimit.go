@@ -24,7 +24,7 @@ func (s suite) defaultPolicies(t *testing.T) {
 		t.Fatalf("ListPolicies: %v", err)
 	}
 	want := limits.Defaults()
-	slices.SortFunc(want, func(a, b limits.Policy) int { return compareNames(a.Name, b.Name) })
+	slices.SortFunc(want, func(a, b limits.NamedPolicy) int { return compareNames(a.Name, b.Name) })
 	if !slices.Equal(got, want) {
 		t.Errorf("ListPolicies after migration = %+v, want the shipped tiers %+v", got, want)
 	}
@@ -46,14 +46,14 @@ func (s suite) policyRoundTrip(t *testing.T) {
 	db := s.migrated(t)
 	tests := []struct {
 		name string
-		p    limits.Policy
+		p    limits.NamedPolicy
 	}{
-		{"soft sliding log", limits.Policy{Name: "login_ip", Algorithm: ratelimit.SlidingWindowLog, Limit: 5,
+		{"soft sliding log", limits.NamedPolicy{Name: "login_ip", Algorithm: ratelimit.SlidingWindowLog, Limit: 5,
 			Period: limits.Period(time.Minute), Mode: limits.Soft, BurstOver: 2, OnStoreFailure: limits.FailClosed,
 			Description: "five a minute ünicode"}},
-		{"shadow gcra with a sub-second period", limits.Policy{Name: "a.b-c_d", Algorithm: ratelimit.GCRA, Limit: 3,
+		{"shadow gcra with a sub-second period", limits.NamedPolicy{Name: "a.b-c_d", Algorithm: ratelimit.GCRA, Limit: 3,
 			Period: limits.Period(1500 * time.Millisecond), Burst: 9, Mode: limits.Shadow, OnStoreFailure: limits.FailOpen}},
-		{"a day", limits.Policy{Name: "daily", Algorithm: ratelimit.FixedWindow, Limit: 1 << 40,
+		{"a day", limits.NamedPolicy{Name: "daily", Algorithm: ratelimit.FixedWindow, Limit: 1 << 40,
 			Period: limits.Period(24 * time.Hour), Mode: limits.Hard, OnStoreFailure: limits.FailOpen}},
 	}
 	for _, tt := range tests {
@@ -71,11 +71,11 @@ func (s suite) policyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListPolicies: %v", err)
 	}
-	byName := map[string]limits.Policy{}
+	byName := map[string]limits.NamedPolicy{}
 	for _, p := range got {
 		byName[p.Name] = p
 	}
-	for _, want := range []limits.Policy{changed, tests[1].p, tests[2].p} {
+	for _, want := range []limits.NamedPolicy{changed, tests[1].p, tests[2].p} {
 		if byName[want.Name] != want {
 			t.Errorf("stored %q = %+v, want %+v", want.Name, byName[want.Name], want)
 		}
