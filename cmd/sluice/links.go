@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,8 +22,8 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// linkKeySetting names the generated code key in the database.
-const linkKeySetting = "code_key"
+// linkKeySecret names the generated code key among the server secrets.
+const linkKeySecret = "code_key"
 
 // newLinks builds the URL shortener from cfg and starts listening for
 // links deleted on any node; stopListen ends that. rc is nil without
@@ -36,11 +34,7 @@ func newLinks(ctx context.Context, cfg config.Config, db *store.DB, q *queue.Con
 	if key == "" {
 		// Kept in the database, not the data dir, so every node sharing
 		// PostgreSQL permutes with the same key.
-		var raw [32]byte
-		if _, err := rand.Read(raw[:]); err != nil {
-			return nil, nil, fmt.Errorf("generate link key: %w", err)
-		}
-		if key, err = db.LinkSetting(ctx, linkKeySetting, base64.RawURLEncoding.EncodeToString(raw[:])); err != nil {
+		if key, err = serverSecret(ctx, db, linkKeySecret); err != nil {
 			return nil, nil, fmt.Errorf("link key: %w", err)
 		}
 	}

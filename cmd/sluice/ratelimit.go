@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/store"
@@ -94,30 +92,4 @@ func (rl *rateLimiting) stop() {
 	_ = rl.stopListen()
 	rl.cancel()
 	rl.wg.Wait()
-}
-
-// startGateway runs the rate limiting reverse proxy when gateway.listen is
-// set, until ctx ends; the returned channel closes when it has drained.
-func startGateway(ctx context.Context, cfg config.Config, log *slog.Logger, svc *limits.Service) (<-chan struct{}, error) {
-	done := make(chan struct{})
-	if cfg.Gateway.Listen == "" {
-		close(done)
-		return done, nil
-	}
-	g, err := gateway.New(gateway.Options{Config: cfg.Gateway, Limits: svc, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("gateway listen: %w", err)
-	}
-	log.Info("gateway serving", "listen", ln.Addr().String(), "upstream", cfg.Gateway.Upstream)
-	go func() {
-		defer close(done)
-		if err := g.Serve(ctx, ln, cfg.ShutdownTimeout); err != nil {
-			log.Error("gateway stopped", "error", err)
-		}
-	}()
-	return done, nil
 }

@@ -64,7 +64,7 @@ func TestTwoNodesShareOneService(t *testing.T) {
 	})
 	t.Logf("policy created on A served by B after %v", time.Since(start))
 
-	check := func(n *node, key string) bool {
+	check := func(n *testNode, key string) bool {
 		code, body := send(t, "POST", n.httpURL+"/v1/ratelimit/check", `{"policy":"shared","key":"`+key+`"}`)
 		if code != 200 {
 			t.Fatalf("check = %d %v", code, body)
@@ -99,7 +99,7 @@ func TestTwoNodesShareOneService(t *testing.T) {
 		t.Fatalf("POST link on A = %d %v", code, body)
 	}
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	redirect := func(n *node) int {
+	redirect := func(n *testNode) int {
 		resp, err := noFollow.Get(n.httpURL + "/gone")
 		if err != nil {
 			t.Fatal(err)

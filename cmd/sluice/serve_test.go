@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
-// node is a `sluice serve` running in this test process.
-type node struct {
+// testNode is a `sluice serve` running in this test process.
+type testNode struct {
 	httpURL, grpcAddr string
 }
 
@@ -34,7 +34,7 @@ func testConfig(t *testing.T) config.Config {
 }
 
 // startNode runs serve until the test ends, then checks it stopped cleanly.
-func startNode(t *testing.T, cfg config.Config) *node {
+func startNode(t *testing.T, cfg config.Config) *testNode {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]string, 1)
@@ -42,10 +42,10 @@ func startNode(t *testing.T, cfg config.Config) *node {
 	go func() {
 		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(h, g string) { addrs <- [2]string{h, g} })
 	}()
-	var n node
+	var n testNode
 	select {
 	case a := <-addrs:
-		n = node{httpURL: "http://" + a[0], grpcAddr: a[1]}
+		n = testNode{httpURL: "http://" + a[0], grpcAddr: a[1]}
 	case err := <-done:
 		cancel()
 		t.Fatalf("serve ended before listening: %v", err)

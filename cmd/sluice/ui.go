@@ -22,12 +22,8 @@ const uiSecretName = "ui_signing_key"
 func uiOptions(ctx context.Context, cfg config.Config, db *store.DB) (httpapi.UIOptions, error) {
 	secret := cfg.UI.Secret
 	if secret == "" {
-		var raw [32]byte
-		if _, err := rand.Read(raw[:]); err != nil {
-			return httpapi.UIOptions{}, fmt.Errorf("generate dashboard key: %w", err)
-		}
 		var err error
-		if secret, err = db.Secret(ctx, uiSecretName, base64.RawURLEncoding.EncodeToString(raw[:])); err != nil {
+		if secret, err = serverSecret(ctx, db, uiSecretName); err != nil {
 			return httpapi.UIOptions{}, fmt.Errorf("dashboard key: %w", err)
 		}
 	}
@@ -39,4 +35,15 @@ func uiOptions(ctx context.Context, cfg config.Config, db *store.DB) (httpapi.UI
 		PublicURL:     cfg.UIPublicURL(),
 		PreferenceTTL: cfg.UI.PreferenceTTL,
 	}, nil
+}
+
+// serverSecret returns the server secret name from the database, storing a
+// fresh random one (32 bytes, base64url) first when there is none: every
+// node sharing the database then uses the first one stored.
+func serverSecret(ctx context.Context, db *store.DB, name string) (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("generate %s: %w", name, err)
+	}
+	return db.Secret(ctx, name, base64.RawURLEncoding.EncodeToString(raw[:]))
 }

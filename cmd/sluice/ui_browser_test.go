@@ -15,7 +15,7 @@ import (
 
 // apiCall sends a JSON request with key (none when empty) and decodes the
 // answer into out (when not nil), failing the test on an unexpected status.
-func apiCall(t *testing.T, n *node, method, path, key string, body any, want int, out any) {
+func apiCall(t *testing.T, n *testNode, method, path, key string, body any, want int, out any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -45,7 +45,7 @@ func apiCall(t *testing.T, n *node, method, path, key string, body any, want int
 
 // seedDashboard gives every page something to show: an admin key, rate
 // limit checks, a block and clicked links. It returns the key.
-func seedDashboard(t *testing.T, n *node) string {
+func seedDashboard(t *testing.T, n *testNode) string {
 	t.Helper()
 	var k struct {
 		Key string `json:"key"`
@@ -87,7 +87,7 @@ type seededNotifications struct {
 // outbox, and bob one on the webhook channel to a receiver answering 410
 // Gone: permanent, so the orders delivery is dead-lettered on its first
 // attempt, with no retry to wait for. It waits for both outcomes.
-func seedNotifications(t *testing.T, n *node, key string, hook *hookServer) seededNotifications {
+func seedNotifications(t *testing.T, n *testNode, key string, hook *hookServer) seededNotifications {
 	t.Helper()
 	var s seededNotifications
 	var acc struct {
@@ -131,7 +131,7 @@ type deadLettersBody struct {
 
 // checkTraffic sends rate limit checks until the test ends, so the overview
 // has rates to draw.
-func checkTraffic(t *testing.T, n *node, key string) {
+func checkTraffic(t *testing.T, n *testNode, key string) {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	t.Cleanup(func() { close(done); <-stopped })

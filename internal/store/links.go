@@ -303,19 +303,6 @@ func (db *DB) PurgeExpiredLinks(ctx context.Context, before time.Time, limit int
 	return n, err
 }
 
-// LinkSetting returns the shortener setting name, storing candidate first
-// when it has none, so that every node sharing the database agrees on it
-// (the first to store wins).
-func (db *DB) LinkSetting(ctx context.Context, name, candidate string) (string, error) {
-	_, err := db.exec(ctx, "INSERT INTO link_settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING", name, candidate)
-	if err != nil {
-		return "", mapErr(err, "store link setting")
-	}
-	var v string
-	err = db.write.QueryRowContext(ctx, db.Rebind("SELECT value FROM link_settings WHERE name = ?"), name).Scan(&v)
-	return v, mapErr(err, "read link setting")
-}
-
 func scanLink(row interface{ Scan(...any) error }) (shorten.Link, error) {
 	var (
 		l              shorten.Link

@@ -63,9 +63,18 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 // advisory lock keyed by the current schema; on SQLite it is the database
 // write lock that BEGIN IMMEDIATE takes.
 func (db *DB) Migrate(ctx context.Context) (applied []string, err error) {
+	return db.migrate(ctx, "")
+}
+
+// migrate is Migrate, stopping after the migration named through when it
+// is not empty (tests use it to check what a migration does to old rows).
+func (db *DB) migrate(ctx context.Context, through string) (applied []string, err error) {
 	ms, err := migrationsFor(db.dialect)
 	if err != nil {
 		return nil, err
+	}
+	if i := slices.IndexFunc(ms, func(m migration) bool { return m.name == through }); i >= 0 {
+		ms = ms[:i+1]
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
 		if err := db.lockMigrations(ctx, tx); err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
-// testWrite is a write of one row into link_settings with both forms,
+// testWrite is a write of one row into server_secrets with both forms,
 // counting how often each ran. Its kind says how it behaves.
 type testWrite struct {
 	name, kind string
@@ -30,9 +30,9 @@ const (
 )
 
 func (w *testWrite) op(ctx context.Context, db *DB) *batchOp {
-	q := db.Rebind(`INSERT INTO link_settings (name, value) VALUES (?, 'v')`)
+	q := db.Rebind(`INSERT INTO server_secrets (name, value, created_at) VALUES (?, 'v', 0)`)
 	if w.kind == writeBadSQL {
-		q = `INSERT INTO link_settings (name, value) VALUES ($1, 'v') RETURNING nope`
+		q = `INSERT INTO server_secrets (name, value, created_at) VALUES ($1, 'v', 0) RETURNING nope`
 	}
 	name := w.name
 	if w.kind == writeTaken {
@@ -98,7 +98,7 @@ func TestPipelinedBatch(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			db := openPostgresForTest(t, base)
-			if _, err := db.exec(ctx, `INSERT INTO link_settings (name, value) VALUES ('taken', 'v')`); err != nil {
+			if _, err := db.exec(ctx, `INSERT INTO server_secrets (name, value, created_at) VALUES ('taken', 'v', 0)`); err != nil {
 				t.Fatal(err)
 			}
 			var (
@@ -153,7 +153,7 @@ func errorIs(err error, want string) bool {
 
 func settingNames(t *testing.T, db *DB) []string {
 	t.Helper()
-	rows, err := db.query(t.Context(), `SELECT name FROM link_settings ORDER BY name`)
+	rows, err := db.query(t.Context(), `SELECT name FROM server_secrets ORDER BY name`)
 	if err != nil {
 		t.Fatal(err)
 	}

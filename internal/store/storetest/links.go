@@ -17,7 +17,6 @@ func (s suite) links(t *testing.T) {
 	t.Run("Clicks", s.linkClicks)
 	t.Run("ListAndDelete", s.linkListAndDelete)
 	t.Run("Purge", s.linkPurge)
-	t.Run("Setting", s.linkSetting)
 }
 
 // codeOf is the code callback of the tests: readable codes from ids.
@@ -258,18 +257,5 @@ func (s suite) linkPurge(t *testing.T) {
 		if gone := apperr.Is(err, apperr.NotFound); gone != (i < 3) {
 			t.Errorf("link %d (expires %v): gone = %v, want %v", i, in[i].ExpiresAt, gone, i < 3)
 		}
-	}
-}
-
-func (s suite) linkSetting(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	db := s.migrated(t)
-	v, err := db.LinkSetting(ctx, "code_key", "first")
-	if err != nil || v != "first" {
-		t.Fatalf("LinkSetting = %q, %v; want first", v, err)
-	}
-	if v, err := db.LinkSetting(ctx, "code_key", "second"); err != nil || v != "first" {
-		t.Errorf("LinkSetting again = %q, %v; want the first value kept", v, err)
 	}
 }

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/rueidis"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/queue"
+)
+
+// node is one Sluice process: the engines it opened, the services built on
+// them and the servers that expose them. newNode builds every part and
+// starts its background work; Run serves until its context ends. Each
+// part registers how it stops as it starts, in one list: the node stops
+// its parts once each, in the reverse of the order they started, so a
+// part never outlives what it uses (the HTTP server drains before the
+// notification workers stop, the workers before the queue closes, the
+// queue before the database).
+type node struct {
+	cfg   config.Config
+	log   *slog.Logger
+	stops []stopper // in start order
+
+	api     http.Handler
+	grpc    *grpc.Server
+	health  *health.Server
+	gateway *gateway.Gateway // nil without gateway.listen
+
+	// serving, when not nil, is told the bound addresses once Run serves.
+	serving listening
+}
+
+// stopper is how one part of the node stops. fn returns once the part has
+// stopped, or once ctx (the shutdown deadline) ends.
+type stopper struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+// onStop records how the part just started stops.
+func (n *node) onStop(name string, fn func(ctx context.Context) error) {
+	n.stops = append(n.stops, stopper{name: name, fn: fn})
+}
+
+// stop stops every part started so far, last started first, within the
+// shutdown timeout, and forgets them.
+func (n *node) stop(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.ShutdownTimeout)
+	defer cancel()
+	for i := len(n.stops) - 1; i >= 0; i-- {
+		s := n.stops[i]
+		if err := s.fn(ctx); err != nil {
+			n.log.Warn("stop", "part", s.name, "error", err)
+		}
+	}
+	n.stops = nil
+}
+
+// newNode opens the engines cfg names, builds the services on them and
+// starts their background work. When a part fails, the parts already
+// started are stopped before it returns.
+func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node, err error) {
+	n := &node{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			n.stop(ctx)
+		}
+	}()
+
+	db, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	n.onStop("database", func(context.Context) error { return db.Close() })
+	log.Info("database ready", "engine", db.Dialect())
+
+	q, err := queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen,
+		StreamPrefix: cfg.NATSPrefix, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	n.onStop("queue", func(context.Context) error { return q.Close() })
+	log.Info("queue ready", "embedded", q.Embedded())
+
+	checks := []httpapi.Check{{Name: "database", Ping: db.Ping}, {Name: "nats", Ping: q.Ping}}
+	var rc rueidis.Client
+	if cfg.RedisURL != "" {
+		if rc, err = openRedis(cfg.RedisURL); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		n.onStop("redis", func(context.Context) error { rc.Close(); return nil })
+		checks = append(checks, httpapi.Check{Name: "redis", Ping: func(ctx context.Context) error {
+			return rc.Do(ctx, rc.B().Ping().Build()).Error()
+		}})
+		log.Info("redis ready")
+	}
+
+	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
+	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
+	reg := prometheus.NewRegistry()
+	prometheus.WrapRegistererWithPrefix("sluice_", reg).MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	)
+	registerStoreMetrics(reg, db.BatchStats())
+
+	rl, err := startRatelimit(ctx, cfg, log, db, q, rc, reg)
+	if err != nil {
+		return nil, err
+	}
+	n.onStop("rate limiting", func(context.Context) error { rl.stop(); return nil })
+	envoy, err := startEnvoy(ctx, cfg, log, rl.store, reg)
+	if err != nil {
+		return nil, err
+	}
+	n.onStop("envoy config watcher", func(context.Context) error { envoy.stop(); return nil })
+
+	links, stopLinkListen, err := newLinks(ctx, cfg, db, q, rc, rl.store, reg, log)
+	if err != nil {
+		return nil, fmt.Errorf("links: %w", err)
+	}
+	n.onStop("link delete listener", func(context.Context) error { return stopLinkListen() })
+	// The click flusher and purge job stop after the servers have drained
+	// (no more hits), with a last flush.
+	linksCtx, stopLinks := context.WithCancel(context.WithoutCancel(ctx))
+	linksDone := make(chan error, 1)
+	go func() { linksDone <- links.Run(linksCtx) }()
+	n.onStop("link click flusher", func(context.Context) error { stopLinks(); return <-linksDone })
+
+	notifier, err := startNotify(ctx, cfg, log, reg, db, q, rc, rl.store, notifyDeps{links: smsLinks{links}})
+	if err != nil {
+		return nil, fmt.Errorf("notifications: %w", err)
+	}
+	n.onStop("notification workers", func(ctx context.Context) error { notifier.stop(ctx); return nil })
+	if len(notifier.providers.guards) > 0 {
+		// Breaker states inform /readyz without failing it: a provider
+		// that is down is failed over or waited out, the node still works.
+		checks = append(checks, httpapi.Check{Name: "providers", Ping: func(context.Context) error { return nil },
+			Detail: notifier.providers.breakerStates})
+	}
+
+	ui, err := uiOptions(ctx, cfg, db)
+	if err != nil {
+		return nil, err
+	}
+	n.api = httpapi.New(httpapi.Options{
+		Logger:       log,
+		Registry:     reg,
+		Keys:         db,
+		Checks:       checks,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Version:      buildVersion(),
+		Ratelimit:    rl.service,
+		Links:        links,
+		UI:           ui,
+		Notify:       notifier.svc,
+		Outbox:       db,
+		Preferences:  preferences{notifier.svc},
+	})
+	if count, err := db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
+		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
+	}
+
+	n.grpc = grpc.NewServer()
+	n.health = health.NewServer()
+	healthpb.RegisterHealthServer(n.grpc, n.health)
+	envoy.server.Register(n.grpc)
+
+	if cfg.Gateway.Listen != "" {
+		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, Limits: rl.service, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Run listens on the node's addresses and serves HTTP, gRPC and (when
+// configured) the gateway until ctx ends or a listener fails, then stops
+// every part of the node, draining in-flight requests and jobs within
+// cfg.ShutdownTimeout. Run is called once.
+func (n *node) Run(ctx context.Context) error {
+	defer n.stop(ctx)
+	errc := make(chan error, 2)
+	httpAddr, err := n.serveHTTP(errc)
+	if err != nil {
+		return err
+	}
+	grpcAddr, err := n.serveGRPC(errc)
+	if err != nil {
+		return err
+	}
+	if err := n.serveGateway(ctx); err != nil {
+		return err
+	}
+	// Added last so it runs first: health checks answer NOT_SERVING while
+	// the servers drain, and load balancers stop sending.
+	n.onStop("grpc health", func(context.Context) error { n.health.Shutdown(); return nil })
+
+	n.log.Info("sluice serving", "http", httpAddr, "grpc", grpcAddr, "version", buildVersion())
+	if n.serving != nil {
+		n.serving(httpAddr, grpcAddr)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		n.log.Error("listener failed", "error", serveErr)
+	}
+	n.log.Info("shutting down: draining in-flight requests", "timeout", n.cfg.ShutdownTimeout)
+	n.stop(ctx)
+	n.log.Info("stopped")
+	return serveErr
+}
+
+// serveHTTP listens on cfg.HTTPAddr and serves the API there.
+func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return "", fmt.Errorf("http listen: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           n.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	n.onStop("http server", hs.Shutdown)
+	return ln.Addr().String(), nil
+}
+
+// serveGRPC listens on cfg.GRPCAddr and serves Envoy RLS and health there.
+func (n *node) serveGRPC(errc chan<- error) (addr string, err error) {
+	ln, err := net.Listen("tcp", n.cfg.GRPCAddr)
+	if err != nil {
+		return "", fmt.Errorf("grpc listen: %w", err)
+	}
+	go func() {
+		if err := n.grpc.Serve(ln); err != nil {
+			errc <- err
+		}
+	}()
+	n.onStop("grpc server", func(ctx context.Context) error { stopGRPC(ctx, n.grpc); return nil })
+	return ln.Addr().String(), nil
+}
+
+// serveGateway runs the rate limiting reverse proxy when gateway.listen is
+// set, until the node stops. A gateway that fails is logged; the rest of
+// the node goes on serving.
+func (n *node) serveGateway(ctx context.Context) error {
+	if n.gateway == nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.Gateway.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway listen: %w", err)
+	}
+	n.log.Info("gateway serving", "listen", ln.Addr().String(), "upstream", n.cfg.Gateway.Upstream)
+	gwCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := n.gateway.Serve(gwCtx, ln, n.cfg.ShutdownTimeout); err != nil {
+			n.log.Error("gateway stopped", "error", err)
+		}
+	}()
+	n.onStop("gateway", func(context.Context) error { cancel(); <-done; return nil })
+	return nil
+}
+
+// stopGRPC drains gRPC calls, or cuts them when ctx ends first.
+func stopGRPC(ctx context.Context, gs *grpc.Server) {
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		gs.Stop()
+		<-done
+	}
+}
