@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -19,8 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/queue"
-	"github.com/sluicehq/sluice/internal/store"
 )
 
 func runServe(ctx context.Context, env *environment, args []string) error {
@@ -70,13 +68,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 
 	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
 	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
-	reg := prometheus.NewRegistry()
-	prometheus.WrapRegistererWithPrefix("sluice_", reg).MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-	)
-	registerStoreMetrics(reg, db.BatchStats())
+	reg := metrics.NewRegistry()
+	metrics.RegisterStore(reg, db.BatchStats())
 
 	rl, err := startRatelimit(ctx, cfg, log, db, q, rc, reg)
 	if err != nil {
@@ -229,21 +222,4 @@ func openRedis(url string) (rueidis.Client, error) {
 	}
 	opt.DisableCache = true
 	return rueidis.NewClient(opt)
-}
-
-// registerStoreMetrics exports the group commit counters: writes per
-// commit and how busy the writer is say whether the database is what
-// limits the notification pipeline.
-func registerStoreMetrics(reg prometheus.Registerer, st *store.BatchStats) {
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_commits_total",
-			Help: "Group-committed transactions."},
-			func() float64 { b, _, _ := st.Snapshot(); return float64(b) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_committed_writes_total",
-			Help: "Writes (one caller's rows each) carried by group-committed transactions."},
-			func() float64 { _, o, _ := st.Snapshot(); return float64(o) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_commit_busy_seconds_total",
-			Help: "Time the group commit writers spent running and committing transactions."},
-			func() float64 { return st.BusyTime().Seconds() }),
-	)
 }
