@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -63,7 +64,7 @@ func newLinks(ctx context.Context, cfg config.Config, db *store.DB, q *queue.Con
 		FlushInterval:     cfg.Links.FlushInterval,
 		PurgeInterval:     cfg.Links.PurgeInterval,
 		ExpiredRetention:  cfg.Links.ExpiredRetention,
-		Registry:          reg,
+		Metrics:           metrics.NewLinks(reg),
 		Logger:            log,
 	}
 	if rc != nil {

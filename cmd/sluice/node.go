@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -19,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/queue"
 )
 
@@ -111,13 +110,8 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 
 	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
 	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
-	reg := prometheus.NewRegistry()
-	prometheus.WrapRegistererWithPrefix("sluice_", reg).MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-	)
-	registerStoreMetrics(reg, db.BatchStats())
+	reg := metrics.NewRegistry()
+	metrics.RegisterStore(reg, db.BatchStats())
 
 	rl, err := startRatelimit(ctx, cfg, log, db, q, rc, reg)
 	if err != nil {

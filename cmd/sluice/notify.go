@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/notify/redisdedupe"
@@ -78,7 +79,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 	if err != nil {
 		return nil, err
 	}
-	reg.MustRegister(newQueueLag(nq))
+	reg.MustRegister(metrics.NewQueueLag(nq))
 	ps, err := buildProviders(nc.Providers, rlStore, reg, log)
 	if err != nil {
 		nq.Close()
@@ -102,7 +103,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 		RecoveryAfter: nc.RecoveryAfter,
 		SendTimeout:   max(nc.Webhook.Timeout, nc.Providers.Timeout+nc.Providers.MaxPacingWait) + 5*time.Second,
 		Retry:         retryRules(nc),
-		Observe:       notifyMetrics(reg),
+		Observe:       metrics.NewDeliveries(reg),
 		Logger:        log,
 	}
 	if rc != nil {
@@ -153,27 +154,6 @@ func (n *notifyNode) stop(ctx context.Context) {
 		n.log.Warn("close notification queue", "error", err)
 	}
 	n.providers.close()
-}
-
-// notifyMetrics registers the pipeline's metrics and returns the
-// observer that feeds them.
-func notifyMetrics(reg prometheus.Registerer) func(notify.Observation) {
-	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_notify_deliveries_total",
-		Help: "Delivery outcomes stored, by channel, category and status (queued means a retry was scheduled).",
-	}, []string{"channel", "category", "status"})
-	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sluice_notify_delivery_seconds",
-		Help:    "Time from acceptance to a delivery's sent (or final) outcome, by category.",
-		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-	}, []string{"category", "status"})
-	reg.MustRegister(outcomes, latency)
-	return func(o notify.Observation) {
-		outcomes.WithLabelValues(string(o.Channel), string(o.Category), string(o.Status)).Inc()
-		if o.Status != notify.StatusSuppressed && o.Status != notify.StatusQueued {
-			latency.WithLabelValues(string(o.Category), string(o.Status)).Observe(o.Latency.Seconds())
-		}
-	}
 }
 
 func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {

@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/apns"
 	"github.com/sluicehq/sluice/internal/notify/fcm"
@@ -56,17 +56,17 @@ func (ps *providerSet) close() {
 func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*providerSet, error) {
 	ps := &providerSet{primary: map[notify.Channel]notify.Provider{}, backups: map[notify.Channel][]notify.Provider{},
 		callbacks: map[string]notify.CallbackParser{}}
-	m := newProviderMetrics(reg)
+	m := metrics.NewProviders(reg)
 	client := &http.Client{Timeout: pc.Timeout}
 	guard := func(p notify.Provider, rate float64) (*notify.Guard, error) {
-		g := &notify.Guard{Provider: p, Metrics: m.hooks()}
+		g := &notify.Guard{Provider: p, Metrics: m.Hooks()}
 		name := p.Name()
 		g.Breaker = notify.NewBreaker(notify.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor,
 			Probes: pc.BreakerProbes, OnChange: func(s notify.BreakerState) {
-				m.breaker.WithLabelValues(name).Set(float64(s))
+				m.SetBreaker(name, s)
 				log.Warn("provider circuit breaker", "provider", name, "state", s.String())
 			}})
-		m.breaker.WithLabelValues(name).Set(0)
+		m.SetBreaker(name, notify.BreakerClosed)
 		if rate > 0 {
 			share := pc.CriticalShare
 			if share == 0 {
@@ -241,45 +241,4 @@ func (r *pushRouter) route(to string) (*notify.Guard, string) {
 		return r.apns, to
 	}
 	return r.fcm, to
-}
-
-// providerMetrics are the provider series: calls by result and their
-// latency, calls not made and why, pacing waits and breaker states.
-type providerMetrics struct {
-	calls   *prometheus.CounterVec
-	latency *prometheus.HistogramVec
-	refused *prometheus.CounterVec
-	waits   *prometheus.HistogramVec
-	breaker *prometheus.GaugeVec
-}
-
-func newProviderMetrics(reg prometheus.Registerer) *providerMetrics {
-	m := &providerMetrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_notify_provider_calls_total",
-			Help: "Provider calls by result: ok, temporary or permanent."}, []string{"provider", "result"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_notify_provider_call_seconds",
-			Help: "Provider call latency.", Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10)}, []string{"provider"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_notify_provider_refused_total",
-			Help: "Provider calls not made: breaker (open) or pacing (the turn was too far); the delivery waited in the queue."},
-			[]string{"provider", "reason"}),
-		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_notify_provider_pacing_wait_seconds",
-			Help: "How long calls waited for their provider's rate.", Buckets: prometheus.ExponentialBuckets(0.001, 3, 9)}, []string{"provider"}),
-		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_notify_provider_breaker_state",
-			Help: "Circuit breaker state per provider: 0 closed, 1 open, 2 half-open."}, []string{"provider"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.calls, m.latency, m.refused, m.waits, m.breaker)
-	}
-	return m
-}
-
-func (m *providerMetrics) hooks() notify.ProviderMetrics {
-	return notify.ProviderMetrics{
-		Call: func(p, class string, took time.Duration) {
-			m.calls.WithLabelValues(p, class).Inc()
-			m.latency.WithLabelValues(p).Observe(took.Seconds())
-		},
-		Refused:    func(p, reason string) { m.refused.WithLabelValues(p, reason).Inc() },
-		PacingWait: func(p string, d time.Duration) { m.waits.WithLabelValues(p).Observe(d.Seconds()) },
-	}
 }

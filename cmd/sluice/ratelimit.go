@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -40,7 +41,7 @@ type rateLimiting struct {
 // rc is nil when counters stay in memory. Stop it with stop.
 func startRatelimit(ctx context.Context, cfg config.Config, log *slog.Logger, db *store.DB, q *queue.Conn,
 	rc rueidis.Client, reg prometheus.Registerer) (*rateLimiting, error) {
-	rl := &rateLimiting{metrics: limits.NewMetrics(reg)}
+	rl := &rateLimiting{metrics: metrics.NewLimits(reg)}
 	rules, err := limits.NewRules(limits.RulesOptions{Store: db, Config: cfg.Ratelimit.Policies,
 		Refresh: cfg.Ratelimit.RefreshInterval, Logger: log})
 	if err != nil {

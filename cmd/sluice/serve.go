@@ -5,11 +5,9 @@ import (
 	"flag"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/store"
 )
 
 func runServe(ctx context.Context, env *environment, args []string) error {
@@ -45,21 +43,4 @@ func openRedis(url string) (rueidis.Client, error) {
 	}
 	opt.DisableCache = true
 	return rueidis.NewClient(opt)
-}
-
-// registerStoreMetrics exports the group commit counters: writes per
-// commit and how busy the writer is say whether the database is what
-// limits the notification pipeline.
-func registerStoreMetrics(reg prometheus.Registerer, st *store.BatchStats) {
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_commits_total",
-			Help: "Group-committed transactions."},
-			func() float64 { b, _, _ := st.Snapshot(); return float64(b) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_committed_writes_total",
-			Help: "Writes (one caller's rows each) carried by group-committed transactions."},
-			func() float64 { _, o, _ := st.Snapshot(); return float64(o) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_commit_busy_seconds_total",
-			Help: "Time the group commit writers spent running and committing transactions."},
-			func() float64 { return st.BusyTime().Seconds() }),
-	)
 }

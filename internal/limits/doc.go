@@ -15,8 +15,9 @@
 //
 // Package limits is a domain package: it imports the ratelimit library and
 // apperr, and no infrastructure (no Prometheus, database driver, Redis or
-// NATS client). It reports through the [Metrics] hooks and stores rules
-// through the [RuleStore] interface it owns.
+// NATS client). It reports through the [Metrics] hooks (which package
+// internal/metrics binds to Prometheus) and stores rules through the
+// [RuleStore] interface it owns.
 //
 // # Rules and state
 //

@@ -33,7 +33,8 @@ type FailoverOptions struct {
 	// unreachable (rather than a refused argument). If nil, every error but
 	// the ratelimit package's argument errors.
 	IsFailure func(error) bool
-	// Metrics records fallback decisions and sluice_ratelimit_store_up.
+	// Metrics is told fallback decisions (FellBack) and whether Primary
+	// answers (StoreUp). If nil, nothing is recorded.
 	Metrics *Metrics
 	// Logger is told once when Primary goes down and once when it is back.
 	Logger *slog.Logger

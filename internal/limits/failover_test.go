@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
@@ -39,11 +40,11 @@ func TestFailoverToLocalAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	metrics := limits.NewMetrics(reg)
+	hooks := metrics.NewLimits(reg)
 	logs := &enginetest.LogBuffer{}
 	f := limits.NewFailover(limits.FailoverOptions{Primary: primary, Nodes: 2, Timeout: 200 * time.Millisecond,
 		ProbeInterval: 20 * time.Millisecond, FailsClosed: func(name string) bool { return name == "closed" },
-		Metrics: metrics, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		Metrics: hooks, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.Run(ctx) }()

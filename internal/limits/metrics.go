@@ -1,90 +1,66 @@
 package limits
 
-import (
-	"time"
+import "time"
 
-	"github.com/prometheus/client_golang/prometheus"
-)
-
-// Metrics are the rate limiter's Prometheus metrics. Build them once per
-// registry with NewMetrics and share them between the Service and the
-// Failover store. A nil *Metrics records nothing.
+// Metrics receives what the rate limiter observes, for metrics: build one
+// (an adapter binds its fields to its series, see package
+// internal/metrics) and share it between the Service and the Failover
+// store. A nil *Metrics, or a nil field, records nothing. The functions are
+// called concurrently, on the check path, so they must be cheap.
 type Metrics struct {
-	checks      *prometheus.CounterVec
-	wouldRefuse *prometheus.CounterVec
-	fallback    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	storeUp     prometheus.Gauge
+	// Checked is told every check decided, by policy, and its result:
+	// "allowed", "refused" or "blocked". Shadow-mode refusals count as
+	// allowed.
+	Checked func(policy, result string)
+	// WouldRefuse is told every check allowed by a soft or shadow policy
+	// that its hard form would have refused, with the policy's mode.
+	WouldRefuse func(policy string, mode Mode)
+	// FellBack is told every check decided while the shared store was
+	// unreachable, and how: FailOpen (a local limiter) or FailClosed
+	// (refused).
+	FellBack func(policy string, how Failure)
+	// Took is told how long each check took to decide, store round trip
+	// included; policy is "multi" for multi-key checks.
+	Took func(policy string, d time.Duration)
+	// StoreUp is told whether the shared store answers: true when a
+	// Failover store is built and whenever its store answers again, false
+	// when the store becomes unreachable.
+	StoreUp func(up bool)
 }
 
-// Check outcomes, the values of the result label.
+// Check outcomes, the values of Metrics.Checked's result.
 const (
 	resultAllowed = "allowed"
 	resultRefused = "refused"
 	resultBlocked = "blocked"
 )
 
-// NewMetrics registers the metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_ratelimit_checks_total",
-			Help: "Rate limit checks decided, by policy and result (allowed, refused, blocked). Shadow-mode refusals count as allowed.",
-		}, []string{"policy", "result"}),
-		wouldRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_ratelimit_would_refuse_total",
-			Help: "Checks allowed by a soft or shadow policy that its hard form would have refused, by policy and mode.",
-		}, []string{"policy", "mode"}),
-		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_ratelimit_fallback_decisions_total",
-			Help: "Checks decided while the shared store was unreachable, by policy and how (open: local limiter, closed: refused).",
-		}, []string{"policy", "on_store_failure"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sluice_ratelimit_check_duration_seconds",
-			Help:    "Time to decide a check, store round trip included, by policy (\"multi\" for multi-key checks).",
-			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5},
-		}, []string{"policy"}),
-		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_ratelimit_store_up",
-			Help: "1 while the shared rate limit store (Redis) answers, 0 while checks fall back to local limiters.",
-		}),
-	}
-	m.storeUp.Set(1)
-	reg.MustRegister(m.checks, m.wouldRefuse, m.fallback, m.latency, m.storeUp)
-	return m
-}
-
 func (m *Metrics) decided(policy, result string) {
-	if m != nil {
-		m.checks.WithLabelValues(policy, result).Inc()
+	if m != nil && m.Checked != nil {
+		m.Checked(policy, result)
 	}
 }
 
 func (m *Metrics) wouldHaveRefused(policy string, mode Mode) {
-	if m != nil {
-		m.wouldRefuse.WithLabelValues(policy, string(mode)).Inc()
+	if m != nil && m.WouldRefuse != nil {
+		m.WouldRefuse(policy, mode)
 	}
 }
 
 func (m *Metrics) fellBack(policy string, how Failure) {
-	if m != nil {
-		m.fallback.WithLabelValues(policy, string(how)).Inc()
+	if m != nil && m.FellBack != nil {
+		m.FellBack(policy, how)
 	}
 }
 
 func (m *Metrics) took(policy string, d time.Duration) {
-	if m != nil {
-		m.latency.WithLabelValues(policy).Observe(d.Seconds())
+	if m != nil && m.Took != nil {
+		m.Took(policy, d)
 	}
 }
 
 func (m *Metrics) setStoreUp(up bool) {
-	if m == nil {
-		return
-	}
-	if up {
-		m.storeUp.Set(1)
-	} else {
-		m.storeUp.Set(0)
+	if m != nil && m.StoreUp != nil {
+		m.StoreUp(up)
 	}
 }

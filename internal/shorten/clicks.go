@@ -38,10 +38,10 @@ type clickBuffer struct {
 	kickAt  int
 	kick    chan struct{} // cap 1: "a batch is ready"
 	retry   []Click       // a batch the store refused, tried again next flush
-	metrics *metrics
+	metrics *Metrics
 }
 
-func newClickBuffer(size int, m *metrics) *clickBuffer {
+func newClickBuffer(size int, m *Metrics) *clickBuffer {
 	return &clickBuffer{
 		hits:    make([]bufferedHit, 0, min(size, 4096)),
 		max:     size,
@@ -56,7 +56,7 @@ func (b *clickBuffer) add(h Hit, at int64) bool {
 	b.mu.Lock()
 	if len(b.hits) >= b.max {
 		b.mu.Unlock()
-		b.metrics.dropFull.Inc()
+		b.metrics.BufferFull()
 		return false
 	}
 	b.hits = append(b.hits, bufferedHit{Hit: h, at: at})
@@ -151,7 +151,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	}
 	if err := s.store.RecordClicks(ctx, clicks); err != nil {
 		keep := min(len(clicks), b.max)
-		s.metrics.dropStore.Add(float64(len(clicks) - keep))
+		s.metrics.StoreError(len(clicks) - keep)
 		b.mu.Lock()
 		b.retry = clicks[:keep]
 		b.mu.Unlock()
@@ -164,7 +164,6 @@ func (s *Service) Flush(ctx context.Context) error {
 			bots++
 		}
 	}
-	s.metrics.botHits.Add(float64(bots))
-	s.metrics.humanClicks.Add(float64(len(clicks) - bots))
+	s.metrics.Recorded(len(clicks)-bots, bots)
 	return nil
 }

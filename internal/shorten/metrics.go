@@ -1,52 +1,62 @@
 package shorten
 
-import "github.com/prometheus/client_golang/prometheus"
-
-// metrics are the shortener's Prometheus series. Label values are resolved
-// once here, so the redirect path pays an atomic add per series.
-type metrics struct {
-	found, expired, notFound, limited prometheus.Counter
-	localHit, localMiss               prometheus.Counter
-	sharedHit, sharedMiss, sharedErr  prometheus.Counter
-	humanClicks, botHits              prometheus.Counter
-	dropFull, dropStore               prometheus.Counter
-	created, purged                   prometheus.Counter
+// Metrics receives what the Service observes, for metrics (package
+// internal/metrics binds it to Prometheus series). A nil *Metrics, or a nil
+// field, records nothing. The functions are called concurrently, several on
+// the redirect path of every lookup, so they must be cheap: an adapter
+// resolves its label values once and binds each field to one series, so
+// that a call costs an atomic add.
+type Metrics struct {
+	// Found, Expired, NotFound and Limited are told the result of each
+	// redirect-path lookup: a live link, an expired one, an unknown code,
+	// or an unknown-code lookup refused by the per-client limit.
+	Found, Expired, NotFound, Limited func()
+	// LocalHit and LocalMiss are told each lookup in the node's own cache.
+	// SharedHit and SharedMiss are told each lookup in the shared cache,
+	// and SharedError each failed get or set there.
+	LocalHit, LocalMiss                func()
+	SharedHit, SharedMiss, SharedError func()
+	// Recorded is told each batch of hits written to the store: how many
+	// were human clicks and how many bot hits.
+	Recorded func(human, bots int)
+	// BufferFull is told each hit dropped because the click buffer was
+	// full (the redirect did not wait); StoreError how many hits a failed
+	// store write dropped, those that did not fit back in the buffer for
+	// the retry.
+	BufferFull func()
+	StoreError func(dropped int)
+	// Created is told each link created, and Purged how many expired links
+	// each purge transaction deleted.
+	Created func()
+	Purged  func(n int)
+	// ClickBuffer, if set, is called once by New with a function that
+	// returns the hits waiting in the click buffer for the next flush, for
+	// a gauge read at scrape time. That function is safe for concurrent
+	// use.
+	ClickBuffer func(pending func() int)
 }
 
-func newMetrics(reg prometheus.Registerer, buffered func() float64) *metrics {
-	redirects := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_redirects_total",
-		Help: "Short link lookups on the redirect path, by result: found, expired, not_found, limited (unknown-code lookups over the per-client limit).",
-	}, []string{"result"})
-	cacheLookups := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_cache_lookups_total",
-		Help: "Redirect-path cache lookups, by level (local, shared) and result (hit, miss, error).",
-	}, []string{"level", "result"})
-	clicks := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_hits_recorded_total",
-		Help: "Link hits written to the store, by kind: human (counted as clicks) or bot.",
-	}, []string{"kind"})
-	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_clicks_dropped_total",
-		Help: "Link hits not recorded, by reason: buffer_full (the redirect did not wait) or store_error.",
-	}, []string{"reason"})
-	created := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_links_created_total", Help: "Short links created."})
-	purged := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_links_purged_total", Help: "Expired short links purged."})
-	buffer := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_links_click_buffer",
-		Help: "Link hits waiting in the click buffer for the next flush.",
-	}, buffered)
-	if reg != nil {
-		reg.MustRegister(redirects, cacheLookups, clicks, dropped, created, purged, buffer)
+// bound returns a copy of m (which may be nil) whose nil event fields do
+// nothing, so the redirect path calls them without a check.
+func (m *Metrics) bound() Metrics {
+	var b Metrics
+	if m != nil {
+		b = *m
 	}
-	return &metrics{
-		found: redirects.WithLabelValues("found"), expired: redirects.WithLabelValues("expired"),
-		notFound: redirects.WithLabelValues("not_found"), limited: redirects.WithLabelValues("limited"),
-		localHit: cacheLookups.WithLabelValues("local", "hit"), localMiss: cacheLookups.WithLabelValues("local", "miss"),
-		sharedHit: cacheLookups.WithLabelValues("shared", "hit"), sharedMiss: cacheLookups.WithLabelValues("shared", "miss"),
-		sharedErr:   cacheLookups.WithLabelValues("shared", "error"),
-		humanClicks: clicks.WithLabelValues("human"), botHits: clicks.WithLabelValues("bot"),
-		dropFull: dropped.WithLabelValues("buffer_full"), dropStore: dropped.WithLabelValues("store_error"),
-		created: created, purged: purged,
+	nop, nopN := func() {}, func(int) {}
+	for _, f := range []*func(){&b.Found, &b.Expired, &b.NotFound, &b.Limited, &b.LocalHit, &b.LocalMiss,
+		&b.SharedHit, &b.SharedMiss, &b.SharedError, &b.BufferFull, &b.Created} {
+		if *f == nil {
+			*f = nop
+		}
 	}
+	for _, f := range []*func(int){&b.StoreError, &b.Purged} {
+		if *f == nil {
+			*f = nopN
+		}
+	}
+	if b.Recorded == nil {
+		b.Recorded = func(int, int) {}
+	}
+	return b
 }

@@ -41,15 +41,15 @@ func (e *LimitedError) Unwrap() error { return ErrLimited }
 func (s *Service) Resolve(ctx context.Context, code, client string) (Target, error) {
 	now := s.now().UnixMicro()
 	if e := s.links.get(code, now); e != nil {
-		s.metrics.localHit.Inc()
+		s.metrics.LocalHit()
 		return s.target(e, now), nil
 	}
-	s.metrics.localMiss.Inc()
+	s.metrics.LocalMiss()
 	if !validCode(code) || s.unknown.get(code, now) != nil {
 		return Target{}, s.unknownCode(ctx, client, now)
 	}
 	if until := s.limited.until(client); now < until {
-		s.metrics.limited.Inc()
+		s.metrics.Limited()
 		return Target{}, &LimitedError{RetryAfter: time.Duration(until-now) * time.Microsecond}
 	}
 	v, err, _ := s.flight.Do(code, func() (any, error) { return s.load(ctx, code) })
@@ -65,10 +65,10 @@ func (s *Service) Resolve(ctx context.Context, code, client string) (Target, err
 
 func (s *Service) target(e *entry, now int64) Target {
 	if e.expired(now) {
-		s.metrics.expired.Inc()
+		s.metrics.Expired()
 		return Target{LinkID: e.id, URL: s.opts.FallbackURL, Expired: true}
 	}
-	s.metrics.found.Inc()
+	s.metrics.Found()
 	return Target{LinkID: e.id, URL: e.url}
 }
 
@@ -79,15 +79,15 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 		cl, ok, err := sh.Get(ctx, code)
 		switch {
 		case err != nil:
-			s.metrics.sharedErr.Inc()
+			s.metrics.SharedError()
 			s.log.Debug("shared link cache get failed", slog.String("code", code), slog.Any("error", err))
 		case ok:
-			s.metrics.sharedHit.Inc()
+			s.metrics.SharedHit()
 			e := &entry{id: cl.ID, url: cl.URL, expiresAt: micros(cl.ExpiresAt), until: now.Add(s.opts.CacheTTL).UnixMicro()}
 			s.links.put(code, e)
 			return e, nil
 		default:
-			s.metrics.sharedMiss.Inc()
+			s.metrics.SharedMiss()
 		}
 	}
 	l, err := s.store.LinkByCode(ctx, code)
@@ -108,7 +108,7 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 		}
 		cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}
 		if err := sh.Set(ctx, code, cl, ttl); err != nil {
-			s.metrics.sharedErr.Inc()
+			s.metrics.SharedError()
 			s.log.Debug("shared link cache set failed", slog.String("code", code), slog.Any("error", err))
 		}
 	}
@@ -118,21 +118,21 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 // unknownCode charges client for a lookup of an unknown code.
 func (s *Service) unknownCode(ctx context.Context, client string, now int64) error {
 	if s.opts.Limiter == nil {
-		s.metrics.notFound.Inc()
+		s.metrics.NotFound()
 		return ErrNotFound
 	}
 	d, err := s.opts.Limiter.Allow(ctx, "links_unknown:"+client, 1)
 	if err != nil { // fail open: a limiter outage must not break redirects
 		s.log.Debug("unknown-code limiter failed", slog.Any("error", err))
-		s.metrics.notFound.Inc()
+		s.metrics.NotFound()
 		return ErrNotFound
 	}
 	if !d.Allowed {
 		s.limited.set(client, now+d.RetryAfter.Microseconds())
-		s.metrics.limited.Inc()
+		s.metrics.Limited()
 		return &LimitedError{RetryAfter: d.RetryAfter}
 	}
-	s.metrics.notFound.Inc()
+	s.metrics.NotFound()
 	return ErrNotFound
 }
 
@@ -218,7 +218,7 @@ func (s *Service) Purge(ctx context.Context) (int, error) {
 	for {
 		n, err := s.store.PurgeExpiredLinks(ctx, before, purgeBatch)
 		total += n
-		s.metrics.purged.Add(float64(n))
+		s.metrics.Purged(n)
 		if err != nil || n < purgeBatch {
 			return total, err
 		}

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sluicehq/sluice/internal/apperr"
@@ -80,8 +79,9 @@ type Options struct {
 	// 1h); ExpiredRetention is how long an expired link is kept (answering
 	// 410) before it is purged (default 24h).
 	PurgeInterval, ExpiredRetention time.Duration
-	// Registry receives the metrics. If nil, they are not registered.
-	Registry prometheus.Registerer
+	// Metrics is told what the service observes (see Metrics). If nil,
+	// nothing is recorded.
+	Metrics *Metrics
 	// Logger receives warnings. If nil, nothing is logged.
 	Logger *slog.Logger
 	// Now is the clock. If nil, time.Now is used.
@@ -99,7 +99,7 @@ type Service struct {
 	log        *slog.Logger
 	baseURL    string
 	visitorKey []byte
-	metrics    *metrics
+	metrics    Metrics
 
 	links    *cache
 	unknown  *cache
@@ -140,8 +140,11 @@ func New(opts Options) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.metrics = newMetrics(opts.Registry, func() float64 { return float64(s.clicks.len()) })
-	s.clicks = newClickBuffer(opts.ClickBuffer, s.metrics)
+	s.metrics = opts.Metrics.bound()
+	s.clicks = newClickBuffer(opts.ClickBuffer, &s.metrics)
+	if s.metrics.ClickBuffer != nil {
+		s.metrics.ClickBuffer(s.clicks.len)
+	}
 	s.limited.m = make(map[string]int64)
 	s.inserter.store = s.store
 	s.inserter.codec = s.codec
@@ -211,7 +214,7 @@ func (s *Service) create(ctx context.Context, nl NewLink, onTaken func() (Link, 
 			return Link{}, fmt.Errorf("create link: %w", err)
 		}
 		if ok {
-			s.metrics.created.Inc()
+			s.metrics.Created()
 			return l, nil
 		}
 		existing, found, err := onTaken()

@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func (h horizons) Horizon(_ context.Context, c notify.Channel, _ notify.Category
 // queue that cannot be asked is left out rather than reported as 0.
 func TestQueueLag(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	l := newQueueLag(horizons{notify.Email: now.Add(-90 * time.Second), notify.SMS: now})
+	l := NewQueueLag(horizons{notify.Email: now.Add(-90 * time.Second), notify.SMS: now})
 	l.now = func() time.Time { return now }
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(l)

@@ -1,0 +1,28 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+// NewDeliveries registers the notification pipeline's delivery series on
+// reg and returns the observer that feeds them, for notify.Options.Observe.
+func NewDeliveries(reg prometheus.Registerer) func(notify.Observation) {
+	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_notify_deliveries_total",
+		Help: "Delivery outcomes stored, by channel, category and status (queued means a retry was scheduled).",
+	}, []string{"channel", "category", "status"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_notify_delivery_seconds",
+		Help:    "Time from acceptance to a delivery's sent (or final) outcome, by category.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"category", "status"})
+	reg.MustRegister(outcomes, latency)
+	return func(o notify.Observation) {
+		outcomes.WithLabelValues(string(o.Channel), string(o.Category), string(o.Status)).Inc()
+		if o.Status != notify.StatusSuppressed && o.Status != notify.StatusQueued {
+			latency.WithLabelValues(string(o.Category), string(o.Status)).Observe(o.Latency.Seconds())
+		}
+	}
+}
