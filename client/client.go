@@ -5,6 +5,9 @@
 //	c := client.New("http://127.0.0.1:8080", os.Getenv("SLUICE_API_KEY"))
 //	link, err := c.Shorten(ctx, client.LinkRequest{URL: "https://example.com"})
 //
+// ReadCampaignCSV and SendCampaign send one notification type to every
+// user of a CSV file, as `sluice campaign send` does.
+//
 // A Client is safe for concurrent use.
 package client
 
