@@ -13,6 +13,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,7 +67,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sluice: %d %s", e.Status, cmpOr(e.Title, http.StatusText(e.Status)))
+	fmt.Fprintf(&b, "sluice: %d %s", e.Status, cmp.Or(e.Title, http.StatusText(e.Status)))
 	if e.Detail != "" {
 		b.WriteString(": " + e.Detail)
 	}
@@ -74,13 +75,6 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, "; %s: %s", f.Field, f.Detail)
 	}
 	return b.String()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // IsStatus reports whether err is an *Error with the given HTTP status.
