@@ -77,6 +77,8 @@ type Session struct {
 // target it drove (Sluice, then the compared implementation when it
 // applies).
 type Scenario struct {
+	// Name is what the command line and the table's rows call it
+	// ("check-http"); Summary is a line for the usage text.
 	Name, Summary string
 	run           func(ctx context.Context, s *Session) ([]Result, error)
 	// notDefault scenarios run only when named.
