@@ -5,11 +5,15 @@
 //	c := client.New("http://127.0.0.1:8080", os.Getenv("SLUICE_API_KEY"))
 //	link, err := c.Shorten(ctx, client.LinkRequest{URL: "https://example.com"})
 //
+// ReadCampaignCSV and SendCampaign send one notification type to every
+// user of a CSV file, as `sluice campaign send` does.
+//
 // A Client is safe for concurrent use.
 package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,7 +67,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sluice: %d %s", e.Status, cmpOr(e.Title, http.StatusText(e.Status)))
+	fmt.Fprintf(&b, "sluice: %d %s", e.Status, cmp.Or(e.Title, http.StatusText(e.Status)))
 	if e.Detail != "" {
 		b.WriteString(": " + e.Detail)
 	}
@@ -71,13 +75,6 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, "; %s: %s", f.Field, f.Detail)
 	}
 	return b.String()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // IsStatus reports whether err is an *Error with the given HTTP status.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -36,7 +37,7 @@ func runCheck(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return errors.New("--policy and at least one key are required")
 	}
-	c := client.New(firstNonEmpty(*server, env.getenv("SLUICE_SERVER")), firstNonEmpty(*apiKey, env.getenv("SLUICE_API_KEY")))
+	c := client.New(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*apiKey, env.getenv("SLUICE_API_KEY")))
 	reqs := make([]client.CheckRequest, len(keys))
 	for i, k := range keys {
 		reqs[i] = client.CheckRequest{Policy: *policy, Key: k, Cost: *cost}
@@ -68,11 +69,4 @@ func printDecision(env *environment, key, policy string, d client.Decision) {
 		fmt.Fprintf(env.stdout, "\tretry after %v\tdecided by %s", d.RetryAfter(), d.DecidedBy)
 	}
 	fmt.Fprintln(env.stdout)
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,15 +27,7 @@ func clientFlags(fs *flag.FlagSet, env *environment) func() *client.Client {
 	server := fs.String("server", "", "Sluice server URL (default $SLUICE_SERVER or "+client.DefaultServer+")")
 	key := fs.String("api-key", "", "API key (default $SLUICE_API_KEY)")
 	return func() *client.Client {
-		s := *server
-		if s == "" {
-			s = env.getenv("SLUICE_SERVER")
-		}
-		k := *key
-		if k == "" {
-			k = env.getenv("SLUICE_API_KEY")
-		}
-		return client.New(s, k)
+		return client.New(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
 	}
 }
 
@@ -135,7 +127,7 @@ func runCampaign(ctx context.Context, env *environment, args []string) error {
 		defer f.Close()
 		in = f
 	}
-	ns, err := readCampaignCSV(in, *typ, *campaign, data)
+	ns, err := client.ReadCampaignCSV(in, *typ, *campaign, data)
 	if err != nil {
 		return err
 	}
@@ -148,111 +140,22 @@ func runCampaign(ctx context.Context, env *environment, args []string) error {
 	return sendCampaign(ctx, env, newClient(), ns, *batch, *workers)
 }
 
-// readCampaignCSV reads user ids (and per-user data when there is a
-// header row whose first cell is user_id).
-func readCampaignCSV(in io.Reader, typ, campaign string, common map[string]any) ([]client.Notification, error) {
-	r := csv.NewReader(in)
-	r.FieldsPerRecord = -1
-	r.TrimLeadingSpace = true
-	var header []string
-	var ns []client.Notification
-	for line := 1; ; line++ {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("users csv: %w", err)
-		}
-		if len(rec) == 0 || strings.TrimSpace(rec[0]) == "" {
-			continue
-		}
-		if line == 1 && strings.EqualFold(strings.TrimSpace(rec[0]), "user_id") {
-			header = rec
-			continue
-		}
-		user := strings.TrimSpace(rec[0])
-		data := make(map[string]any, len(common)+len(rec))
-		for k, v := range common {
-			data[k] = v
-		}
-		for i := 1; i < len(rec) && i < len(header); i++ {
-			data[strings.TrimSpace(header[i])] = rec[i]
-		}
-		ns = append(ns, client.Notification{RequestID: campaign + ":" + user, UserID: user, Type: typ, Data: data})
-	}
-	if len(ns) == 0 {
-		return nil, errors.New("users csv: no users")
-	}
-	return ns, nil
-}
-
 // sendCampaign posts ns in batches with a progress bar on stderr and a
 // summary at the end. Items refused by the server are counted, and the
 // first few reasons shown; a failed request fails the command.
 func sendCampaign(ctx context.Context, env *environment, c *client.Client, ns []client.Notification, batch, workers int) error {
-	var accepted, duplicates, refused, done atomic.Int64
-	var mu sync.Mutex
-	var reasons []string
+	var done atomic.Int64
 	start := time.Now()
-	batches := make(chan []client.Notification)
-	errc := make(chan error, workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for b := range batches {
-				res, err := c.SendBatch(ctx, b)
-				if err != nil {
-					errc <- err
-					return
-				}
-				for _, r := range res {
-					switch r.Status {
-					case "accepted":
-						accepted.Add(1)
-					case "duplicate":
-						duplicates.Add(1)
-					default:
-						refused.Add(1)
-						mu.Lock()
-						if len(reasons) < 5 && r.Error != nil {
-							reasons = append(reasons, r.Error.Error())
-						}
-						mu.Unlock()
-					}
-				}
-				done.Add(int64(len(b)))
-			}
-		})
-	}
 	stopBar := progressBar(env.stderr, int64(len(ns)), &done, start)
-	var sendErr error
-feed:
-	for i := 0; i < len(ns); i += batch {
-		select {
-		case batches <- ns[i:min(i+batch, len(ns))]:
-		case sendErr = <-errc:
-			break feed
-		case <-ctx.Done():
-			sendErr = ctx.Err()
-			break feed
-		}
-	}
-	close(batches)
-	wg.Wait()
+	res, sendErr := c.SendCampaign(ctx, ns, client.CampaignOptions{Batch: batch, Workers: workers,
+		Progress: func(n int) { done.Store(int64(n)) }})
 	stopBar()
-	if sendErr == nil {
-		select {
-		case sendErr = <-errc:
-		default:
-		}
-	}
 	elapsed := time.Since(start)
 	fmt.Fprintf(env.stdout, "sent %d of %d in %s (%.0f/s): %d accepted, %d duplicates, %d refused\n",
-		done.Load(), len(ns), elapsed.Round(time.Millisecond), float64(done.Load())/max(elapsed.Seconds(), 1e-9),
-		accepted.Load(), duplicates.Load(), refused.Load())
-	for _, r := range reasons {
-		fmt.Fprintln(env.stdout, "  refused:", r)
+		res.Done, len(ns), elapsed.Round(time.Millisecond), float64(res.Done)/max(elapsed.Seconds(), 1e-9),
+		res.Accepted, res.Duplicates, res.Refused)
+	for _, r := range res.Refusals {
+		fmt.Fprintln(env.stdout, "  refused:", r.Error())
 	}
 	return sendErr
 }

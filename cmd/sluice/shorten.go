@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,7 +16,7 @@ import (
 func runShorten(ctx context.Context, env *environment, args []string) error {
 	fs := flag.NewFlagSet("shorten", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	server := fs.String("server", cmpOrEnv(env, "SLUICE_SERVER", client.DefaultServer), "Sluice server URL [SLUICE_SERVER]")
+	server := fs.String("server", cmp.Or(env.getenv("SLUICE_SERVER"), client.DefaultServer), "Sluice server URL [SLUICE_SERVER]")
 	apiKey := fs.String("api-key", env.getenv("SLUICE_API_KEY"), "API key with the links:write scope [SLUICE_API_KEY]")
 	slug := fs.String("slug", "", "custom code instead of a generated one")
 	expiresIn := fs.Duration("expires-in", 0, "expire the link after this long (e.g. 72h); 0: never")
@@ -52,13 +53,6 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintf(env.stderr, "code %s -> %s (expires %s)\n", l.Code, l.URL, exp)
 	}
 	return nil
-}
-
-func cmpOrEnv(env *environment, name, def string) string {
-	if v := env.getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // interleaved moves flags after the positional URL in front of it, so

@@ -3,9 +3,12 @@
 // before sending the next, so the offered load adapts to the server and
 // latencies are not hidden by queueing in the client), for a bounded
 // duration or number of requests, and returns a Result: rate, errors and a
-// latency histogram with p50, p90, p99 and max. Scenarios build operations
-// for Sluice's rate limit checks (HTTP and Envoy gRPC), notifications and
-// redirects, and can point the same load at another implementation.
+// latency histogram with p50, p90, p99 and max; WriteTable prints results.
+//
+// A Session drives Scenarios at a Sluice server: rate limit checks (HTTP
+// and Envoy gRPC), redirects, notifications and a campaign, and can point
+// the same load at another implementation, such as StartBare's servers
+// that answer at once.
 package bench
 
 import (

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -42,9 +42,19 @@ func (bareRLS) ShouldRateLimit(_ context.Context, r *rlspb.RateLimitRequest) (*r
 	return resp, nil
 }
 
-// startBare serves bareHTTP and bareRLS on loopback spare ports and makes
-// them the comparison targets.
-func (b *benchRun) startBare() (stop func(), err error) {
+// Bare is the floor a Sluice server is compared with: bareHTTP and bareRLS
+// serving on loopback spare ports. Stop stops them.
+type Bare struct {
+	// HTTPURL is the HTTP server's URL, ending in "/".
+	HTTPURL string
+	// GRPCAddr is the gRPC server's host:port.
+	GRPCAddr string
+	// Stop closes both servers.
+	Stop func()
+}
+
+// StartBare serves bareHTTP and bareRLS on loopback spare ports.
+func StartBare() (*Bare, error) {
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -59,10 +69,12 @@ func (b *benchRun) startBare() (stop func(), err error) {
 	rlspb.RegisterRateLimitServiceServer(gs, bareRLS{})
 	go func() { _ = hs.Serve(hl) }()
 	go func() { _ = gs.Serve(gl) }()
-	b.compareHTTP = "http://" + hl.Addr().String() + "/"
-	b.compareGRPC = gl.Addr().String()
-	return func() {
-		_ = hs.Close()
-		gs.Stop()
+	return &Bare{
+		HTTPURL:  "http://" + hl.Addr().String() + "/",
+		GRPCAddr: gl.Addr().String(),
+		Stop: func() {
+			_ = hs.Close()
+			gs.Stop()
+		},
 	}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/bench"
 )
 
 // Notification scenarios measure the pipeline through the API alone, so
@@ -25,15 +24,15 @@ import (
 // latency of delivery.
 const notifySample = 200
 
-// benchNotify posts single notifications (order.confirmed, to users
-// without settings, so every channel goes to the outbox) from the workers,
-// then waits until every one is delivered. With --notify-mix all, no
-// channels are named: email, sms and push (three deliveries each). With
+// notify posts single notifications (order.confirmed, to users without
+// settings, so every channel goes to the outbox) from the workers, then
+// waits until every one is delivered. With NotifyMix all, no channels are
+// named: email, sms and push (three deliveries each). With
 // seeds, three in four name email and push and one in four email only:
 // the seeds' 1.75 provider calls per notification.
-func benchNotify(ctx context.Context, b *benchRun) ([]bench.Result, error) {
+func notify(ctx context.Context, s *Session) ([]Result, error) {
 	run := rand.Text()[:8]
-	before, err := b.delivered(ctx, "")
+	before, err := s.delivered(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -41,10 +40,10 @@ func benchNotify(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 	var ids []string
 	var deliveries int64
 	start := time.Now()
-	accept, err := bench.Run(ctx, "notify-accept", targetSluice, b.opts, func(int) bench.Op {
+	accept, err := Run(ctx, "notify-accept", targetSluice, s.Options, func(int) Op {
 		return func(ctx context.Context, seq int64) error {
-			chs, n := notifyChannels(b.notifyMix, seq)
-			a, err := b.c.Send(ctx, client.Notification{
+			chs, n := notifyChannels(s.NotifyMix, seq)
+			a, err := s.c.Send(ctx, client.Notification{
 				RequestID: "bench-" + run + "-" + strconv.FormatInt(seq, 10),
 				UserID:    "bench-" + run + "-u" + strconv.FormatInt(seq%1000, 10),
 				Type:      "order.confirmed",
@@ -63,11 +62,11 @@ func benchNotify(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []bench.Result{accept}
+	out := []Result{accept}
 	want := before + deliveries
-	deliver, err := b.drain(ctx, "notify-deliver", "", want, start)
+	deliver, err := s.drain(ctx, "notify-deliver", "", want, start)
 	deliver.OK = deliveries
-	deliver.Latency = b.deliveryLatency(ctx, sample(ids, notifySample))
+	deliver.Latency = s.deliveryLatency(ctx, sample(ids, notifySample))
 	deliver.Note = fmt.Sprintf("deliveries/s since the first accept (%.2f per notification); latency: accept to sent, %d sampled",
 		float64(deliveries)/float64(max(len(ids), 1)), min(len(ids), notifySample))
 	return append(out, deliver), err
@@ -85,13 +84,13 @@ func notifyChannels(mix string, seq int64) ([]string, int64) {
 	return []string{"email", "push"}, 2
 }
 
-// benchCampaign sends --campaign marketing notifications (flash_sale,
+// campaign sends Session.Campaign marketing notifications (flash_sale,
 // email and push) in batches of 1,000 from 4 senders while one caller posts
 // an OTP (sms) every 10 ms, and reports the campaign's accept and drain
 // rates and the OTPs' accept-to-delivery latency during it.
-func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
+func campaign(ctx context.Context, s *Session) ([]Result, error) {
 	run := rand.Text()[:8]
-	before, err := b.delivered(ctx, "marketing")
+	before, err := s.delivered(ctx, "marketing")
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +108,7 @@ func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 				return
 			case <-tick.C:
 			}
-			a, err := b.c.Send(otpCtx, client.Notification{UserID: "bench-" + run + "-otp" + strconv.Itoa(i%100), Type: "otp",
+			a, err := s.c.Send(otpCtx, client.Notification{UserID: "bench-" + run + "-otp" + strconv.Itoa(i%100), Type: "otp",
 				Data: map[string]any{"code": fmt.Sprintf("%06d", i)}, Channels: []string{"sms"}})
 			switch {
 			case err == nil:
@@ -122,17 +121,17 @@ func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 
 	start := time.Now()
 	const batch = 1000
-	batches := (b.campaign + batch - 1) / batch
-	accept, err := bench.Run(ctx, "campaign-accept", targetSluice, bench.Options{Workers: 4, Requests: int64(batches)}, func(int) bench.Op {
+	batches := (s.Campaign + batch - 1) / batch
+	accept, err := Run(ctx, "campaign-accept", targetSluice, Options{Workers: 4, Requests: int64(batches)}, func(int) Op {
 		return func(ctx context.Context, seq int64) error {
 			from := int(seq) * batch
 			ns := make([]client.Notification, 0, batch)
-			for i := from; i < min(from+batch, b.campaign); i++ {
+			for i := from; i < min(from+batch, s.Campaign); i++ {
 				ns = append(ns, client.Notification{RequestID: "bench-" + run + "-m" + strconv.Itoa(i),
 					UserID: "bench-" + run + "-m" + strconv.Itoa(i), Type: "flash_sale",
 					Data: map[string]any{"discount": "30%", "name": "Ann"}, Channels: []string{"email", "push"}})
 			}
-			res, err := b.c.SendBatch(ctx, ns)
+			res, err := s.c.SendBatch(ctx, ns)
 			if err != nil {
 				return err
 			}
@@ -147,10 +146,10 @@ func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	accept.Note = fmt.Sprintf("%d notifications in batches of %d: %.0f/s", b.campaign, batch, float64(b.campaign)/accept.Elapsed.Seconds())
-	out := []bench.Result{accept}
-	drain, err := b.drain(ctx, "campaign-deliver", "marketing", before+2*int64(b.campaign), start)
-	drain.OK = 2 * int64(b.campaign)
+	accept.Note = fmt.Sprintf("%d notifications in batches of %d: %.0f/s", s.Campaign, batch, float64(s.Campaign)/accept.Elapsed.Seconds())
+	out := []Result{accept}
+	drain, err := s.drain(ctx, "campaign-deliver", "marketing", before+2*int64(s.Campaign), start)
+	drain.OK = 2 * int64(s.Campaign)
 	drain.Note = "email + push per user; deliveries/s since the first batch"
 	out = append(out, drain)
 	stopOTP()
@@ -158,8 +157,8 @@ func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 	if err != nil {
 		return out, err
 	}
-	otp := bench.Result{Scenario: "campaign-otp", Target: targetSluice, Workers: 1, OK: int64(len(otpIDs)),
-		Errors: int64(otpErrs), Elapsed: time.Since(start), Latency: b.deliveryLatency(ctx, otpIDs)}
+	otp := Result{Scenario: "campaign-otp", Target: targetSluice, Workers: 1, OK: int64(len(otpIDs)),
+		Errors: int64(otpErrs), Elapsed: time.Since(start), Latency: s.deliveryLatency(ctx, otpIDs)}
 	otp.Note = fmt.Sprintf("an OTP (sms) at most every 10ms during the campaign; latency: accept to sent, %d delivered", otp.Latency.Count())
 	return append(out, otp), nil
 }
@@ -167,11 +166,11 @@ func benchCampaign(ctx context.Context, b *benchRun) ([]bench.Result, error) {
 // drain waits until the server has sent want deliveries of category
 // (every category when empty), and returns a row whose Elapsed runs from
 // start, so its rate is deliveries per second.
-func (b *benchRun) drain(ctx context.Context, scenario, category string, want int64, start time.Time) (bench.Result, error) {
-	res := bench.Result{Scenario: scenario, Target: targetSluice, Workers: 0, Latency: &bench.Histogram{}}
-	deadline := time.Now().Add(b.drainTimeout)
+func (s *Session) drain(ctx context.Context, scenario, category string, want int64, start time.Time) (Result, error) {
+	res := Result{Scenario: scenario, Target: targetSluice, Workers: 0, Latency: &Histogram{}}
+	deadline := time.Now().Add(s.DrainTimeout)
 	for {
-		got, err := b.delivered(ctx, category)
+		got, err := s.delivered(ctx, category)
 		if err != nil {
 			return res, err
 		}
@@ -181,7 +180,7 @@ func (b *benchRun) drain(ctx context.Context, scenario, category string, want in
 		}
 		if time.Now().After(deadline) {
 			res.Elapsed = time.Since(start)
-			return res, fmt.Errorf("%d deliveries of %d after --drain-timeout %v", got, want, b.drainTimeout)
+			return res, fmt.Errorf("%d deliveries of %d after --drain-timeout %v", got, want, s.DrainTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -193,18 +192,18 @@ func (b *benchRun) drain(ctx context.Context, scenario, category string, want in
 
 // delivered sums sluice_notify_deliveries_total{status="sent"} of
 // category (all when empty) on the server's /metrics.
-func (b *benchRun) delivered(ctx context.Context, category string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.server+"/metrics", nil)
+func (s *Session) delivered(ctx context.Context, category string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Server+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := b.hc.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, &bench.StatusError{Status: resp.StatusCode}
+		return 0, &StatusError{Status: resp.StatusCode}
 	}
 	var sum float64
 	sc := bufio.NewScanner(resp.Body)
@@ -222,10 +221,10 @@ func (b *benchRun) delivered(ctx context.Context, category string) (int64, error
 
 // deliveryLatency reads the records of ids and returns a histogram of the
 // time from each record's creation to each sent delivery's last update.
-func (b *benchRun) deliveryLatency(ctx context.Context, ids []string) *bench.Histogram {
-	h := &bench.Histogram{}
+func (s *Session) deliveryLatency(ctx context.Context, ids []string) *Histogram {
+	h := &Histogram{}
 	for _, id := range ids {
-		rec, err := b.c.Notification(ctx, id)
+		rec, err := s.c.Notification(ctx, id)
 		if err != nil {
 			continue
 		}
