@@ -46,6 +46,26 @@ func TestBenchCommand(t *testing.T) {
 	}
 }
 
+// TestBenchNotifyMix: with --notify-mix seeds, three notifications in four
+// go to email and push and one to email only: 40 requests make 70
+// deliveries, and the drain waits for exactly those.
+func TestBenchNotifyMix(t *testing.T) {
+	t.Parallel()
+	code, out, errs := runCLI(t, nil, "bench", "--requests", "40", "--workers", "4", "--notify-mix", "seeds", "notify")
+	if code != 0 {
+		t.Fatalf("sluice bench = %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	ok := map[string]string{}
+	for _, row := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(row); len(f) > 3 {
+			ok[f[0]] = f[3]
+		}
+	}
+	if ok["notify-accept"] != "40" || ok["notify-deliver"] != "70" {
+		t.Errorf("OK counts %v, want notify-accept 40 and notify-deliver 70\n%s", ok, out)
+	}
+}
+
 func TestBenchRefusesBadArguments(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -63,10 +63,10 @@ func startNotifyServer(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// TestBenchNotifyMix: with NotifyMix seeds, three notifications in four
+// TestNotifyMixDrain: with NotifyMix seeds, three notifications in four
 // go to email and push and one to email only: 40 requests make 70
 // deliveries, and the drain waits for exactly those.
-func TestBenchNotifyMix(t *testing.T) {
+func TestNotifyMixDrain(t *testing.T) {
 	t.Parallel()
 	srv := startNotifyServer(t)
 	s := &Session{Options: Options{Workers: 4, Requests: 40}, Server: srv.URL, NotifyMix: "seeds", DrainTimeout: 30 * time.Second}
