@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/apns"
 	"github.com/sluicehq/sluice/internal/notify/fcm"
+	"github.com/sluicehq/sluice/internal/notify/push"
 	"github.com/sluicehq/sluice/internal/notify/smtp"
 	"github.com/sluicehq/sluice/internal/notify/twilio"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -144,7 +144,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 			}
 		}
 	}
-	push := &pushRouter{}
+	router := &push.Router{}
 	if f := pc.FCM; f.CredentialsFile != "" {
 		b, err := os.ReadFile(f.CredentialsFile)
 		if err != nil {
@@ -158,9 +158,11 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		if err != nil {
 			return nil, err
 		}
-		if push.fcm, err = guard(c, f.Rate); err != nil {
+		g, err := guard(c, f.Rate)
+		if err != nil {
 			return nil, err
 		}
+		router.FCM = g
 	}
 	if a := pc.APNs; a.KeyFile != "" {
 		key, err := os.ReadFile(a.KeyFile)
@@ -173,12 +175,14 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		if err != nil {
 			return nil, err
 		}
-		if push.apns, err = guard(c, a.Rate); err != nil {
+		g, err := guard(c, a.Rate)
+		if err != nil {
 			return nil, err
 		}
+		router.APNs = g
 	}
-	if push.fcm != nil || push.apns != nil {
-		ps.primary[notify.Push] = push
+	if router.FCM != nil || router.APNs != nil {
+		ps.primary[notify.Push] = router
 	}
 	return ps, nil
 }
@@ -188,59 +192,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// pushRouter sends each push token to the service it belongs to: a token
-// written "apns:..." or "fcm:..." says so; otherwise 64 hex digits is an
-// APNs device token and anything else an FCM registration token. With one
-// service configured, every token goes to it.
-type pushRouter struct {
-	fcm, apns *notify.Guard
-}
-
-var _ notify.Provider = (*pushRouter)(nil)
-
-func (r *pushRouter) Name() string {
-	switch {
-	case r.fcm == nil:
-		return r.apns.Name()
-	case r.apns == nil:
-		return r.fcm.Name()
-	}
-	return "push"
-}
-
-func (r *pushRouter) NeedsContact() bool { return true }
-
-func (r *pushRouter) Send(ctx context.Context, m notify.Message) (notify.Receipt, error) {
-	g, token := r.route(m.To)
-	if g == nil {
-		return notify.Receipt{}, notify.Permanentf("no push service takes token %.12q", m.To)
-	}
-	m.To = token
-	rc, err := g.Send(ctx, m)
-	if err == nil {
-		rc.Provider = g.Name()
-	}
-	return rc, err
-}
-
-func (r *pushRouter) route(to string) (*notify.Guard, string) {
-	if t, ok := strings.CutPrefix(to, "apns:"); ok {
-		return r.apns, t
-	}
-	if t, ok := strings.CutPrefix(to, "fcm:"); ok {
-		return r.fcm, t
-	}
-	switch {
-	case r.apns == nil:
-		return r.fcm, to
-	case r.fcm == nil:
-		return r.apns, to
-	case len(to) == 64 && strings.Trim(strings.ToLower(to), "0123456789abcdef") == "":
-		return r.apns, to
-	}
-	return r.fcm, to
 }
 
 // providerMetrics are the provider series: calls by result and their
