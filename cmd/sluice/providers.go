@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -81,18 +83,6 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		ps.guards = append(ps.guards, g)
 		return g, nil
 	}
-	add := func(ch notify.Channel, backup bool, p notify.Provider, rate float64) error {
-		g, err := guard(p, rate)
-		if err != nil {
-			return err
-		}
-		if backup {
-			ps.backups[ch] = append(ps.backups[ch], g)
-		} else {
-			ps.primary[ch] = g
-		}
-		return nil
-	}
 	callbackURL := func(name string) string {
 		if pc.CallbackBaseURL == "" {
 			return ""
@@ -100,48 +90,57 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		return strings.TrimRight(pc.CallbackBaseURL, "/") + "/v1/providers/" + name + "/callbacks"
 	}
 
-	if s := pc.SMTP; s.Addr != "" {
-		c, err := smtp.New(smtp.Options{Addr: s.Addr, TLS: s.TLS, Username: s.Username, Password: s.Password, Auth: s.Auth,
-			From: s.From, FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
-		if err != nil {
-			return nil, err
-		}
-		ps.closers = append(ps.closers, c.Close)
-		if err := add(notify.Email, false, c, s.Rate); err != nil {
-			return nil, err
-		}
-		if b := pc.SMTPBackup; b.Addr != "" {
-			bc, err := smtp.New(smtp.Options{Name: "smtp-backup", Addr: b.Addr, TLS: s.TLS, Username: b.Username, Password: b.Password,
-				Auth: s.Auth, From: cmpOr(b.From, s.From), FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
-			if err != nil {
-				return nil, err
-			}
-			ps.closers = append(ps.closers, bc.Close)
-			if err := add(notify.Email, true, bc, b.Rate); err != nil {
-				return nil, err
-			}
-		}
+	// The email and SMS providers, one row each, every primary before its
+	// backup; a backup is built only beside its primary. A backup relay
+	// shares the primary's TLS, auth mechanism and names.
+	s, sb, t, tb := pc.SMTP, pc.SMTPBackup, pc.Twilio, pc.TwilioBackup
+	messaging := []struct {
+		ch     notify.Channel
+		backup bool
+		on     bool // configured
+		rate   float64
+		build  func() (notify.Provider, error)
+	}{
+		{notify.Email, false, s.Addr != "", s.Rate, func() (notify.Provider, error) {
+			return smtp.New(smtp.Options{Addr: s.Addr, TLS: s.TLS, Username: s.Username, Password: s.Password, Auth: s.Auth,
+				From: s.From, FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
+		}},
+		{notify.Email, true, s.Addr != "" && sb.Addr != "", sb.Rate, func() (notify.Provider, error) {
+			return smtp.New(smtp.Options{Name: "smtp-backup", Addr: sb.Addr, TLS: s.TLS, Username: sb.Username, Password: sb.Password,
+				Auth: s.Auth, From: cmp.Or(sb.From, s.From), FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
+		}},
+		{notify.SMS, false, t.AccountSID != "", t.Rate, func() (notify.Provider, error) {
+			return twilio.New(twilio.Options{BaseURL: t.BaseURL, AccountSID: t.AccountSID, AuthToken: t.AuthToken, From: t.From,
+				MessagingServiceSID: t.MessagingServiceSID, CallbackURL: callbackURL("twilio"), Client: client})
+		}},
+		{notify.SMS, true, t.AccountSID != "" && tb.AccountSID != "", tb.Rate, func() (notify.Provider, error) {
+			return twilio.New(twilio.Options{Name: "twilio-backup", BaseURL: tb.BaseURL, AccountSID: tb.AccountSID,
+				AuthToken: tb.AuthToken, From: tb.From, CallbackURL: callbackURL("twilio-backup"), Client: client})
+		}},
 	}
-	if t := pc.Twilio; t.AccountSID != "" {
-		c, err := twilio.New(twilio.Options{BaseURL: t.BaseURL, AccountSID: t.AccountSID, AuthToken: t.AuthToken, From: t.From,
-			MessagingServiceSID: t.MessagingServiceSID, CallbackURL: callbackURL("twilio"), Client: client})
+	for _, e := range messaging {
+		if !e.on {
+			continue
+		}
+		p, err := e.build()
 		if err != nil {
 			return nil, err
 		}
-		ps.callbacks[c.Name()] = c
-		if err := add(notify.SMS, false, c, t.Rate); err != nil {
+		// SMTP clients hold connections; Twilio clients take receipts.
+		if c, ok := p.(io.Closer); ok {
+			ps.closers = append(ps.closers, c.Close)
+		}
+		if cp, ok := p.(notify.CallbackParser); ok {
+			ps.callbacks[p.Name()] = cp
+		}
+		g, err := guard(p, e.rate)
+		if err != nil {
 			return nil, err
 		}
-		if b := pc.TwilioBackup; b.AccountSID != "" {
-			bc, err := twilio.New(twilio.Options{Name: "twilio-backup", BaseURL: b.BaseURL, AccountSID: b.AccountSID,
-				AuthToken: b.AuthToken, From: b.From, CallbackURL: callbackURL("twilio-backup"), Client: client})
-			if err != nil {
-				return nil, err
-			}
-			ps.callbacks[bc.Name()] = bc
-			if err := add(notify.SMS, true, bc, b.Rate); err != nil {
-				return nil, err
-			}
+		if e.backup {
+			ps.backups[e.ch] = append(ps.backups[e.ch], g)
+		} else {
+			ps.primary[e.ch] = g
 		}
 	}
 	router := &push.Router{}
@@ -185,13 +184,6 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		ps.primary[notify.Push] = router
 	}
 	return ps, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // providerMetrics are the provider series: calls by result and their

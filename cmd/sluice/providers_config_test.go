@@ -78,6 +78,9 @@ func TestBuildProvidersFromConfig(t *testing.T) {
 	if strings.Join(cbs, ",") != "twilio,twilio-backup" {
 		t.Errorf("callback providers = %v", cbs)
 	}
+	if len(ps.closers) != 2 {
+		t.Errorf("%d closers, want the two SMTP clients'", len(ps.closers))
+	}
 	if len(ps.guards) != 6 || ps.guards[0].Pacer == nil || ps.guards[1].Pacer != nil {
 		t.Errorf("%d guards; pacing only where a rate is set", len(ps.guards))
 	}
