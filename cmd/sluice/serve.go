@@ -140,7 +140,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		UI:           ui,
 		Notify:       notifier.svc,
 		Outbox:       db,
-		Preferences:  preferences{notifier.svc},
+		Preferences:  notifier.svc,
 	})
 	if n, err := db.CountActiveAPIKeys(ctx); err == nil && n == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
