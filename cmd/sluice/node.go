@@ -164,7 +164,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		UI:           ui,
 		Notify:       notifier.svc,
 		Outbox:       db,
-		Preferences:  preferences{notifier.svc},
+		Preferences:  notifier.svc,
 	})
 	if count, err := db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"context"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/apns"
 	"github.com/sluicehq/sluice/internal/notify/fcm"
+	"github.com/sluicehq/sluice/internal/notify/push"
 	"github.com/sluicehq/sluice/internal/notify/smtp"
 	"github.com/sluicehq/sluice/internal/notify/twilio"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -81,18 +83,6 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		ps.guards = append(ps.guards, g)
 		return g, nil
 	}
-	add := func(ch notify.Channel, backup bool, p notify.Provider, rate float64) error {
-		g, err := guard(p, rate)
-		if err != nil {
-			return err
-		}
-		if backup {
-			ps.backups[ch] = append(ps.backups[ch], g)
-		} else {
-			ps.primary[ch] = g
-		}
-		return nil
-	}
 	callbackURL := func(name string) string {
 		if pc.CallbackBaseURL == "" {
 			return ""
@@ -100,51 +90,60 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		return strings.TrimRight(pc.CallbackBaseURL, "/") + "/v1/providers/" + name + "/callbacks"
 	}
 
-	if s := pc.SMTP; s.Addr != "" {
-		c, err := smtp.New(smtp.Options{Addr: s.Addr, TLS: s.TLS, Username: s.Username, Password: s.Password, Auth: s.Auth,
-			From: s.From, FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
+	// The email and SMS providers, one row each, every primary before its
+	// backup; a backup is built only beside its primary. A backup relay
+	// shares the primary's TLS, auth mechanism and names.
+	s, sb, t, tb := pc.SMTP, pc.SMTPBackup, pc.Twilio, pc.TwilioBackup
+	messaging := []struct {
+		ch     notify.Channel
+		backup bool
+		on     bool // configured
+		rate   float64
+		build  func() (notify.Provider, error)
+	}{
+		{notify.Email, false, s.Addr != "", s.Rate, func() (notify.Provider, error) {
+			return smtp.New(smtp.Options{Addr: s.Addr, TLS: s.TLS, Username: s.Username, Password: s.Password, Auth: s.Auth,
+				From: s.From, FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
+		}},
+		{notify.Email, true, s.Addr != "" && sb.Addr != "", sb.Rate, func() (notify.Provider, error) {
+			return smtp.New(smtp.Options{Name: "smtp-backup", Addr: sb.Addr, TLS: s.TLS, Username: sb.Username, Password: sb.Password,
+				Auth: s.Auth, From: cmp.Or(sb.From, s.From), FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
+		}},
+		{notify.SMS, false, t.AccountSID != "", t.Rate, func() (notify.Provider, error) {
+			return twilio.New(twilio.Options{BaseURL: t.BaseURL, AccountSID: t.AccountSID, AuthToken: t.AuthToken, From: t.From,
+				MessagingServiceSID: t.MessagingServiceSID, CallbackURL: callbackURL("twilio"), Client: client})
+		}},
+		{notify.SMS, true, t.AccountSID != "" && tb.AccountSID != "", tb.Rate, func() (notify.Provider, error) {
+			return twilio.New(twilio.Options{Name: "twilio-backup", BaseURL: tb.BaseURL, AccountSID: tb.AccountSID,
+				AuthToken: tb.AuthToken, From: tb.From, CallbackURL: callbackURL("twilio-backup"), Client: client})
+		}},
+	}
+	for _, e := range messaging {
+		if !e.on {
+			continue
+		}
+		p, err := e.build()
 		if err != nil {
 			return nil, err
 		}
-		ps.closers = append(ps.closers, c.Close)
-		if err := add(notify.Email, false, c, s.Rate); err != nil {
-			return nil, err
+		// SMTP clients hold connections; Twilio clients take receipts.
+		if c, ok := p.(io.Closer); ok {
+			ps.closers = append(ps.closers, c.Close)
 		}
-		if b := pc.SMTPBackup; b.Addr != "" {
-			bc, err := smtp.New(smtp.Options{Name: "smtp-backup", Addr: b.Addr, TLS: s.TLS, Username: b.Username, Password: b.Password,
-				Auth: s.Auth, From: cmpOr(b.From, s.From), FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
-			if err != nil {
-				return nil, err
-			}
-			ps.closers = append(ps.closers, bc.Close)
-			if err := add(notify.Email, true, bc, b.Rate); err != nil {
-				return nil, err
-			}
+		if cp, ok := p.(notify.CallbackParser); ok {
+			ps.callbacks[p.Name()] = cp
 		}
-	}
-	if t := pc.Twilio; t.AccountSID != "" {
-		c, err := twilio.New(twilio.Options{BaseURL: t.BaseURL, AccountSID: t.AccountSID, AuthToken: t.AuthToken, From: t.From,
-			MessagingServiceSID: t.MessagingServiceSID, CallbackURL: callbackURL("twilio"), Client: client})
+		g, err := guard(p, e.rate)
 		if err != nil {
 			return nil, err
 		}
-		ps.callbacks[c.Name()] = c
-		if err := add(notify.SMS, false, c, t.Rate); err != nil {
-			return nil, err
-		}
-		if b := pc.TwilioBackup; b.AccountSID != "" {
-			bc, err := twilio.New(twilio.Options{Name: "twilio-backup", BaseURL: b.BaseURL, AccountSID: b.AccountSID,
-				AuthToken: b.AuthToken, From: b.From, CallbackURL: callbackURL("twilio-backup"), Client: client})
-			if err != nil {
-				return nil, err
-			}
-			ps.callbacks[bc.Name()] = bc
-			if err := add(notify.SMS, true, bc, b.Rate); err != nil {
-				return nil, err
-			}
+		if e.backup {
+			ps.backups[e.ch] = append(ps.backups[e.ch], g)
+		} else {
+			ps.primary[e.ch] = g
 		}
 	}
-	push := &pushRouter{}
+	router := &push.Router{}
 	if f := pc.FCM; f.CredentialsFile != "" {
 		b, err := os.ReadFile(f.CredentialsFile)
 		if err != nil {
@@ -158,9 +157,11 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		if err != nil {
 			return nil, err
 		}
-		if push.fcm, err = guard(c, f.Rate); err != nil {
+		g, err := guard(c, f.Rate)
+		if err != nil {
 			return nil, err
 		}
+		router.FCM = g
 	}
 	if a := pc.APNs; a.KeyFile != "" {
 		key, err := os.ReadFile(a.KeyFile)
@@ -173,72 +174,14 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		if err != nil {
 			return nil, err
 		}
-		if push.apns, err = guard(c, a.Rate); err != nil {
+		g, err := guard(c, a.Rate)
+		if err != nil {
 			return nil, err
 		}
+		router.APNs = g
 	}
-	if push.fcm != nil || push.apns != nil {
-		ps.primary[notify.Push] = push
+	if router.FCM != nil || router.APNs != nil {
+		ps.primary[notify.Push] = router
 	}
 	return ps, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// pushRouter sends each push token to the service it belongs to: a token
-// written "apns:..." or "fcm:..." says so; otherwise 64 hex digits is an
-// APNs device token and anything else an FCM registration token. With one
-// service configured, every token goes to it.
-type pushRouter struct {
-	fcm, apns *notify.Guard
-}
-
-var _ notify.Provider = (*pushRouter)(nil)
-
-func (r *pushRouter) Name() string {
-	switch {
-	case r.fcm == nil:
-		return r.apns.Name()
-	case r.apns == nil:
-		return r.fcm.Name()
-	}
-	return "push"
-}
-
-func (r *pushRouter) NeedsContact() bool { return true }
-
-func (r *pushRouter) Send(ctx context.Context, m notify.Message) (notify.Receipt, error) {
-	g, token := r.route(m.To)
-	if g == nil {
-		return notify.Receipt{}, notify.Permanentf("no push service takes token %.12q", m.To)
-	}
-	m.To = token
-	rc, err := g.Send(ctx, m)
-	if err == nil {
-		rc.Provider = g.Name()
-	}
-	return rc, err
-}
-
-func (r *pushRouter) route(to string) (*notify.Guard, string) {
-	if t, ok := strings.CutPrefix(to, "apns:"); ok {
-		return r.apns, t
-	}
-	if t, ok := strings.CutPrefix(to, "fcm:"); ok {
-		return r.fcm, t
-	}
-	switch {
-	case r.apns == nil:
-		return r.fcm, to
-	case r.fcm == nil:
-		return r.apns, to
-	case len(to) == 64 && strings.Trim(strings.ToLower(to), "0123456789abcdef") == "":
-		return r.apns, to
-	}
-	return r.fcm, to
 }

@@ -10,24 +10,28 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/notify"
 )
 
 // PreferenceSwitches are what a person controls on the preference page:
-// categories and channels on or off. Everything else in their settings
-// (contacts, locale, quiet hours) stays as the application set it.
+// categories and channels on or off, as JSON. Everything else in their
+// settings (contacts, locale, quiet hours) stays as the application set it.
+// It converts to and from [notify.Switches].
 type PreferenceSwitches struct {
-	Channels   map[string]bool `json:"channels"`
-	Categories map[string]bool `json:"categories"`
+	Channels   map[notify.Channel]bool  `json:"channels"`
+	Categories map[notify.Category]bool `json:"categories"`
 }
 
 // Preferences reads and changes one user's switches. SetSwitches enforces
 // the notification rules (critical stays on, a channel stays on) with an
-// Unprocessable error naming the field. cmd/sluice adapts the
-// notification service to it.
+// Unprocessable error naming the field. The notification service
+// implements it.
 type Preferences interface {
-	Switches(ctx context.Context, user string) (PreferenceSwitches, error)
-	SetSwitches(ctx context.Context, user string, sw PreferenceSwitches) (PreferenceSwitches, error)
+	Switches(ctx context.Context, user string) (notify.Switches, error)
+	SetSwitches(ctx context.Context, user string, sw notify.Switches) (notify.Switches, error)
 }
+
+var _ Preferences = (*notify.Service)(nil)
 
 const (
 	headerPreferenceToken = "X-Preference-Token"
@@ -130,7 +134,7 @@ func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, preferencesJSON{UserID: user, PreferenceSwitches: sw, Locked: []string{"categories.critical"}, ExpiresAt: exp.UTC()})
+	writeJSON(w, http.StatusOK, preferencesJSON{UserID: user, PreferenceSwitches: PreferenceSwitches(sw), Locked: []string{"categories.critical"}, ExpiresAt: exp.UTC()})
 	return nil
 }
 
@@ -143,11 +147,11 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	sw, err := p.SetSwitches(r.Context(), user, body)
+	sw, err := p.SetSwitches(r.Context(), user, notify.Switches(body))
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, preferencesJSON{UserID: user, PreferenceSwitches: sw, Locked: []string{"categories.critical"}, ExpiresAt: exp.UTC()})
+	writeJSON(w, http.StatusOK, preferencesJSON{UserID: user, PreferenceSwitches: PreferenceSwitches(sw), Locked: []string{"categories.critical"}, ExpiresAt: exp.UTC()})
 	return nil
 }

@@ -1,59 +1,34 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/notify"
 )
 
-// memPrefs keeps switches in memory with the notification service's two
-// rules; the real adapter is tested end to end in cmd/sluice.
-type memPrefs struct {
-	mu sync.Mutex
-	m  map[string]PreferenceSwitches
-}
-
-func (p *memPrefs) Switches(_ context.Context, user string) (PreferenceSwitches, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if sw, ok := p.m[user]; ok {
-		return sw, nil
-	}
-	return PreferenceSwitches{Channels: map[string]bool{"email": true, "sms": true}, Categories: map[string]bool{"critical": true, "marketing": true}}, nil
-}
-
-func (p *memPrefs) SetSwitches(ctx context.Context, user string, in PreferenceSwitches) (PreferenceSwitches, error) {
-	cur, _ := p.Switches(ctx, user)
-	for k, v := range in.Channels {
-		cur.Channels[k] = v
-	}
-	for k, v := range in.Categories {
-		cur.Categories[k] = v
-	}
-	if !cur.Categories["critical"] {
-		return PreferenceSwitches{}, apperr.Fields(apperr.Unprocessable, "invalid", []apperr.FieldError{{Field: "categories.critical", Detail: "cannot be turned off"}})
-	}
-	p.mu.Lock()
-	p.m[user] = cur
-	p.mu.Unlock()
-	return cur, nil
+// setupPreferences serves the preference routes over a notification
+// service on the bundle's SQLite store, with a fixed clock. The
+// preference and settings routes need no queue or providers.
+func setupPreferences(t *testing.T, now time.Time) (*Server, *notify.Service) {
+	t.Helper()
+	b := setup(t)
+	clock := func() time.Time { return now }
+	svc := notify.NewService(notify.Options{Store: b.db, Now: clock})
+	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Now: clock, Preferences: svc, Notify: svc,
+		UI: UIOptions{Secret: []byte("0123456789abcdef0123456789abcdef"), PublicURL: "https://n.example.com"}})
+	return srv, svc
 }
 
 func TestPreferenceLinks(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	b := setup(t)
-	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Now: clock, Preferences: &memPrefs{m: map[string]PreferenceSwitches{}},
-		UI: UIOptions{Secret: []byte("0123456789abcdef0123456789abcdef"), PublicURL: "https://n.example.com"}})
+	srv, _ := setupPreferences(t, now)
 	do := func(method, path, token, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.RemoteAddr = "127.0.0.1:1"
@@ -97,5 +72,68 @@ func TestPreferenceLinks(t *testing.T) {
 	}
 	if rec := do("POST", "/v1/users/u1/preference-link", "", `{"ttl":"10000h"}`); rec.Code != 422 {
 		t.Errorf("mint with a too long ttl = %d, want 422", rec.Code)
+	}
+}
+
+// TestPreferencePageChangesSettings mints a preference link, changes a
+// switch through it as the page does, and finds the change in the user's
+// settings; turning critical off is refused with 422.
+func TestPreferencePageChangesSettings(t *testing.T) {
+	t.Parallel()
+	srv, svc := setupPreferences(t, time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	do := func(method, path, token, body string) (int, []byte) {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:1"
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("X-Preference-Token", token)
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes()
+	}
+
+	code, body := do("POST", "/v1/users/ann/preference-link", "", "")
+	if code != 200 {
+		t.Fatalf("mint link = %d %s", code, body)
+	}
+	var link struct{ URL, Token string }
+	if err := json.Unmarshal(body, &link); err != nil || link.Token == "" || !strings.Contains(link.URL, "#t="+link.Token) {
+		t.Fatalf("link = %s (%v)", body, err)
+	}
+
+	if code, _ := do("GET", "/v1/preferences", "forged.0.token", ""); code != 401 {
+		t.Errorf("forged token: status %d, want 401", code)
+	}
+	code, body = do("GET", "/v1/preferences", link.Token, "")
+	if code != 200 || !strings.Contains(string(body), `"marketing":true`) {
+		t.Fatalf("preferences = %d %s, want marketing on by default", code, body)
+	}
+	code, body = do("PUT", "/v1/preferences", link.Token, `{"categories":{"marketing":false},"channels":{"sms":false}}`)
+	if code != 200 {
+		t.Fatalf("turn marketing off = %d %s", code, body)
+	}
+	code, body = do("PUT", "/v1/preferences", link.Token, `{"categories":{"critical":false}}`)
+	if code != 422 || !strings.Contains(string(body), "critical") {
+		t.Errorf("turn critical off = %d %s, want 422 naming critical", code, body)
+	}
+
+	code, body = do("GET", "/v1/users/ann/settings", "", "")
+	if code != 200 {
+		t.Fatalf("settings = %d %s", code, body)
+	}
+	var st struct {
+		Channels   map[string]bool
+		Categories map[string]bool
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Categories["marketing"] || !st.Categories["critical"] || st.Channels["sms"] || !st.Channels["email"] {
+		t.Errorf("settings after the page = %s; want marketing and sms off, critical and email on", body)
+	}
+	if got, err := svc.Settings(t.Context(), "ann"); err != nil || got.Categories[notify.Marketing] || got.Channels[notify.SMS] {
+		t.Errorf("service settings after the page = %+v, %v; want marketing and sms off", got, err)
 	}
 }
