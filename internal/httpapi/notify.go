@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/notify/outbox"
 )
 
 // NotifyService is what the notification routes need of the notification
@@ -34,7 +33,7 @@ type NotifyService interface {
 
 // OutboxStore lists what the built-in outbox provider received.
 type OutboxStore interface {
-	OutboxEntries(ctx context.Context, f outbox.Filter, after notify.Cursor, limit int) ([]outbox.Entry, error)
+	OutboxEntries(ctx context.Context, f notify.OutboxFilter, after notify.Cursor, limit int) ([]notify.OutboxEntry, error)
 }
 
 // maxBatch is the most notifications one batch request may carry.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/notify/outbox"
 )
 
 // timestamp formats t as RFC 3339 in UTC with microseconds; zero is "".
@@ -274,7 +273,7 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	es, err := s.opts.Outbox.OutboxEntries(r.Context(), outbox.Filter{UserID: q.Get("user_id"), NotificationID: q.Get("notification_id")}, after, limit+1)
+	es, err := s.opts.Outbox.OutboxEntries(r.Context(), notify.OutboxFilter{UserID: q.Get("user_id"), NotificationID: q.Get("notification_id")}, after, limit+1)
 	if err != nil {
 		return err
 	}
@@ -293,7 +292,7 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func outboxCursorID(e outbox.Entry) string {
+func outboxCursorID(e notify.OutboxEntry) string {
 	return e.NotificationID + ":" + string(e.Channel) + ":" + itoa(e.Attempt)
 }
 

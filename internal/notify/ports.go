@@ -73,6 +73,12 @@ type Store interface {
 	// already replayed.
 	ReplayDeadLetter(ctx context.Context, id string, now time.Time) (Delivery, error)
 
+	// OutboxEntries returns up to limit entries of the built-in outbox
+	// matching f, newest first (created_at, then the entry's cursor id
+	// "notification_id:channel:attempt", descending), strictly after the
+	// cursor position when after is not zero.
+	OutboxEntries(ctx context.Context, f OutboxFilter, after Cursor, limit int) ([]OutboxEntry, error)
+
 	// DeleteNotificationsBefore deletes up to limit notifications created
 	// before t, with their deliveries, outbox entries and dead letters,
 	// and returns how many it deleted.
