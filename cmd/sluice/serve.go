@@ -139,7 +139,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 		Links:        links,
 		UI:           ui,
 		Notify:       notifier.svc,
-		Outbox:       db,
 		Preferences:  preferences{notifier.svc},
 	})
 	if n, err := db.CountActiveAPIKeys(ctx); err == nil && n == 0 {

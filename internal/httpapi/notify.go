@@ -29,11 +29,7 @@ type NotifyService interface {
 	DeadLetters(ctx context.Context, cursor string, limit int) ([]notify.DeadLetter, string, error)
 	ReplayDeadLetter(ctx context.Context, id string) (notify.Delivery, error)
 	Callback(ctx context.Context, provider string, c notify.Callback) error
-}
-
-// OutboxStore lists what the built-in outbox provider received.
-type OutboxStore interface {
-	OutboxEntries(ctx context.Context, f notify.OutboxFilter, after notify.Cursor, limit int) ([]notify.OutboxEntry, error)
+	Outbox(ctx context.Context, f notify.OutboxFilter, cursor string, limit int) ([]notify.OutboxEntry, string, error)
 }
 
 // maxBatch is the most notifications one batch request may carry.

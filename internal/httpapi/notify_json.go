@@ -3,10 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -258,30 +256,19 @@ type outboxJSON struct {
 }
 
 func (s *Server) outbox(w http.ResponseWriter, r *http.Request) error {
-	if s.opts.Outbox == nil {
-		return apperr.New(apperr.Unavailable, "the outbox is not configured on this server")
+	svc, err := s.notifyService()
+	if err != nil {
+		return err
 	}
 	limit, err := limitParam(r)
 	if err != nil {
 		return err
 	}
-	if limit == 0 {
-		limit = notify.DefaultPageSize
-	}
 	q := r.URL.Query()
-	after, err := notify.DecodeCursor(q.Get("cursor"))
+	f := notify.OutboxFilter{UserID: q.Get("user_id"), NotificationID: q.Get("notification_id")}
+	es, next, err := svc.Outbox(r.Context(), f, q.Get("cursor"), limit)
 	if err != nil {
 		return err
-	}
-	es, err := s.opts.Outbox.OutboxEntries(r.Context(), notify.OutboxFilter{UserID: q.Get("user_id"), NotificationID: q.Get("notification_id")}, after, limit+1)
-	if err != nil {
-		return err
-	}
-	next := ""
-	if len(es) > limit {
-		es = es[:limit]
-		last := es[len(es)-1]
-		next = notify.EncodeCursor(notify.Cursor{At: last.CreatedAt, ID: outboxCursorID(last)})
 	}
 	items := make([]outboxJSON, len(es))
 	for i, e := range es {
@@ -291,9 +278,3 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 	return nil
 }
-
-func outboxCursorID(e notify.OutboxEntry) string {
-	return e.NotificationID + ":" + string(e.Channel) + ":" + itoa(e.Attempt)
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
