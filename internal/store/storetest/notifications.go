@@ -423,8 +423,9 @@ func (s suite) groupCommit(t *testing.T) {
 	checkSomePipelined(t, db) // 50 request ids are written twice at once
 }
 
-// urgentFirst checks that urgent writes are not stuck behind a backlog of
-// other writes and that closing with writes of both kinds waiting works.
+// urgentFirst checks that urgent writes (a critical notification's, and
+// attempts marked Urgent) are not stuck behind a backlog of other writes
+// and that closing with writes of both kinds waiting works.
 func (s suite) urgentFirst(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -432,13 +433,17 @@ func (s suite) urgentFirst(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 300 {
 		wg.Go(func() {
-			c := ctx
-			if i%10 == 0 {
-				c = notify.WithUrgent(ctx)
-			}
 			no, ds := newNotification(fmt.Sprintf("u%03d", i), "", "u1", t0, notify.Email)
-			if _, _, err := db.CreateNotification(c, no, ds); err != nil {
+			if i%10 == 0 {
+				no.Category, ds[0].Category = notify.Critical, notify.Critical
+			}
+			if _, _, err := db.CreateNotification(ctx, no, ds); err != nil {
 				t.Errorf("CreateNotification: %v", err)
+				return
+			}
+			a := notify.Attempt{Key: ds[0].Key(), Status: notify.StatusSent, Attempts: 1, At: t0, Urgent: no.Category.Urgent()}
+			if ok, err := db.FinishAttempt(ctx, a, nil); err != nil || !ok {
+				t.Errorf("FinishAttempt(%s) = %v, %v; want true", no.ID, ok, err)
 			}
 		})
 	}
