@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -160,6 +160,7 @@ func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	_ = svc.PrefetchSettings(r.Context(), users)
 	// Items run concurrently, so the store's group commit saves many in
 	// one transaction; the answer waits for every one.
+	reqID := w.Header().Get(headerRequestID)
 	sem := make(chan struct{}, 128)
 	var wg sync.WaitGroup
 	for i, item := range body.Notifications {
@@ -173,7 +174,11 @@ func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request) error {
 			}
 			switch {
 			case err != nil:
-				p := problemFor(err)
+				p := problemOf(err)
+				if p.Status >= 500 {
+					s.log.LogAttrs(r.Context(), slog.LevelError, "batch item failed",
+						slog.String(logKeyRequestID, reqID), slog.Int("item", i), slog.Any("error", err))
+				}
 				results[i] = batchResult{Status: "refused", Error: &p}
 			case a.Duplicate:
 				results[i] = batchResult{NotificationID: a.NotificationID, Status: "duplicate"}
@@ -190,24 +195,6 @@ func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"results": results, "accepted": counts["accepted"],
 		"duplicates": counts["duplicate"], "refused": counts["refused"]})
 	return nil
-}
-
-// problemFor renders err as the problem a single request would answer.
-func problemFor(err error) Problem {
-	ae, ok := errors.AsType[*apperr.Error](err)
-	if !ok {
-		ae = &apperr.Error{Code: apperr.Internal}
-	}
-	kind, ok := kinds[ae.Code]
-	if !ok {
-		kind = kinds[apperr.Internal]
-	}
-	p := NewProblem(kind.status, kind.slug, kind.title, ae.Message)
-	p.Errors = ae.Fields
-	if kind.status >= 500 {
-		p.Detail = "internal error"
-	}
-	return p
 }
 
 func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
