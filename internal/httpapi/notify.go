@@ -40,24 +40,30 @@ const maxBatch = 1000
 // preferences), reading takes notify:read, and changing templates or
 // replaying dead letters, which affect every user, take admin.
 func (s *Server) registerNotify() {
-	s.Handle("POST /v1/notifications", auth.ScopeNotifySend, s.sendNotification)
-	s.Handle("POST /v1/notifications/batch", auth.ScopeNotifySend, s.sendBatch)
-	s.Handle("GET /v1/notifications/{id}", auth.ScopeNotifyRead, s.getNotification)
-	s.Handle("GET /v1/users/{id}/notifications", auth.ScopeNotifyRead, s.userNotifications)
-	s.Handle("GET /v1/users/{id}/settings", auth.ScopeNotifyRead, s.getSettings)
-	s.Handle("PUT /v1/users/{id}/settings", auth.ScopeNotifySend, s.putSettings)
-	s.Handle("GET /v1/templates/{type}", auth.ScopeNotifyRead, s.getTemplate)
-	s.Handle("PUT /v1/templates/{type}", auth.ScopeAdmin, s.putTemplate)
-	s.Handle("GET /v1/dead-letters", auth.ScopeNotifyRead, s.deadLetters)
-	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, s.replayDeadLetter)
-	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, s.outbox)
+	ns := s.withNotify
+	s.Handle("POST /v1/notifications", auth.ScopeNotifySend, ns(sendNotification))
+	s.Handle("POST /v1/notifications/batch", auth.ScopeNotifySend, ns(s.sendBatch))
+	s.Handle("GET /v1/notifications/{id}", auth.ScopeNotifyRead, ns(getNotification))
+	s.Handle("GET /v1/users/{id}/notifications", auth.ScopeNotifyRead, ns(userNotifications))
+	s.Handle("GET /v1/users/{id}/settings", auth.ScopeNotifyRead, ns(getSettings))
+	s.Handle("PUT /v1/users/{id}/settings", auth.ScopeNotifySend, ns(putSettings))
+	s.Handle("GET /v1/templates/{type}", auth.ScopeNotifyRead, ns(getTemplate))
+	s.Handle("PUT /v1/templates/{type}", auth.ScopeAdmin, ns(putTemplate))
+	s.Handle("GET /v1/dead-letters", auth.ScopeNotifyRead, ns(deadLetters))
+	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, ns(replayDeadLetter))
+	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, ns(outbox))
 }
 
-func (s *Server) notifyService() (NotifyService, error) {
-	if s.opts.Notify == nil {
-		return nil, apperr.New(apperr.Unavailable, "notifications are not configured on this server")
+// withNotify adapts h, a handler of the notification service's routes, to
+// a route: it hands h the service, or answers 503 while notifications are
+// not configured (Options.Notify is nil), so h never checks.
+func (s *Server) withNotify(h func(svc NotifyService, w http.ResponseWriter, r *http.Request) error) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.opts.Notify == nil {
+			return apperr.New(apperr.Unavailable, "notifications are not configured on this server")
+		}
+		return h(s.opts.Notify, w, r)
 	}
-	return s.opts.Notify, nil
 }
 
 // notificationRequest is the body of POST /v1/notifications.
@@ -102,11 +108,7 @@ type acceptedJSON struct {
 	Status         string `json:"status"`
 }
 
-func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func sendNotification(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	var body notificationRequest
 	if err := decodeJSON(r, &body); err != nil {
 		return err
@@ -136,11 +138,7 @@ type batchResult struct {
 	Error          *Problem `json:"error,omitempty"`
 }
 
-func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func (s *Server) sendBatch(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Notifications []notificationRequest `json:"notifications"`
 	}
@@ -197,11 +195,7 @@ func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func getNotification(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	rec, err := svc.Notification(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -210,11 +204,7 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) userNotifications(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func userNotifications(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	limit, err := limitParam(r)
 	if err != nil {
 		return err

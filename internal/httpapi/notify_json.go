@@ -119,11 +119,7 @@ func toSettingsJSON(user string, st notify.Settings) settingsJSON {
 	return out
 }
 
-func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func getSettings(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	st, err := svc.Settings(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -132,11 +128,7 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func putSettings(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	var b settingsBody
 	if err := decodeJSON(r, &b); err != nil {
 		return err
@@ -148,7 +140,7 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) error {
 	if st.Timezone == "UTC" {
 		st.Timezone = ""
 	}
-	st, err = svc.PutSettings(r.Context(), r.PathValue("id"), st)
+	st, err := svc.PutSettings(r.Context(), r.PathValue("id"), st)
 	if err != nil {
 		return err
 	}
@@ -164,11 +156,7 @@ type templateJSON struct {
 	UpdatedAt string                               `json:"updated_at,omitempty"`
 }
 
-func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func getTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	t, err := svc.Template(r.Context(), r.PathValue("type"))
 	if err != nil {
 		return err
@@ -177,11 +165,7 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) putTemplate(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func putTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	var b struct {
 		Category notify.Category                      `json:"category"`
 		Channels map[string]map[string]notify.Content `json:"channels"`
@@ -208,11 +192,7 @@ type deadLetterJSON struct {
 	ReplayedAt     string         `json:"replayed_at,omitempty"`
 }
 
-func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func deadLetters(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	limit, err := limitParam(r)
 	if err != nil {
 		return err
@@ -230,11 +210,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func replayDeadLetter(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	d, err := svc.ReplayDeadLetter(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -255,11 +231,7 @@ type outboxJSON struct {
 	CreatedAt      string         `json:"created_at"`
 }
 
-func (s *Server) outbox(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func outbox(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	limit, err := limitParam(r)
 	if err != nil {
 		return err
