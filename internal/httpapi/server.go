@@ -117,6 +117,8 @@ func New(opts Options) *Server {
 	s.registerRatelimit()
 	s.registerLinks()
 	s.registerUI()
+	s.registerStats()
+	s.registerLinkStats()
 	s.registerPreferences()
 	s.registerNotify()
 	s.registerProviders()

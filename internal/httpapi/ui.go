@@ -67,8 +67,6 @@ func (s *Server) registerUI() {
 	s.Handle("POST /v1/session", public, s.signIn)
 	s.Handle("GET /v1/session", public, s.currentSession)
 	s.Handle("DELETE /v1/session", public, s.signOut)
-	s.Handle("GET /v1/stats", auth.ScopeAdmin, s.stats)
-	s.registerLinkStats()
 }
 
 // assetETags caches each file's ETag (a hash of its bytes).
