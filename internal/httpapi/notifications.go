@@ -32,14 +32,14 @@ func (b notificationRequest) toRequest(idemKey string) (notify.Request, error) {
 	req := notify.Request{RequestID: b.RequestID, UserID: b.UserID, Type: b.Type, Data: b.Data}
 	if idemKey != "" {
 		if b.RequestID != "" && b.RequestID != idemKey {
-			return req, fieldErr(apperr.Unprocessable, "request_id", "differs from the Idempotency-Key header")
+			return req, fieldErrors(apperr.Unprocessable, "request_id", "differs from the Idempotency-Key header")
 		}
 		req.RequestID = idemKey
 	}
 	if b.ExpiresAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, b.ExpiresAt)
 		if err != nil {
-			return req, fieldErr(apperr.Invalid, "expires_at", "must be an RFC 3339 time such as 2026-12-01T10:00:00Z")
+			return req, fieldErrors(apperr.Invalid, "expires_at", "must be an RFC 3339 time such as 2026-12-01T10:00:00Z")
 		}
 		req.ExpiresAt = t
 	}
@@ -92,7 +92,7 @@ func (s *Server) sendBatch(svc NotifyService, w http.ResponseWriter, r *http.Req
 		return err
 	}
 	if n := len(body.Notifications); n == 0 || n > maxBatch {
-		return fieldErr(apperr.Unprocessable, "notifications", "must hold 1 to "+strconv.Itoa(maxBatch)+" notifications")
+		return fieldErrors(apperr.Unprocessable, "notifications", "must hold 1 to "+strconv.Itoa(maxBatch)+" notifications")
 	}
 	results := make([]batchResult, len(body.Notifications))
 	users := make([]string, 0, len(body.Notifications))

@@ -59,10 +59,6 @@ func (s *Server) withNotify(h func(svc NotifyService, w http.ResponseWriter, r *
 	}
 }
 
-func fieldErr(code apperr.Code, field, detail string) error {
-	return &apperr.Error{Code: code, Message: field + " " + detail, Fields: []apperr.FieldError{{Field: field, Detail: detail}}}
-}
-
 // limitParam reads ?limit= (0 when absent: the service's default).
 func limitParam(r *http.Request) (int, error) {
 	v := r.URL.Query().Get("limit")
@@ -71,7 +67,7 @@ func limitParam(r *http.Request) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > notify.MaxPageSize {
-		return 0, fieldErr(apperr.Invalid, "limit", "must be an integer from 1 to "+strconv.Itoa(notify.MaxPageSize))
+		return 0, fieldErrors(apperr.Invalid, "limit", "must be an integer from 1 to "+strconv.Itoa(notify.MaxPageSize))
 	}
 	return n, nil
 }

@@ -62,6 +62,12 @@ var kinds = map[apperr.Code]problemKind{
 	apperr.Internal:         {http.StatusInternalServerError, "internal-error", "Internal server error"},
 }
 
+// fieldErrors returns an error of code about one request field: the
+// problem's detail is "field detail" and its errors name the field.
+func fieldErrors(code apperr.Code, field, detail string) error {
+	return &apperr.Error{Code: code, Message: field + " " + detail, Fields: []apperr.FieldError{{Field: field, Detail: detail}}}
+}
+
 // NewProblem builds a problem body for status with the given type slug.
 func NewProblem(status int, slug, title, detail string) Problem {
 	if title == "" {

@@ -84,7 +84,7 @@ func (refuseByUser) Send(_ context.Context, req notify.Request) (notify.Accepted
 	case "bug":
 		return notify.Accepted{}, errors.New("secret cause")
 	case "bad":
-		return notify.Accepted{}, fieldErr(apperr.Unprocessable, "type", "is unknown")
+		return notify.Accepted{}, fieldErrors(apperr.Unprocessable, "type", "is unknown")
 	}
 	return notify.Accepted{NotificationID: "ntf_" + req.UserID}, nil
 }

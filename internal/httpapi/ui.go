@@ -219,7 +219,3 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
-func fieldErrors(code apperr.Code, field, detail string) error {
-	return &apperr.Error{Code: code, Message: field + " " + detail, Fields: []apperr.FieldError{{Field: field, Detail: detail}}}
-}
