@@ -163,7 +163,6 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		Links:        links,
 		UI:           ui,
 		Notify:       notifier.svc,
-		Outbox:       db,
 		Preferences:  notifier.svc,
 	})
 	if count, err := db.CountActiveAPIKeys(ctx); err == nil && count == 0 {

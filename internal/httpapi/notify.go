@@ -2,18 +2,13 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/notify/outbox"
 )
 
 // NotifyService is what the notification routes need of the notification
@@ -30,223 +25,38 @@ type NotifyService interface {
 	DeadLetters(ctx context.Context, cursor string, limit int) ([]notify.DeadLetter, string, error)
 	ReplayDeadLetter(ctx context.Context, id string) (notify.Delivery, error)
 	Callback(ctx context.Context, provider string, c notify.Callback) error
+	Outbox(ctx context.Context, f notify.OutboxFilter, cursor string, limit int) ([]notify.OutboxEntry, string, error)
 }
-
-// OutboxStore lists what the built-in outbox provider received.
-type OutboxStore interface {
-	OutboxEntries(ctx context.Context, f outbox.Filter, after notify.Cursor, limit int) ([]outbox.Entry, error)
-}
-
-// maxBatch is the most notifications one batch request may carry.
-const maxBatch = 1000
 
 // Scopes of the notification routes: sending and managing a user's
 // settings take notify:send (the calling application owns its users'
 // preferences), reading takes notify:read, and changing templates or
 // replaying dead letters, which affect every user, take admin.
 func (s *Server) registerNotify() {
-	s.Handle("POST /v1/notifications", auth.ScopeNotifySend, s.sendNotification)
-	s.Handle("POST /v1/notifications/batch", auth.ScopeNotifySend, s.sendBatch)
-	s.Handle("GET /v1/notifications/{id}", auth.ScopeNotifyRead, s.getNotification)
-	s.Handle("GET /v1/users/{id}/notifications", auth.ScopeNotifyRead, s.userNotifications)
-	s.Handle("GET /v1/users/{id}/settings", auth.ScopeNotifyRead, s.getSettings)
-	s.Handle("PUT /v1/users/{id}/settings", auth.ScopeNotifySend, s.putSettings)
-	s.Handle("GET /v1/templates/{type}", auth.ScopeNotifyRead, s.getTemplate)
-	s.Handle("PUT /v1/templates/{type}", auth.ScopeAdmin, s.putTemplate)
-	s.Handle("GET /v1/dead-letters", auth.ScopeNotifyRead, s.deadLetters)
-	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, s.replayDeadLetter)
-	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, s.outbox)
+	ns := s.withNotify
+	s.Handle("POST /v1/notifications", auth.ScopeNotifySend, ns(sendNotification))
+	s.Handle("POST /v1/notifications/batch", auth.ScopeNotifySend, ns(s.sendBatch))
+	s.Handle("GET /v1/notifications/{id}", auth.ScopeNotifyRead, ns(getNotification))
+	s.Handle("GET /v1/users/{id}/notifications", auth.ScopeNotifyRead, ns(userNotifications))
+	s.Handle("GET /v1/users/{id}/settings", auth.ScopeNotifyRead, ns(getSettings))
+	s.Handle("PUT /v1/users/{id}/settings", auth.ScopeNotifySend, ns(putSettings))
+	s.Handle("GET /v1/templates/{type}", auth.ScopeNotifyRead, ns(getTemplate))
+	s.Handle("PUT /v1/templates/{type}", auth.ScopeAdmin, ns(putTemplate))
+	s.Handle("GET /v1/dead-letters", auth.ScopeNotifyRead, ns(deadLetters))
+	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, ns(replayDeadLetter))
+	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, ns(outbox))
 }
 
-func (s *Server) notifyService() (NotifyService, error) {
-	if s.opts.Notify == nil {
-		return nil, apperr.New(apperr.Unavailable, "notifications are not configured on this server")
-	}
-	return s.opts.Notify, nil
-}
-
-// notificationRequest is the body of POST /v1/notifications.
-type notificationRequest struct {
-	RequestID string          `json:"request_id"`
-	UserID    string          `json:"user_id"`
-	Type      string          `json:"type"`
-	Data      json.RawMessage `json:"data"`
-	ExpiresAt string          `json:"expires_at"`
-	Channels  []string        `json:"channels"`
-}
-
-// toRequest converts the body; malformed values (not rule violations) are
-// Invalid, naming the field.
-func (b notificationRequest) toRequest(idemKey string) (notify.Request, error) {
-	req := notify.Request{RequestID: b.RequestID, UserID: b.UserID, Type: b.Type, Data: b.Data}
-	if idemKey != "" {
-		if b.RequestID != "" && b.RequestID != idemKey {
-			return req, fieldErr(apperr.Unprocessable, "request_id", "differs from the Idempotency-Key header")
+// withNotify adapts h, a handler of the notification service's routes, to
+// a route: it hands h the service, or answers 503 while notifications are
+// not configured (Options.Notify is nil), so h never checks.
+func (s *Server) withNotify(h func(svc NotifyService, w http.ResponseWriter, r *http.Request) error) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.opts.Notify == nil {
+			return apperr.New(apperr.Unavailable, "notifications are not configured on this server")
 		}
-		req.RequestID = idemKey
+		return h(s.opts.Notify, w, r)
 	}
-	if b.ExpiresAt != "" {
-		t, err := time.Parse(time.RFC3339Nano, b.ExpiresAt)
-		if err != nil {
-			return req, fieldErr(apperr.Invalid, "expires_at", "must be an RFC 3339 time such as 2026-12-01T10:00:00Z")
-		}
-		req.ExpiresAt = t
-	}
-	for _, ch := range b.Channels {
-		req.Channels = append(req.Channels, notify.Channel(ch))
-	}
-	return req, nil
-}
-
-func fieldErr(code apperr.Code, field, detail string) error {
-	return &apperr.Error{Code: code, Message: field + " " + detail, Fields: []apperr.FieldError{{Field: field, Detail: detail}}}
-}
-
-type acceptedJSON struct {
-	NotificationID string `json:"notification_id"`
-	Status         string `json:"status"`
-}
-
-func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
-	var body notificationRequest
-	if err := decodeJSON(r, &body); err != nil {
-		return err
-	}
-	req, err := body.toRequest(strings.TrimSpace(r.Header.Get("Idempotency-Key")))
-	if err != nil {
-		return err
-	}
-	a, err := svc.Send(r.Context(), req)
-	if err != nil {
-		return err
-	}
-	status := http.StatusAccepted
-	if a.Duplicate {
-		status = http.StatusOK
-	}
-	w.Header().Set("Location", "/v1/notifications/"+a.NotificationID)
-	writeJSON(w, status, acceptedJSON{NotificationID: a.NotificationID, Status: "accepted"})
-	return nil
-}
-
-// batchResult is one item of a batch answer: the notification, or the
-// problem that refused it.
-type batchResult struct {
-	NotificationID string   `json:"notification_id,omitempty"`
-	Status         string   `json:"status"` // accepted, duplicate or refused
-	Error          *Problem `json:"error,omitempty"`
-}
-
-func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
-	var body struct {
-		Notifications []notificationRequest `json:"notifications"`
-	}
-	if err := decodeJSON(r, &body); err != nil {
-		return err
-	}
-	if n := len(body.Notifications); n == 0 || n > maxBatch {
-		return fieldErr(apperr.Unprocessable, "notifications", "must hold 1 to "+strconv.Itoa(maxBatch)+" notifications")
-	}
-	results := make([]batchResult, len(body.Notifications))
-	users := make([]string, 0, len(body.Notifications))
-	for _, item := range body.Notifications {
-		users = append(users, item.UserID)
-	}
-	// A few queries for every user's settings instead of one per item; if
-	// they fail, each item reads its own.
-	_ = svc.PrefetchSettings(r.Context(), users)
-	// Items run concurrently, so the store's group commit saves many in
-	// one transaction; the answer waits for every one.
-	sem := make(chan struct{}, 128)
-	var wg sync.WaitGroup
-	for i, item := range body.Notifications {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			req, err := item.toRequest("")
-			var a notify.Accepted
-			if err == nil {
-				a, err = svc.Send(r.Context(), req)
-			}
-			switch {
-			case err != nil:
-				p := problemFor(err)
-				results[i] = batchResult{Status: "refused", Error: &p}
-			case a.Duplicate:
-				results[i] = batchResult{NotificationID: a.NotificationID, Status: "duplicate"}
-			default:
-				results[i] = batchResult{NotificationID: a.NotificationID, Status: "accepted"}
-			}
-		})
-	}
-	wg.Wait()
-	counts := map[string]int{"accepted": 0, "duplicate": 0, "refused": 0}
-	for _, res := range results {
-		counts[res.Status]++
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": results, "accepted": counts["accepted"],
-		"duplicates": counts["duplicate"], "refused": counts["refused"]})
-	return nil
-}
-
-// problemFor renders err as the problem a single request would answer.
-func problemFor(err error) Problem {
-	ae, ok := errors.AsType[*apperr.Error](err)
-	if !ok {
-		ae = &apperr.Error{Code: apperr.Internal}
-	}
-	kind, ok := kinds[ae.Code]
-	if !ok {
-		kind = kinds[apperr.Internal]
-	}
-	p := NewProblem(kind.status, kind.slug, kind.title, ae.Message)
-	p.Errors = ae.Fields
-	if kind.status >= 500 {
-		p.Detail = "internal error"
-	}
-	return p
-}
-
-func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
-	rec, err := svc.Notification(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toRecordJSON(rec))
-	return nil
-}
-
-func (s *Server) userNotifications(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
-	limit, err := limitParam(r)
-	if err != nil {
-		return err
-	}
-	recs, next, err := svc.UserNotifications(r.Context(), r.PathValue("id"), r.URL.Query().Get("cursor"), limit)
-	if err != nil {
-		return err
-	}
-	items := make([]recordJSON, len(recs))
-	for i, rec := range recs {
-		items[i] = toRecordJSON(rec)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
-	return nil
 }
 
 // limitParam reads ?limit= (0 when absent: the service's default).
@@ -257,7 +67,15 @@ func limitParam(r *http.Request) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > notify.MaxPageSize {
-		return 0, fieldErr(apperr.Invalid, "limit", "must be an integer from 1 to "+strconv.Itoa(notify.MaxPageSize))
+		return 0, fieldErrors(apperr.Invalid, "limit", "must be an integer from 1 to "+strconv.Itoa(notify.MaxPageSize))
 	}
 	return n, nil
+}
+
+// timestamp formats t as RFC 3339 in UTC with microseconds; zero is "".
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
 }

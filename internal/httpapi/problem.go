@@ -62,6 +62,12 @@ var kinds = map[apperr.Code]problemKind{
 	apperr.Internal:         {http.StatusInternalServerError, "internal-error", "Internal server error"},
 }
 
+// fieldErrors returns an error of code about one request field: the
+// problem's detail is "field detail" and its errors name the field.
+func fieldErrors(code apperr.Code, field, detail string) error {
+	return &apperr.Error{Code: code, Message: field + " " + detail, Fields: []apperr.FieldError{{Field: field, Detail: detail}}}
+}
+
 // NewProblem builds a problem body for status with the given type slug.
 func NewProblem(status int, slug, title, detail string) Problem {
 	if title == "" {
@@ -95,15 +101,36 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 // sluice_http_requests_total) for a request whose client went away first.
 const StatusClientClosedRequest = 499
 
-// writeError maps err to a problem. The client sees only an *apperr.Error's
-// Message and Fields; anything else, and every 5xx cause, goes to the log.
-func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var status int
+// problemOf maps err to the problem the client sees, through the kinds
+// table: an *apperr.Error shows its Message and Fields; anything else is
+// an internal error whose cause the client does not see (the caller logs
+// it). It is the one mapping of errors to problems, for whole answers
+// (writeError) and for the items of a batch alike.
+func problemOf(err error) Problem {
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		WriteProblem(w, r, NewProblem(http.StatusRequestEntityTooLarge, "payload-too-large", "",
-			"request body exceeds "+strconv.FormatInt(mbe.Limit, 10)+" bytes"))
-		return
+		return NewProblem(http.StatusRequestEntityTooLarge, "payload-too-large", "",
+			"request body exceeds "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
 	}
+	ae, ok := errors.AsType[*apperr.Error](err)
+	if !ok {
+		ae = &apperr.Error{Code: apperr.Internal}
+	}
+	kind, ok := kinds[ae.Code]
+	if !ok {
+		kind = kinds[apperr.Internal]
+	}
+	p := NewProblem(kind.status, kind.slug, kind.title, ae.Message)
+	p.Errors = ae.Fields
+	if p.Status == http.StatusInternalServerError {
+		p.Detail = "internal error; the server log has the details under this request id"
+	}
+	return p
+}
+
+// writeError maps err to a problem (problemOf). The client sees only an
+// *apperr.Error's Message and Fields; anything else, and every 5xx cause,
+// goes to the log.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client closed the connection before the answer: not a
 		// server error (a load generator stopping cancels dozens of
@@ -114,29 +141,16 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		WriteProblem(w, r, NewProblem(StatusClientClosedRequest, "client-closed-request", "Client closed request", ""))
 		return
 	}
-	ae, ok := errors.AsType[*apperr.Error](err)
-	if !ok {
-		ae = &apperr.Error{Code: apperr.Internal, Err: err}
-	}
-	kind, ok := kinds[ae.Code]
-	if !ok {
-		kind = kinds[apperr.Internal]
-	}
-	status = kind.status
-	p := NewProblem(status, kind.slug, kind.title, ae.Message)
-	p.Errors = ae.Fields
-	if status >= 500 {
+	p := problemOf(err)
+	if p.Status >= 500 {
 		log.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.String(logKeyRequestID, w.Header().Get(headerRequestID)),
 			slog.String("route", r.Pattern), slog.Any("error", err))
-		if status == http.StatusInternalServerError {
-			p.Detail = "internal error; the server log has the details under this request id"
-		}
-		if status == http.StatusServiceUnavailable {
+		if p.Status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
 		}
 	}
-	if status == http.StatusUnauthorized {
+	if p.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 	}
 	WriteProblem(w, r, p)

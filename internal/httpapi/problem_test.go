@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -65,5 +68,70 @@ func TestAccessLogLevels(t *testing.T) {
 	}
 	if code := post(`{"user_id":`); code != http.StatusBadRequest || !strings.Contains(logs.String(), "status=400") {
 		t.Errorf("refused: status %d, log %q; want 400 and an info line", code, logs.String())
+	}
+}
+
+// refuseByUser is a NotifyService whose Send fails as its request's user
+// id says; the other methods are not called by TestBatchItemProblems.
+type refuseByUser struct{ NotifyService }
+
+func (refuseByUser) PrefetchSettings(context.Context, []string) error { return nil }
+
+func (refuseByUser) Send(_ context.Context, req notify.Request) (notify.Accepted, error) {
+	switch req.UserID {
+	case "busy":
+		return notify.Accepted{}, apperr.New(apperr.Unavailable, "the queue is full")
+	case "bug":
+		return notify.Accepted{}, errors.New("secret cause")
+	case "bad":
+		return notify.Accepted{}, fieldErrors(apperr.Unprocessable, "type", "is unknown")
+	}
+	return notify.Accepted{NotificationID: "ntf_" + req.UserID}, nil
+}
+
+// TestBatchItemProblems: a refused batch item carries the problem the same
+// request alone would answer (problemOf), its status, type and detail; an
+// internal cause is not shown.
+func TestBatchItemProblems(t *testing.T) {
+	t.Parallel()
+	db := setup(t).db
+	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Keys: db, Notify: refuseByUser{}})
+	body := `{"notifications":[{"user_id":"ok","type":"otp"},{"user_id":"busy","type":"otp"},{"user_id":"bug","type":"otp"},{"user_id":"bad","type":"otp"}]}`
+	req := httptest.NewRequest(http.MethodPost, "/v1/notifications/batch", strings.NewReader(body))
+	req.RemoteAddr = "127.0.0.1:5555"
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, req)
+	var got struct {
+		Results  []batchResult `json:"results"`
+		Accepted int           `json:"accepted"`
+		Refused  int           `json:"refused"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK || len(got.Results) != 4 {
+		t.Fatalf("batch = %d %s (%v); want 200 with 4 results", w.Code, w.Body, err)
+	}
+	if got.Accepted != 1 || got.Refused != 3 || got.Results[0].NotificationID != "ntf_ok" {
+		t.Errorf("batch = %s; want ok accepted, the other three refused", w.Body)
+	}
+	tests := []struct {
+		name   string
+		item   int
+		status int
+		typ    string
+		detail string
+	}{
+		{name: "unavailable", item: 1, status: http.StatusServiceUnavailable, typ: ProblemBase + "unavailable", detail: "the queue is full"},
+		{name: "internal", item: 2, status: http.StatusInternalServerError, typ: ProblemBase + "internal-error",
+			detail: "internal error; the server log has the details under this request id"},
+		{name: "validation", item: 3, status: http.StatusUnprocessableEntity, typ: ProblemBase + "validation-error", detail: "type is unknown"},
+	}
+	for _, tt := range tests {
+		p := got.Results[tt.item].Error
+		if got.Results[tt.item].Status != "refused" || p == nil || p.Status != tt.status || p.Type != tt.typ || p.Detail != tt.detail {
+			t.Errorf("%s: item = %+v, problem %+v; want refused with %d %s %q", tt.name, got.Results[tt.item], p, tt.status, tt.typ, tt.detail)
+		}
+	}
+	if strings.Contains(w.Body.String(), "secret cause") {
+		t.Errorf("batch = %s; the internal cause must not be shown", w.Body)
 	}
 }

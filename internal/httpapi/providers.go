@@ -11,14 +11,10 @@ import (
 // providers cannot send one, and each provider's own signature (Twilio's
 // X-Twilio-Signature) authenticates the callback instead.
 func (s *Server) registerProviders() {
-	s.Handle("POST /v1/providers/{provider}/callbacks", public, s.providerCallback)
+	s.Handle("POST /v1/providers/{provider}/callbacks", public, s.withNotify(providerCallback))
 }
 
-func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.notifyService()
-	if err != nil {
-		return err
-	}
+func providerCallback(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	if err := r.ParseForm(); err != nil {
 		return apperr.Wrap(apperr.Invalid, err, "the callback body is not a form")
 	}

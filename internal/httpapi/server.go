@@ -69,11 +69,9 @@ type Options struct {
 	// Preferences serves the end-user preference page's API. If nil,
 	// those routes answer 503.
 	Preferences Preferences
-	// Notify serves the notification routes; if nil they answer 503.
+	// Notify serves the notification routes, the outbox's included; if
+	// nil they answer 503.
 	Notify NotifyService
-	// Outbox lists the outbox provider's messages; if nil GET /v1/outbox
-	// answers 503.
-	Outbox OutboxStore
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -119,6 +117,8 @@ func New(opts Options) *Server {
 	s.registerRatelimit()
 	s.registerLinks()
 	s.registerUI()
+	s.registerStats()
+	s.registerLinkStats()
 	s.registerPreferences()
 	s.registerNotify()
 	s.registerProviders()

@@ -6,7 +6,14 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/internal/auth"
 )
+
+// registerStats adds GET /v1/stats, the dashboard's view of the metrics.
+func (s *Server) registerStats() {
+	s.Handle("GET /v1/stats", auth.ScopeAdmin, s.stats)
+}
 
 // statsSample is one series of a metric at one instant.
 type statsSample struct {

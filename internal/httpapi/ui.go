@@ -67,8 +67,6 @@ func (s *Server) registerUI() {
 	s.Handle("POST /v1/session", public, s.signIn)
 	s.Handle("GET /v1/session", public, s.currentSession)
 	s.Handle("DELETE /v1/session", public, s.signOut)
-	s.Handle("GET /v1/stats", auth.ScopeAdmin, s.stats)
-	s.registerLinkStats()
 }
 
 // assetETags caches each file's ETag (a hash of its bytes).
@@ -220,8 +218,4 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request) error {
 	http.SetCookie(w, sessionCookieFor(r, "", -1, s.opts.UI.SecureCookies))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-func fieldErrors(code apperr.Code, field, detail string) error {
-	return &apperr.Error{Code: code, Message: field + " " + detail, Fields: []apperr.FieldError{{Field: field, Detail: detail}}}
 }

@@ -50,6 +50,11 @@ var Categories = []Category{Critical, Orders, Marketing}
 // Valid reports whether c is a known category.
 func (c Category) Valid() bool { return slices.Contains(Categories, c) }
 
+// Urgent reports whether c's writes go ahead of others' in a store that
+// queues writes (the group commit): a critical notification's, so a
+// campaign's backlog of writes does not delay an OTP.
+func (c Category) Urgent() bool { return c == Critical }
+
 // Channel is a way of reaching a person.
 type Channel string
 

@@ -14,7 +14,8 @@ type Store interface {
 	// which may be shared with other callers' writes (group commit); it
 	// returns once that transaction is durable. When a notification with
 	// n.RequestID already exists it saves nothing and returns that one's
-	// ID and RequestHash with created false.
+	// ID and RequestHash with created false. A store that queues writes
+	// serves those of a notification whose n.Category is Urgent first.
 	CreateNotification(ctx context.Context, n Notification, ds []Delivery) (existing Notification, created bool, err error)
 	// NotificationByRequestID returns the notification saved with
 	// requestID, or NotFound.
@@ -31,7 +32,8 @@ type Store interface {
 	// still queued with a.Prev attempts: status, attempts, error, the next attempt's time,
 	// a.Outbox, and a dead letter when dl is not nil, in one transaction (group
 	// committed). It reports false, changing nothing, when the delivery is
-	// no longer queued (another copy of the job got there first).
+	// no longer queued (another copy of the job got there first). A store
+	// that queues writes serves a.Urgent ones first.
 	FinishAttempt(ctx context.Context, a Attempt, dl *DeadLetter) (bool, error)
 	// DueDeliveries returns up to limit queued deliveries whose
 	// NextAttemptAt is set and at or before now, as jobs, oldest due first.
@@ -73,6 +75,12 @@ type Store interface {
 	// already replayed.
 	ReplayDeadLetter(ctx context.Context, id string, now time.Time) (Delivery, error)
 
+	// OutboxEntries returns up to limit entries of the built-in outbox
+	// matching f, newest first (created_at, then the entry's cursor id
+	// "notification_id:channel:attempt", descending), strictly after the
+	// cursor position when after is not zero.
+	OutboxEntries(ctx context.Context, f OutboxFilter, after Cursor, limit int) ([]OutboxEntry, error)
+
 	// DeleteNotificationsBefore deletes up to limit notifications created
 	// before t, with their deliveries, outbox entries and dead letters,
 	// and returns how many it deleted.
@@ -99,6 +107,10 @@ type Attempt struct {
 	// unless an entry for the same notification, channel and attempt
 	// exists.
 	Outbox *OutboxEntry
+	// Urgent is not stored: it asks a store that queues writes to serve
+	// this one first (set for a critical notification's attempts; see
+	// Category.Urgent).
+	Urgent bool
 }
 
 // Cursor is a position in a newest-first list: the last item's time and id.
@@ -136,15 +148,3 @@ type Dedupe interface {
 	Claim(ctx context.Context, key, value string) (existing string, claimed bool, err error)
 	Release(ctx context.Context, key string) error
 }
-
-type urgentKey struct{}
-
-// WithUrgent marks ctx as carrying a critical notification's work. Stores
-// that queue writes (the group commit) serve such writes first, so a
-// campaign's backlog of writes does not delay an OTP.
-func WithUrgent(ctx context.Context) context.Context {
-	return context.WithValue(ctx, urgentKey{}, true)
-}
-
-// IsUrgent reports whether ctx was marked by WithUrgent.
-func IsUrgent(ctx context.Context) bool { v, _ := ctx.Value(urgentKey{}).(bool); return v }

@@ -70,18 +70,6 @@ type Receipt struct {
 	Outbox *OutboxEntry
 }
 
-// OutboxEntry is one message the built-in outbox received.
-type OutboxEntry struct {
-	NotificationID string
-	Channel        Channel
-	Attempt        int
-	UserID         string
-	To             string // the user's address on the channel, or the user id when unknown
-	Subject        string
-	Body           string
-	CreatedAt      time.Time
-}
-
 // SendError is a provider's refusal, classified.
 type SendError struct {
 	// Permanent errors (invalid address, unregistered token, 4xx) are not

@@ -166,9 +166,6 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 			}
 		}()
 	}
-	if cat == Critical {
-		ctx = WithUrgent(ctx)
-	}
 	settings, err := s.sharedSettings(ctx, req.UserID) // read only
 	if err != nil {
 		return Accepted{}, err

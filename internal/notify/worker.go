@@ -16,9 +16,6 @@ import (
 // may acknowledge it, and an error only when it could not reach the store
 // or ctx ended: the queue then redelivers the job later.
 func (s *Service) Process(ctx context.Context, j Job) error {
-	if j.Category == Critical {
-		ctx = WithUrgent(ctx)
-	}
 	d, err := s.delivery(ctx, j)
 	if apperr.Is(err, apperr.NotFound) {
 		return nil // deleted by retention meanwhile
@@ -34,7 +31,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	var sent sendResult // what the provider calls said, for the record
 	finish := func(o Outcome, attempts int, msg string) error {
 		a := Attempt{Key: j.Key(), Status: o.Status, Prev: d.Attempts, Attempts: attempts, Error: msg, NextAttemptAt: o.NextAttemptAt, At: s.now(),
-			Provider: sent.provider, ProviderMessageID: sent.receipt.ProviderMessageID, Hops: sent.hops}
+			Provider: sent.provider, ProviderMessageID: sent.receipt.ProviderMessageID, Hops: sent.hops, Urgent: j.Category.Urgent()}
 		if o.Status == StatusSent {
 			a.Outbox = sent.receipt.Outbox
 		}

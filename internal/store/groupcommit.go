@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
-	"github.com/sluicehq/sluice/internal/notify"
 )
 
 // Group commit: callers with small writes (a notification and its
@@ -31,10 +30,11 @@ import (
 
 // batchOp is one caller's writes.
 type batchOp struct {
-	ctx  context.Context
-	fn   func(ctx context.Context, tx *sql.Tx) error
-	pg   pgWrite // the same writes pipelined, or nil
-	done chan error
+	ctx    context.Context
+	urgent bool // served first; see pipelinedBatch
+	fn     func(ctx context.Context, tx *sql.Tx) error
+	pg     pgWrite // the same writes pipelined, or nil
+	done   chan error
 }
 
 var opPool = sync.Pool{New: func() any { return &batchOp{done: make(chan error, 1)} }}
@@ -42,7 +42,7 @@ var opPool = sync.Pool{New: func() any { return &batchOp{done: make(chan error, 
 type groupCommitter struct {
 	db       *DB
 	ops      chan *batchOp
-	urgent   chan *batchOp // served before ops; see notify.WithUrgent
+	urgent   chan *batchOp // served before ops; see pipelinedBatch
 	maxBatch int
 	mu       sync.RWMutex // held for reading by submitters, for writing by close
 	closed   bool
@@ -115,32 +115,32 @@ func newGroupCommitter(db *DB, writers, maxBatch int) *groupCommitter {
 func (db *DB) BatchStats() *BatchStats { return db.gc.stats }
 
 // batch runs fn in a transaction shared with other callers' writes and
-// returns when that transaction has committed (or failed). Writes whose
-// ctx is marked urgent (notify.WithUrgent: a critical notification's) go
-// into the next transaction ahead of every other waiting write, and that
-// transaction is kept short, so a campaign's writes never queue in front
-// of an OTP's. fn must use only
-// tx, rebinding its queries with db.Rebind, and may run twice (once in a
-// failed batch, once alone), so it must not keep state between runs.
+// returns when that transaction has committed (or failed). fn must use
+// only tx, rebinding its queries with db.Rebind, and may run twice (once
+// in a failed batch, once alone), so it must not keep state between runs.
 func (db *DB) batch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return db.pipelinedBatch(ctx, fn, nil)
+	return db.pipelinedBatch(ctx, false, fn, nil)
 }
 
 // pipelinedBatch is batch for a write that also has a pipelined form, pg
 // (see pgWrite), used on PostgreSQL when every write of the transaction has
 // one. fn and pg must write the same rows and report the same results; pg
-// may run and then fn, in a batch that failed.
-func (db *DB) pipelinedBatch(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, pg pgWrite) error {
+// may run and then fn, in a batch that failed; pg may be nil. Urgent
+// writes (a critical notification's; see notify.Category.Urgent) go into
+// the next transaction ahead of every other waiting write, and that
+// transaction is kept short, so a campaign's writes never queue in front
+// of an OTP's.
+func (db *DB) pipelinedBatch(ctx context.Context, urgent bool, fn func(ctx context.Context, tx *sql.Tx) error, pg pgWrite) error {
 	g := db.gc
 	op := opPool.Get().(*batchOp)
-	op.ctx, op.fn, op.pg = ctx, fn, pg
+	op.ctx, op.urgent, op.fn, op.pg = ctx, urgent, fn, pg
 	g.mu.RLock()
 	if g.closed {
 		g.mu.RUnlock()
 		return apperr.New(apperr.Unavailable, unavailableMessage)
 	}
 	ch := g.ops
-	if notify.IsUrgent(ctx) {
+	if urgent {
 		ch = g.urgent
 	}
 	select {
@@ -153,7 +153,7 @@ func (db *DB) pipelinedBatch(ctx context.Context, fn func(ctx context.Context, t
 	// The op is in the writer's hands now: wait for its result even if ctx
 	// ends, so the caller never reports a failure for a write that commits.
 	err := <-op.done
-	op.ctx, op.fn, op.pg = nil, nil, nil
+	op.ctx, op.urgent, op.fn, op.pg = nil, false, nil, nil
 	opPool.Put(op)
 	return err
 }
@@ -190,7 +190,7 @@ func (g *groupCommitter) run(urgentOnly bool) {
 			}
 		}
 		limit := g.maxBatch
-		urgentBatch := notify.IsUrgent(batch[0].ctx)
+		urgentBatch := batch[0].urgent
 		if urgentBatch {
 			// Urgent writes ride in a short transaction: at most an
 			// eighth of a full batch of other writes joins them.

@@ -85,7 +85,7 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 			existing, created, taken = notify.Notification{}, inserted > 0, inserted == 0
 		})
 	}
-	if err := db.pipelinedBatch(ctx, fn, pg); err != nil {
+	if err := db.pipelinedBatch(ctx, n.Category.Urgent(), fn, pg); err != nil {
 		return notify.Notification{}, false, mapErr(err, "create notification")
 	}
 	if taken {
@@ -296,7 +296,7 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 		q, args := db.finishAttemptPipelined(uArgs, a.Outbox, dl)
 		pg = pgCount(q, args, func(updated int64) { ok = updated > 0 })
 	}
-	err = db.pipelinedBatch(ctx, fn, pg)
+	err = db.pipelinedBatch(ctx, a.Urgent, fn, pg)
 	return ok, mapErr(err, "finish delivery attempt")
 }
 

@@ -4,10 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/notify/outbox"
 )
-
-var _ outbox.Store = (*DB)(nil)
 
 const (
 	outboxColumns = `notification_id, channel, attempt, user_id, recipient, subject, body, created_at`
@@ -16,13 +13,13 @@ const (
 )
 
 // outboxArgs returns e's values for outboxColumns.
-func outboxArgs(e *outbox.Entry) []any {
+func outboxArgs(e *notify.OutboxEntry) []any {
 	return []any{e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt)}
 }
 
-// OutboxEntries implements outbox.Store. The cursor's ID is
-// "notification_id:channel:attempt" of the last entry seen.
-func (db *DB) OutboxEntries(ctx context.Context, f outbox.Filter, after notify.Cursor, limit int) ([]outbox.Entry, error) {
+// OutboxEntries implements notify.Store. The cursor's ID is the last
+// entry's notify.OutboxEntry.CursorID: "notification_id:channel:attempt".
+func (db *DB) OutboxEntries(ctx context.Context, f notify.OutboxFilter, after notify.Cursor, limit int) ([]notify.OutboxEntry, error) {
 	q := `SELECT notification_id, channel, attempt, user_id, recipient, subject, body, created_at FROM outbox WHERE 1 = 1`
 	var args []any
 	if f.UserID != "" {
@@ -47,10 +44,10 @@ func (db *DB) OutboxEntries(ctx context.Context, f outbox.Filter, after notify.C
 		return nil, mapErr(err, "list outbox")
 	}
 	defer rows.Close()
-	out := []outbox.Entry{}
+	out := []notify.OutboxEntry{}
 	for rows.Next() {
 		var (
-			e       outbox.Entry
+			e       notify.OutboxEntry
 			ch      string
 			created int64
 		)

@@ -19,23 +19,6 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
-// Entry is one message the outbox received.
-type Entry = notify.OutboxEntry
-
-// Filter narrows a listing; zero fields match everything.
-type Filter struct {
-	UserID         string
-	NotificationID string
-}
-
-// Store lists entries; internal/store implements it.
-type Store interface {
-	// OutboxEntries returns up to limit entries matching f, newest first
-	// (created_at, then notification id and channel, descending), strictly
-	// after the cursor when it is not zero.
-	OutboxEntries(ctx context.Context, f Filter, after notify.Cursor, limit int) ([]Entry, error)
-}
-
 // Provider hands each message back as an outbox entry for the worker to
 // store. It is safe for concurrent use.
 type Provider struct {
@@ -62,7 +45,7 @@ func (p *Provider) Send(_ context.Context, m notify.Message) (notify.Receipt, er
 	if to == "" {
 		to = m.UserID
 	}
-	e := &Entry{NotificationID: m.NotificationID, Channel: m.Channel, Attempt: m.Attempt, UserID: m.UserID,
+	e := &notify.OutboxEntry{NotificationID: m.NotificationID, Channel: m.Channel, Attempt: m.Attempt, UserID: m.UserID,
 		To: to, Subject: m.Subject, Body: m.Body, CreatedAt: now()}
 	return notify.Receipt{ProviderMessageID: fmt.Sprintf("%s:%d", m.IdempotencyKey, m.Attempt), Outbox: e}, nil
 }

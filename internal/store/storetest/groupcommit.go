@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
@@ -93,7 +92,7 @@ func (s suite) groupCommitFailure(t *testing.T) {
 			if err != nil || d.Status != want {
 				t.Errorf("Delivery(f%s) = %+v, %v; want %s", id, d, err, want)
 			}
-			es, err := db.OutboxEntries(ctx, outbox.Filter{NotificationID: "f" + id}, notify.Cursor{}, 10)
+			es, err := db.OutboxEntries(ctx, notify.OutboxFilter{NotificationID: "f" + id}, notify.Cursor{}, 10)
 			if err != nil || len(es) != wantEntries {
 				t.Errorf("OutboxEntries(f%s) = %+v, %v; want %d", id, es, err, wantEntries)
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
@@ -151,7 +150,7 @@ func (s suite) notificationFinishOutbox(t *testing.T) {
 	if ok, err := db.FinishAttempt(ctx, stale, nil); err != nil || ok {
 		t.Fatalf("FinishAttempt(stale copy) = %v, %v; want false", ok, err)
 	}
-	es, err := db.OutboxEntries(ctx, outbox.Filter{NotificationID: "ntf_o"}, notify.Cursor{}, 10)
+	es, err := db.OutboxEntries(ctx, notify.OutboxFilter{NotificationID: "ntf_o"}, notify.Cursor{}, 10)
 	if err != nil || len(es) != 1 || es[0].Body != "first" || es[0].Channel != notify.Email {
 		t.Fatalf("OutboxEntries = %+v, %v; want the first copy's entry only", es, err)
 	}
@@ -318,7 +317,7 @@ func (s suite) notificationOutbox(t *testing.T) {
 		mustCreate(t, db, n, ds)
 	}
 	// Entries are stored with an attempt's outcome, as the worker does.
-	add := func(e outbox.Entry, prev int, status notify.Status) {
+	add := func(e notify.OutboxEntry, prev int, status notify.Status) {
 		t.Helper()
 		a := notify.Attempt{Key: notify.DeliveryKey{NotificationID: e.NotificationID, Channel: e.Channel}, Status: status,
 			Prev: prev, Attempts: prev + 1, At: e.CreatedAt, Outbox: &e}
@@ -329,26 +328,26 @@ func (s suite) notificationOutbox(t *testing.T) {
 			t.Fatalf("FinishAttempt: %v", err)
 		}
 	}
-	e := outbox.Entry{NotificationID: "n1", Channel: notify.Email, Attempt: 1, UserID: "u1", To: "ann@example.com", Subject: "s", Body: "b", CreatedAt: t0}
+	e := notify.OutboxEntry{NotificationID: "n1", Channel: notify.Email, Attempt: 1, UserID: "u1", To: "ann@example.com", Subject: "s", Body: "b", CreatedAt: t0}
 	add(e, 0, notify.StatusQueued) // the first attempt, to be retried
 	add(e, 0, notify.StatusQueued) // redelivered: nothing new
 	e2 := e
 	e2.Attempt, e2.CreatedAt = 2, t0.Add(time.Second)
 	add(e2, 1, notify.StatusSent)
-	add(outbox.Entry{NotificationID: "n2", Channel: notify.Email, Attempt: 1, UserID: "u2", To: "u2", Body: "b", CreatedAt: t0.Add(2 * time.Second)},
+	add(notify.OutboxEntry{NotificationID: "n2", Channel: notify.Email, Attempt: 1, UserID: "u2", To: "u2", Body: "b", CreatedAt: t0.Add(2 * time.Second)},
 		0, notify.StatusSent)
-	all, err := db.OutboxEntries(ctx, outbox.Filter{}, notify.Cursor{}, 10)
+	all, err := db.OutboxEntries(ctx, notify.OutboxFilter{}, notify.Cursor{}, 10)
 	if err != nil || len(all) != 3 || all[0].NotificationID != "n2" || all[2].Attempt != 1 {
 		t.Fatalf("OutboxEntries = %+v, %v; want 3, newest first", all, err)
 	}
 	if all[2].To != "ann@example.com" || all[2].Subject != "s" || !all[2].CreatedAt.Equal(t0) {
 		t.Errorf("entry = %+v", all[2])
 	}
-	mine, _ := db.OutboxEntries(ctx, outbox.Filter{UserID: "u1"}, notify.Cursor{}, 10)
+	mine, _ := db.OutboxEntries(ctx, notify.OutboxFilter{UserID: "u1"}, notify.Cursor{}, 10)
 	if len(mine) != 2 {
 		t.Errorf("OutboxEntries(u1) = %d entries, want 2", len(mine))
 	}
-	page, _ := db.OutboxEntries(ctx, outbox.Filter{}, notify.Cursor{At: all[0].CreatedAt, ID: "n2:email:1"}, 10)
+	page, _ := db.OutboxEntries(ctx, notify.OutboxFilter{}, notify.Cursor{At: all[0].CreatedAt, ID: "n2:email:1"}, 10)
 	if len(page) != 2 || page[0].Attempt != 2 {
 		t.Errorf("OutboxEntries after the first = %+v, want the other two", page)
 	}
@@ -363,7 +362,7 @@ func (s suite) notificationDelete(t *testing.T) {
 		mustCreate(t, db, n, ds)
 	}
 	sent := notify.Attempt{Key: notify.DeliveryKey{NotificationID: "old0", Channel: notify.Email}, Status: notify.StatusSent,
-		Attempts: 1, At: t0, Outbox: &outbox.Entry{NotificationID: "old0", Channel: notify.Email, Attempt: 1, UserID: "u1", CreatedAt: t0}}
+		Attempts: 1, At: t0, Outbox: &notify.OutboxEntry{NotificationID: "old0", Channel: notify.Email, Attempt: 1, UserID: "u1", CreatedAt: t0}}
 	if ok, err := db.FinishAttempt(ctx, sent, nil); err != nil || !ok {
 		t.Fatalf("FinishAttempt = %v, %v", ok, err)
 	}
@@ -386,7 +385,7 @@ func (s suite) notificationDelete(t *testing.T) {
 	if _, err := db.Delivery(ctx, notify.DeliveryKey{NotificationID: "old0", Channel: notify.Email}); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("delivery of a deleted notification: %v, want NotFound (cascade)", err)
 	}
-	if es, _ := db.OutboxEntries(ctx, outbox.Filter{}, notify.Cursor{}, 10); len(es) != 0 {
+	if es, _ := db.OutboxEntries(ctx, notify.OutboxFilter{}, notify.Cursor{}, 10); len(es) != 0 {
 		t.Errorf("outbox after delete = %v, want empty (cascade)", es)
 	}
 	if _, err := db.Notification(ctx, "new"); err != nil {
@@ -424,8 +423,9 @@ func (s suite) groupCommit(t *testing.T) {
 	checkSomePipelined(t, db) // 50 request ids are written twice at once
 }
 
-// urgentFirst checks that urgent writes are not stuck behind a backlog of
-// other writes and that closing with writes of both kinds waiting works.
+// urgentFirst checks that urgent writes (a critical notification's, and
+// attempts marked Urgent) are not stuck behind a backlog of other writes
+// and that closing with writes of both kinds waiting works.
 func (s suite) urgentFirst(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -433,13 +433,17 @@ func (s suite) urgentFirst(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 300 {
 		wg.Go(func() {
-			c := ctx
-			if i%10 == 0 {
-				c = notify.WithUrgent(ctx)
-			}
 			no, ds := newNotification(fmt.Sprintf("u%03d", i), "", "u1", t0, notify.Email)
-			if _, _, err := db.CreateNotification(c, no, ds); err != nil {
+			if i%10 == 0 {
+				no.Category, ds[0].Category = notify.Critical, notify.Critical
+			}
+			if _, _, err := db.CreateNotification(ctx, no, ds); err != nil {
 				t.Errorf("CreateNotification: %v", err)
+				return
+			}
+			a := notify.Attempt{Key: ds[0].Key(), Status: notify.StatusSent, Attempts: 1, At: t0, Urgent: no.Category.Urgent()}
+			if ok, err := db.FinishAttempt(ctx, a, nil); err != nil || !ok {
+				t.Errorf("FinishAttempt(%s) = %v, %v; want true", no.ID, ok, err)
 			}
 		})
 	}

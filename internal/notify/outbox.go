@@ -1,0 +1,55 @@
+package notify
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// OutboxEntry is one message the built-in outbox received. It is keyed by
+// notification, channel and attempt: an attempt stores at most one.
+type OutboxEntry struct {
+	NotificationID string
+	Channel        Channel
+	Attempt        int
+	UserID         string
+	To             string // the user's address on the channel, or the user id when unknown
+	Subject        string
+	Body           string
+	CreatedAt      time.Time
+}
+
+// CursorID is the entry's id in a Cursor: "notification_id:channel:attempt".
+func (e OutboxEntry) CursorID() string {
+	return e.NotificationID + ":" + string(e.Channel) + ":" + strconv.Itoa(e.Attempt)
+}
+
+// OutboxFilter narrows a listing of the outbox. The zero value matches
+// every entry; each field set must match.
+type OutboxFilter struct {
+	UserID         string
+	NotificationID string
+}
+
+// Outbox returns a page of what the built-in outbox received, newest
+// first, matching f, and the cursor of the next page ("" at the end). A
+// limit of 0 or less asks for DefaultPageSize entries; more than
+// MaxPageSize asks for MaxPageSize.
+func (s *Service) Outbox(ctx context.Context, f OutboxFilter, cursor string, limit int) ([]OutboxEntry, string, error) {
+	c, err := DecodeCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	limit = pageSize(limit)
+	es, err := s.opts.Store.OutboxEntries(ctx, f, c, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(es) > limit {
+		es = es[:limit]
+		last := es[len(es)-1]
+		next = EncodeCursor(Cursor{At: last.CreatedAt, ID: last.CursorID()})
+	}
+	return es, next, nil
+}
