@@ -3,107 +3,91 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/announce"
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/shorten/rediscache"
-	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // linkKeySecret names the generated code key among the server secrets.
 const linkKeySecret = "code_key"
 
-// newLinks builds the URL shortener from cfg and starts listening for
-// links deleted on any node; stopListen ends that. rc is nil without
-// Redis; counters is the node's rate limit store, shared by every limiter.
-func newLinks(ctx context.Context, cfg config.Config, db *store.DB, q *queue.Conn, rc rueidis.Client, counters ratelimit.Store,
-	reg prometheus.Registerer, log *slog.Logger) (links *shorten.Service, stopListen func() error, err error) {
-	key := cfg.Links.Key
+// startLinks builds the URL shortener, starts its click flusher and
+// purge job, and listens for links deleted on any node.
+func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
+	cfg := n.cfg.Links
+	key := cfg.Key
 	if key == "" {
 		// Kept in the database, not the data dir, so every node sharing
 		// PostgreSQL permutes with the same key.
-		if key, err = serverSecret(ctx, db, linkKeySecret); err != nil {
-			return nil, nil, fmt.Errorf("link key: %w", err)
+		var err error
+		if key, err = serverSecret(ctx, n.db, linkKeySecret); err != nil {
+			return nil, fmt.Errorf("link key: %w", err)
 		}
 	}
-	codec, err := shorten.NewCodec([]byte(key), cfg.Links.CodeLength)
+	codec, err := shorten.NewCodec([]byte(key), cfg.CodeLength)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	base := cfg.LinksBaseURL()
-	prefixes, hosts := cfg.Links.AllowedTargetPrefixes()
+	base := n.cfg.LinksBaseURL()
+	prefixes, hosts := cfg.AllowedTargetPrefixes()
 	opts := shorten.Options{
-		Store:   db,
+		Store:   n.db,
 		Codec:   codec,
 		BaseURL: base,
 		Targets: shorten.TargetPolicy{
-			OwnHosts:       ownHosts(base, cfg.HTTPAddr),
-			AllowPrivate:   cfg.AllowPrivate,
+			OwnHosts:       shorten.OwnHosts(base, n.cfg.HTTPAddr),
+			AllowPrivate:   n.cfg.AllowPrivate,
 			AllowedPrivate: prefixes,
 			AllowedHosts:   hosts,
 		},
-		FallbackURL:       cfg.Links.FallbackURL,
-		CacheSize:         cfg.Links.CacheSize,
-		NegativeCacheSize: cfg.Links.NegativeCacheSize,
-		CacheTTL:          cfg.Links.CacheTTL,
-		NegativeTTL:       cfg.Links.NegativeTTL,
-		ClickBuffer:       cfg.Links.ClickBuffer,
-		FlushInterval:     cfg.Links.FlushInterval,
-		PurgeInterval:     cfg.Links.PurgeInterval,
-		ExpiredRetention:  cfg.Links.ExpiredRetention,
-		Metrics:           metrics.NewLinks(reg),
-		Logger:            log,
+		FallbackURL:       cfg.FallbackURL,
+		CacheSize:         cfg.CacheSize,
+		NegativeCacheSize: cfg.NegativeCacheSize,
+		CacheTTL:          cfg.CacheTTL,
+		NegativeTTL:       cfg.NegativeTTL,
+		ClickBuffer:       cfg.ClickBuffer,
+		FlushInterval:     cfg.FlushInterval,
+		PurgeInterval:     cfg.PurgeInterval,
+		ExpiredRetention:  cfg.ExpiredRetention,
+		Metrics:           metrics.NewLinks(n.reg),
+		Logger:            n.log,
 	}
-	if rc != nil {
-		opts.Shared = rediscache.New(rc, "")
+	if n.redis != nil {
+		opts.Shared = rediscache.New(n.redis, "")
 	}
-	if n := int64(cfg.Links.UnknownPerMinute); n > 0 {
+	if per := int64(cfg.UnknownPerMinute); per > 0 {
 		// On the node's counter store (Redis when configured), so the limit
 		// holds across nodes; only unknown codes pay for the check.
-		lim, err := ratelimit.NewPolicyLimiter(counters, ratelimit.Policy{
-			Name: "links_unknown", Algorithm: ratelimit.TokenBucket, Limit: n, Period: time.Minute, Burst: n,
+		lim, err := ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
+			Name: "links_unknown", Algorithm: ratelimit.TokenBucket, Limit: per, Period: time.Minute, Burst: per,
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("unknown-code limit: %w", err)
+			return nil, fmt.Errorf("unknown-code limit: %w", err)
 		}
 		opts.Limiter = lim
 	}
 	// Deletes are announced to every node, so none keeps redirecting a
 	// deleted link from its cache for up to links.cache_ttl.
-	bus := announce.New(q.NATS(), q.Name("links.deleted"))
+	bus := announce.New(n.queue.NATS(), n.queue.Name("links.deleted"))
 	opts.Announce = bus.Post
-	if links, err = shorten.New(opts); err != nil {
-		return nil, nil, err
+	links, err := shorten.New(opts)
+	if err != nil {
+		return nil, err
 	}
-	if stopListen, err = bus.Listen(links.Forget); err != nil {
-		return nil, nil, err
+	stopListen, err := bus.Listen(links.Forget)
+	if err != nil {
+		return nil, err
 	}
-	return links, stopListen, nil
-}
-
-// ownHosts are the host names of this service, refused as link targets.
-func ownHosts(base, httpAddr string) []string {
-	var hosts []string
-	if u, err := url.Parse(base); err == nil && u.Hostname() != "" {
-		hosts = append(hosts, strings.ToLower(u.Hostname()))
-	}
-	if h, _, err := net.SplitHostPort(httpAddr); err == nil && h != "" && h != "0.0.0.0" && h != "::" {
-		hosts = append(hosts, strings.ToLower(h))
-	}
-	return hosts
+	n.onStop("link delete listener", func(context.Context) error { return stopListen() })
+	// The click flusher and purge job stop after the servers have drained
+	// (no more hits), with a last flush.
+	n.goBackground(ctx, "link click flusher", links.Run)
+	return links, nil
 }
 
 // smsLinks adapts the shortener to notify.LinkShortener, so the

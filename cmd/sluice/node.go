@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -19,6 +20,8 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/queue"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // node is one Sluice process: the engines it opened, the services built on
@@ -33,6 +36,16 @@ type node struct {
 	cfg   config.Config
 	log   *slog.Logger
 	stops []stopper // in start order
+
+	// The engines and what every part shares.
+	db    *store.DB
+	queue *queue.Conn
+	redis rueidis.Client // nil without --redis-url
+	reg   *prometheus.Registry
+	// counters is the node's rate limit counter store: memory, or Redis
+	// behind failover and the hot key cache. Every limiter of the node
+	// (HTTP API, gateway, Envoy RLS, link and notification limits) uses it.
+	counters ratelimit.Store
 
 	api     http.Handler
 	grpc    *grpc.Server
@@ -53,6 +66,33 @@ type stopper struct {
 // onStop records how the part just started stops.
 func (n *node) onStop(name string, fn func(ctx context.Context) error) {
 	n.stops = append(n.stops, stopper{name: name, fn: fn})
+}
+
+// goBackground runs fn until the node stops: its stopper cancels fn's
+// context and waits for fn to return, or for the shutdown deadline. An
+// error fn returns before that is logged at once.
+func (n *node) goBackground(ctx context.Context, name string, fn func(ctx context.Context) error) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() {
+		err := fn(runCtx)
+		if err != nil && runCtx.Err() == nil {
+			n.log.Error("stopped", "part", name, "error", err)
+		}
+		done <- err
+	}()
+	n.onStop(name, func(ctx context.Context) error {
+		cancel()
+		select {
+		case err := <-done:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("still running at the shutdown deadline: %w", ctx.Err())
+		}
+	})
 }
 
 // stop stops every part started so far, last started first, within the
@@ -80,102 +120,85 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		}
 	}()
 
-	db, err := openStore(ctx, cfg, log)
-	if err != nil {
+	if n.db, err = openStore(ctx, cfg, log); err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	n.onStop("database", func(context.Context) error { return db.Close() })
-	log.Info("database ready", "engine", db.Dialect())
+	n.onStop("database", func(context.Context) error { return n.db.Close() })
+	log.Info("database ready", "engine", n.db.Dialect())
 
-	q, err := queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen,
+	n.queue, err = queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen,
 		StreamPrefix: cfg.NATSPrefix, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
 	}
-	n.onStop("queue", func(context.Context) error { return q.Close() })
-	log.Info("queue ready", "embedded", q.Embedded())
+	n.onStop("queue", func(context.Context) error { return n.queue.Close() })
+	log.Info("queue ready", "embedded", n.queue.Embedded())
 
-	checks := []httpapi.Check{{Name: "database", Ping: db.Ping}, {Name: "nats", Ping: q.Ping}}
-	var rc rueidis.Client
+	checks := []httpapi.Check{{Name: "database", Ping: n.db.Ping}, {Name: "nats", Ping: n.queue.Ping}}
 	if cfg.RedisURL != "" {
-		if rc, err = openRedis(cfg.RedisURL); err != nil {
+		if n.redis, err = openRedis(cfg.RedisURL); err != nil {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
-		n.onStop("redis", func(context.Context) error { rc.Close(); return nil })
+		n.onStop("redis", func(context.Context) error { n.redis.Close(); return nil })
 		checks = append(checks, httpapi.Check{Name: "redis", Ping: func(ctx context.Context) error {
-			return rc.Do(ctx, rc.B().Ping().Build()).Error()
+			return n.redis.Do(ctx, n.redis.B().Ping().Build()).Error()
 		}})
 		log.Info("redis ready")
 	}
 
 	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
 	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
-	reg := metrics.NewRegistry()
-	metrics.RegisterStore(reg, db.BatchStats())
+	n.reg = metrics.NewRegistry()
+	metrics.RegisterStore(n.reg, n.db.BatchStats())
 
-	rl, err := startRatelimit(ctx, cfg, log, db, q, rc, reg)
+	limiter, err := n.startRatelimit(ctx)
 	if err != nil {
 		return nil, err
 	}
-	n.onStop("rate limiting", func(context.Context) error { rl.stop(); return nil })
-	envoy, err := startEnvoy(ctx, cfg, log, rl.store, reg)
+	envoy, err := n.startEnvoy(ctx)
 	if err != nil {
 		return nil, err
 	}
-	n.onStop("envoy config watcher", func(context.Context) error { envoy.stop(); return nil })
-
-	links, stopLinkListen, err := newLinks(ctx, cfg, db, q, rc, rl.store, reg, log)
+	links, err := n.startLinks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
 	}
-	n.onStop("link delete listener", func(context.Context) error { return stopLinkListen() })
-	// The click flusher and purge job stop after the servers have drained
-	// (no more hits), with a last flush.
-	linksCtx, stopLinks := context.WithCancel(context.WithoutCancel(ctx))
-	linksDone := make(chan error, 1)
-	go func() { linksDone <- links.Run(linksCtx) }()
-	n.onStop("link click flusher", func(context.Context) error { stopLinks(); return <-linksDone })
-
-	notifier, err := startNotify(ctx, cfg, log, reg, db, q, rc, rl.store, notifyDeps{links: smsLinks{links}})
+	notifier, providersReady, err := n.startNotify(ctx, smsLinks{links})
 	if err != nil {
 		return nil, fmt.Errorf("notifications: %w", err)
 	}
-	n.onStop("notification workers", func(ctx context.Context) error { notifier.stop(ctx); return nil })
-	if len(notifier.providers.guards) > 0 {
-		// Breaker states inform /readyz without failing it: a provider
-		// that is down is failed over or waited out, the node still works.
-		checks = append(checks, httpapi.Check{Name: "providers", Ping: func(context.Context) error { return nil },
-			Detail: notifier.providers.breakerStates})
+	if providersReady != nil {
+		checks = append(checks, *providersReady)
 	}
 
-	ui, err := uiOptions(ctx, cfg, db)
+	ui, err := uiOptions(ctx, cfg, n.db)
 	if err != nil {
 		return nil, err
 	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
-		Registry:     reg,
-		Keys:         db,
+		Registry:     n.reg,
+		Keys:         n.db,
 		Checks:       checks,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Version:      buildVersion(),
-		Ratelimit:    rl.service,
+		Ratelimit:    limiter,
 		Links:        links,
 		UI:           ui,
-		Notify:       notifier.svc,
-		Preferences:  notifier.svc,
+		Notify:       notifier,
+		Preferences:  notifier,
 	})
-	if count, err := db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
+	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
 	}
 
 	n.grpc = grpc.NewServer()
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpc, n.health)
-	envoy.server.Register(n.grpc)
+	envoy.Register(n.grpc)
 
 	if cfg.Gateway.Listen != "" {
-		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, Limits: rl.service, Logger: log}); err != nil {
+		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, Limits: limiter, Logger: log}); err != nil {
 			return nil, err
 		}
 	}

@@ -3,88 +3,69 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"path/filepath"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/notify/redisdedupe"
 	"github.com/sluicehq/sluice/internal/notify/webhook"
 	"github.com/sluicehq/sluice/internal/queue"
-	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// notifyNode is the notification pipeline of one node: the service the API
-// calls, and the workers and scheduler it runs until stop.
-type notifyNode struct {
-	log       *slog.Logger
-	providers *providerSet
-	svc       *notify.Service
-	queue     *queue.NotifyQueue
-	cancel    context.CancelFunc
-	workers   sync.WaitGroup
-}
-
-// notifyDeps are what the notification pipeline borrows from the rest of
-// the node besides its engines.
-type notifyDeps struct {
-	// links shortens SMS links when that is turned on; nil leaves them.
-	links notify.LinkShortener
-}
-
-// startNotify builds the notification service on db, q, (when not nil)
-// Redis and the node's rate limit store, and starts its workers and
-// scheduler. The per-user marketing cap and the providers' pacing count in
-// rlStore, so with Redis every node shares one count per user and one
-// rate per provider.
-func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg prometheus.Registerer, db *store.DB, q *queue.Conn,
-	rc rueidis.Client, rlStore ratelimit.Store, deps notifyDeps) (*notifyNode, error) {
-	nc := cfg.Notify
+// startNotify builds the notification service on the node's engines and
+// counter store, and starts its workers and scheduler. The per-user
+// marketing cap and the providers' pacing count in n.counters, so with
+// Redis every node shares one count per user and one rate per provider.
+// links shortens SMS links when that is turned on; nil leaves them. ready
+// is the /readyz detail of the providers' breakers, nil without providers.
+func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc *notify.Service, ready *httpapi.Check, err error) {
+	nc := n.cfg.Notify
 	secret := nc.Webhook.Secret
 	if secret == "" {
+		file := filepath.Join(n.cfg.DataDir, "webhook-secret")
 		var created bool
-		var err error
-		secret, created, err = webhook.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "webhook-secret"))
-		if err != nil {
-			return nil, err
+		if secret, created, err = webhook.LoadOrCreateSecret(file); err != nil {
+			return nil, nil, err
 		}
 		if created {
-			log.Info("generated a webhook signing secret", "file", filepath.Join(cfg.DataDir, "webhook-secret"))
+			n.log.Info("generated a webhook signing secret", "file", file)
 		}
-		if cfg.DatabaseURL != "" {
-			log.Warn("webhook secret comes from this node's data dir; set --webhook-secret so every node signs alike")
+		if n.cfg.DatabaseURL != "" {
+			n.log.Warn("webhook secret comes from this node's data dir; set --webhook-secret so every node signs alike")
 		}
 	}
-	wh, err := webhook.New(webhook.Options{Secret: secret, AllowPrivate: cfg.AllowPrivate, Timeout: nc.Webhook.Timeout})
+	wh, err := webhook.New(webhook.Options{Secret: secret, AllowPrivate: n.cfg.AllowPrivate, Timeout: nc.Webhook.Timeout})
 	if err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
+		return nil, nil, fmt.Errorf("webhook: %w", err)
 	}
-	nq, err := q.NotifyQueue(ctx, queue.NotifyOptions{
+	nq, err := n.queue.NotifyQueue(ctx, queue.NotifyOptions{
 		Partitions:  nc.Partitions,
 		AckWait:     nc.AckWait,
 		Unconfirmed: !nc.ConfirmPublish,
 		Workers: map[notify.Category]int{notify.Critical: nc.WorkersCritical, notify.Orders: nc.WorkersOrders,
 			notify.Marketing: nc.WorkersMarketing},
-		Logger: log,
+		Logger: n.log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	reg.MustRegister(metrics.NewQueueLag(nq))
-	ps, err := buildProviders(nc.Providers, rlStore, reg, log)
+	// Stopped after the workers: what they published is acknowledged first.
+	n.onStop("notification queue", func(ctx context.Context) error {
+		_ = nq.Flush(ctx)
+		return nq.Close()
+	})
+	n.reg.MustRegister(metrics.NewQueueLag(nq))
+	ps, err := buildProviders(nc.Providers, n.counters, n.reg, n.log)
 	if err != nil {
-		nq.Close()
-		return nil, fmt.Errorf("providers: %w", err)
+		return nil, nil, fmt.Errorf("providers: %w", err)
 	}
+	n.onStop("notification providers", func(context.Context) error { ps.close(); return nil })
 	ob := &outbox.Provider{}
 	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: wh}
 	maps.Copy(providers, ps.primary)
@@ -93,7 +74,7 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 		failover = append(failover, notify.Category(c))
 	}
 	opts := notify.Options{
-		Store:         db,
+		Store:         n.db,
 		Queue:         nq,
 		Providers:     providers,
 		Backups:       ps.backups,
@@ -103,57 +84,40 @@ func startNotify(ctx context.Context, cfg config.Config, log *slog.Logger, reg p
 		RecoveryAfter: nc.RecoveryAfter,
 		SendTimeout:   max(nc.Webhook.Timeout, nc.Providers.Timeout+nc.Providers.MaxPacingWait) + 5*time.Second,
 		Retry:         retryRules(nc),
-		Observe:       metrics.NewDeliveries(reg),
-		Logger:        log,
+		Observe:       metrics.NewDeliveries(n.reg),
+		Logger:        n.log,
 	}
-	if rc != nil {
-		opts.Dedupe = redisdedupe.New(rc, "sluice:", 24*time.Hour)
+	if n.redis != nil {
+		opts.Dedupe = redisdedupe.New(n.redis, "sluice:", 24*time.Hour)
 	}
-	if nc.Providers.ShortenSMSLinks && deps.links != nil {
-		opts.Links = deps.links
-		opts.Rewriters = append(opts.Rewriters, notify.ShortenSMSLinks(deps.links, 2*time.Second))
+	if nc.Providers.ShortenSMSLinks && links != nil {
+		opts.Links = links
+		opts.Rewriters = append(opts.Rewriters, notify.ShortenSMSLinks(links, 2*time.Second))
 	}
 	for ch, p := range ps.primary {
-		log.Info("notification provider", "channel", ch, "provider", p.Name(), "backups", len(ps.backups[ch]))
+		n.log.Info("notification provider", "channel", ch, "provider", p.Name(), "backups", len(ps.backups[ch]))
 	}
 	if nc.MarketingCap > 0 {
-		lim, err := ratelimit.NewPolicyLimiter(rlStore, ratelimit.Policy{
+		lim, err := ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
 			Name: "notify_marketing_per_user", Algorithm: ratelimit.TokenBucket,
 			Limit: int64(nc.MarketingCap), Period: nc.MarketingPeriod,
 		})
 		if err != nil {
-			nq.Close()
-			return nil, fmt.Errorf("marketing cap: %w", err)
+			return nil, nil, fmt.Errorf("marketing cap: %w", err)
 		}
 		opts.MarketingCap = lim
 	}
-	n := &notifyNode{log: log, providers: ps, svc: notify.NewService(opts), queue: nq}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.cancel = cancel
-	n.workers.Go(func() {
-		if err := nq.Run(wctx, n.svc.Process); err != nil {
-			log.Error("notification workers stopped", "error", err)
-		}
+	svc = notify.NewService(opts)
+	n.goBackground(ctx, "notification workers", func(ctx context.Context) error { return nq.Run(ctx, svc.Process) })
+	n.goBackground(ctx, "notification scheduler", func(ctx context.Context) error {
+		return svc.RunScheduler(ctx, notify.SchedulerOptions{})
 	})
-	n.workers.Go(func() { _ = n.svc.RunScheduler(wctx, notify.SchedulerOptions{}) })
-	return n, nil
-}
-
-// stop stops fetching jobs, waits (until ctx ends) for the jobs in flight
-// and the scheduler, and for the queue to acknowledge what was published.
-func (n *notifyNode) stop(ctx context.Context) {
-	n.cancel()
-	done := make(chan struct{})
-	go func() { n.workers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if len(ps.guards) > 0 {
+		// Breaker states inform /readyz without failing it: a provider
+		// that is down is failed over or waited out, the node still works.
+		ready = &httpapi.Check{Name: "providers", Ping: func(context.Context) error { return nil }, Detail: ps.breakerStates}
 	}
-	_ = n.queue.Flush(ctx)
-	if err := n.queue.Close(); err != nil {
-		n.log.Warn("close notification queue", "error", err)
-	}
-	n.providers.close()
+	return svc, ready, nil
 }
 
 func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {

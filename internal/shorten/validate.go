@@ -215,3 +215,18 @@ func looksNumeric(host string) bool {
 	}
 	return true
 }
+
+// OwnHosts are the host names of a service reached at baseURL and
+// listening on listenAddr (host:port), lower case and without port, as
+// TargetPolicy.OwnHosts wants them. A wildcard listen address names no
+// host.
+func OwnHosts(baseURL, listenAddr string) []string {
+	var hosts []string
+	if u, err := url.Parse(baseURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, strings.ToLower(u.Hostname()))
+	}
+	if h, _, err := net.SplitHostPort(listenAddr); err == nil && h != "" && h != "0.0.0.0" && h != "::" {
+		hosts = append(hosts, strings.ToLower(h))
+	}
+	return hosts
+}

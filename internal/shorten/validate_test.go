@@ -2,6 +2,7 @@ package shorten
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -126,4 +127,25 @@ func FuzzValidateSlug(f *testing.F) {
 			t.Fatalf("accepted slug %q that the redirect path would refuse or that is reserved", s)
 		}
 	})
+}
+
+func TestOwnHosts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, base, listen string
+		want               []string
+	}{
+		{"base and listen host", "https://Sho.RT/", "127.0.0.1:8080", []string{"sho.rt", "127.0.0.1"}},
+		{"wildcard listen", "https://sho.rt", "0.0.0.0:8080", []string{"sho.rt"}},
+		{"ipv6 wildcard", "https://sho.rt", "[::]:8080", []string{"sho.rt"}},
+		{"no host in listen", "http://localhost:8080", ":8080", []string{"localhost"}},
+		{"bad base", "::bad", "Example.com:80", []string{"example.com"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OwnHosts(tt.base, tt.listen); !slices.Equal(got, tt.want) {
+				t.Errorf("OwnHosts(%q, %q) = %q, want %q", tt.base, tt.listen, got, tt.want)
+			}
+		})
+	}
 }
