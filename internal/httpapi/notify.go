@@ -33,7 +33,7 @@ type NotifyService interface {
 // preferences), reading takes notify:read, and changing templates or
 // replaying dead letters, which affect every user, take admin.
 func (s *Server) registerNotify() {
-	ns := s.withNotify
+	ns := s.withNotify()
 	s.Handle("POST /v1/notifications", auth.ScopeNotifySend, ns(sendNotification))
 	s.Handle("POST /v1/notifications/batch", auth.ScopeNotifySend, ns(s.sendBatch))
 	s.Handle("GET /v1/notifications/{id}", auth.ScopeNotifyRead, ns(getNotification))
@@ -45,18 +45,6 @@ func (s *Server) registerNotify() {
 	s.Handle("GET /v1/dead-letters", auth.ScopeNotifyRead, ns(deadLetters))
 	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, ns(replayDeadLetter))
 	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, ns(outbox))
-}
-
-// withNotify adapts h, a handler of the notification service's routes, to
-// a route: it hands h the service, or answers 503 while notifications are
-// not configured (Options.Notify is nil), so h never checks.
-func (s *Server) withNotify(h func(svc NotifyService, w http.ResponseWriter, r *http.Request) error) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		if s.opts.Notify == nil {
-			return apperr.New(apperr.Unavailable, "notifications are not configured on this server")
-		}
-		return h(s.opts.Notify, w, r)
-	}
 }
 
 // limitParam reads ?limit= (0 when absent: the service's default).
@@ -78,4 +66,9 @@ func timestamp(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
+// withNotify adapts the notification routes' handlers: see withService.
+func (s *Server) withNotify() func(serviceHandler[NotifyService]) handlerFunc {
+	return withService(s.opts.Notify, "notifications are not configured on this server")
 }

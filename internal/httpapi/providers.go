@@ -11,7 +11,7 @@ import (
 // providers cannot send one, and each provider's own signature (Twilio's
 // X-Twilio-Signature) authenticates the callback instead.
 func (s *Server) registerProviders() {
-	s.Handle("POST /v1/providers/{provider}/callbacks", public, s.withNotify(providerCallback))
+	s.Handle("POST /v1/providers/{provider}/callbacks", public, s.withNotify()(providerCallback))
 }
 
 func providerCallback(svc NotifyService, w http.ResponseWriter, r *http.Request) error {

@@ -27,14 +27,7 @@ type Ratelimiter interface {
 }
 
 func (s *Server) registerRatelimit() {
-	rl := func(h func(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error) handlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) error {
-			if s.opts.Ratelimit == nil {
-				return apperr.New(apperr.Unavailable, "rate limiting is not enabled on this server")
-			}
-			return h(s.opts.Ratelimit, w, r)
-		}
-	}
+	rl := withService(s.opts.Ratelimit, "rate limiting is not enabled on this server")
 	s.Handle("POST /v1/ratelimit/check", auth.ScopeRatelimitCheck, rl(s.check))
 	s.Handle("POST /v1/ratelimit/simulate", auth.ScopeRatelimitCheck, rl(s.simulate))
 	s.Handle("GET /v1/ratelimit/policies", auth.ScopeRatelimitCheck, rl(listPolicies))

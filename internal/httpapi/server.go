@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
 )
 
@@ -131,6 +132,23 @@ const public auth.Scope = ""
 // handlerFunc is an HTTP handler that returns its error for the frame to
 // render as problem+json.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// serviceHandler is a handler of one service's routes, handed the service.
+type serviceHandler[S any] func(svc S, w http.ResponseWriter, r *http.Request) error
+
+// withService adapts the handlers of svc's routes: each is handed svc, or
+// answers 503 with the message missing while svc is nil (the service is
+// not configured on this server), so no handler checks.
+func withService[S any](svc S, missing string) func(serviceHandler[S]) handlerFunc {
+	return func(h serviceHandler[S]) handlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) error {
+			if any(svc) == nil {
+				return apperr.New(apperr.Unavailable, "%s", missing)
+			}
+			return h(svc, w, r)
+		}
+	}
+}
 
 // Handle registers h for pattern (a ServeMux method pattern such as
 // "GET /v1/keys/{id}"), requiring scope unless scope is public.
