@@ -11,10 +11,11 @@
 // suppressed), saves the notification and its deliveries through the
 // [Store] (group-committed with other requests) and only then hands one
 // [Job] per live delivery to the [Queue]. The 202 follows the save; a crash
-// between the save and the publish is repaired by the [Scheduler]'s recovery
-// sweep, so the worst case is a duplicate, never a silent loss.
+// between the save and the publish is repaired by the recovery sweep
+// ([Service.Recover], run by [Service.RunScheduler]), so the worst case is a
+// duplicate, never a silent loss.
 //
-// [Worker.Process] handles one job: it re-reads the delivery's state (a
+// [Service.Process] handles one job: it re-reads the delivery's state (a
 // redelivered job whose delivery already went out is dropped), expires
 // stale messages, renders the template, runs the [Rewriter] steps, calls
 // the channel's [Provider] and records the outcome. Temporary failures are
