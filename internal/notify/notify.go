@@ -38,7 +38,7 @@ import (
 // users may mute it.
 type Category string
 
-// The three categories of SPEC §3.
+// The three categories, most urgent first.
 const (
 	Critical  Category = "critical"
 	Orders    Category = "orders"
@@ -54,7 +54,7 @@ func (c Category) Valid() bool { return slices.Contains(Categories, c) }
 // Channel is a way of reaching a person.
 type Channel string
 
-// The channels of SPEC §3.
+// The channels a notification can go out on.
 const (
 	Email   Channel = "email"
 	SMS     Channel = "sms"

@@ -116,8 +116,9 @@ func Exercise(t *testing.T, h Harness) {
 	}
 }
 
-// The seed lesson's first table: 5 requests per 10 s, 5 sent at 9.9 s and
-// 5 more at 10.1 s.
+// 5 requests per 10 s, 5 sent at 9.9 s and 5 more at 10.1 s: the fixed
+// window lets twice the limit through around its boundary, every other
+// algorithm only the limit.
 func testWindowBoundary(t *testing.T, h Harness) {
 	tests := []struct {
 		alg  ratelimit.Algorithm
@@ -150,7 +151,8 @@ func testWindowBoundary(t *testing.T, h Harness) {
 	}
 }
 
-// The seed lesson's second table: capacity 3, one token per second.
+// A bucket of capacity 3 gaining one token per second: a burst of 3, then
+// one a second, and full again after a long pause.
 func testBucketSequence(t *testing.T, h Harness) {
 	rows := []struct {
 		at        time.Duration
