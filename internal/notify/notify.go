@@ -23,8 +23,12 @@
 // [RetryRule]; exhausted critical and orders deliveries become dead letters,
 // marketing ones are dropped.
 //
-// This package imports no infrastructure: the record store, the queue, the
-// Redis fast path and the providers implement interfaces declared here.
+// This is a domain package: it must not import infrastructure (Prometheus,
+// database drivers, Redis or NATS clients; cmd/sluice's
+// TestDomainImportsNoInfrastructure checks it). The record store, the
+// queue, the Redis fast path and the providers are adapters in other
+// packages, implementing the interfaces declared here ([Store], [Queue],
+// [Dedupe], [Provider]).
 package notify
 
 import (

@@ -1,7 +1,11 @@
 // Package shorten is Sluice's URL shortener: links, their codes, the
-// redirect path and click statistics. It imports no storage engine: the
-// record store implements [Store], Redis (when configured) implements
-// [SharedCache], and the rate limiter plugs in through [Limiter].
+// redirect path and click statistics.
+//
+// This is a domain package: it must not import infrastructure (Prometheus,
+// database drivers, Redis or NATS clients; cmd/sluice's
+// TestDomainImportsNoInfrastructure checks it). The record store implements
+// [Store], Redis (when configured) implements [SharedCache], and the rate
+// limiter plugs in through [Limiter].
 //
 // # Codes
 //
