@@ -113,7 +113,9 @@ func (pp *params) bucket(st *state, now, cost int64, reserve bool, maxWait int64
 	return verdict{remaining: max(0, lvl/pp.unit), retry: wait, reset: ceilDiv(pp.capacity-lvl, pp.rate)}, lvl
 }
 
-// window rolls a fixed or counter window forward to now.
+// roll moves a fixed or counter window's state to the window holding now:
+// a later window starts empty, and for the sliding window counter the
+// window just ended becomes the previous one (any older is forgotten).
 func (pp *params) roll(st *state, now int64) {
 	idx := now / pp.period
 	switch {

@@ -63,4 +63,11 @@
 // Reserve and Wait, so several processes can pace one shared outbound rate.
 // They are offered by the token bucket and GCRA, whose state can go into
 // debt; a reservation can be cancelled before its time comes.
+//
+// # Dependencies
+//
+// The package is a public library on the standard library alone: it must
+// not import Prometheus, database drivers, Redis or NATS clients
+// (cmd/sluice's TestDomainImportsNoInfrastructure checks it). A store on a
+// server lives in a package of its own, such as redisstore.
 package ratelimit

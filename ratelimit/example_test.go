@@ -8,8 +8,8 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// The seed lesson's bucket: capacity 3, one token per second, on a clock
-// the example moves by hand.
+// A token bucket of capacity 3 gaining one token per second, on a clock the
+// example moves by hand.
 func Example() {
 	var now time.Time
 	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: func() time.Time { return now }})

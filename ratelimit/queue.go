@@ -82,7 +82,3 @@ func (q *queue) remove(id string) int64 {
 	}
 	return freed
 }
-
-func (q *queue) clone() *queue {
-	return &queue{e: append([]entry(nil), q.e[q.head:]...), sum: q.sum}
-}

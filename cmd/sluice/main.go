@@ -1,6 +1,11 @@
 // Command sluice is one binary for rate limiting, notifications and short
 // links: `sluice serve` runs the whole service; the other commands manage it
 // (migrate, keys) or talk to a running server.
+//
+// It is the only package that imports everything: it parses the
+// configuration, builds the adapters (record store, queue, Redis, providers,
+// HTTP and gRPC servers) and wires them to the domain services of
+// internal/limits, internal/notify and internal/shorten.
 package main
 
 import (

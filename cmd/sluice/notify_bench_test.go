@@ -28,7 +28,7 @@ import (
 // external NATS from the SLUICE_TEST_* variables), BENCH_GROUP_COMMIT=0,
 // BENCH_SECONDS (accept phase, default 10), BENCH_CLIENTS (default 64),
 // BENCH_CAMPAIGN (users, default 100000; 0 skips the campaign), BENCH_MIX=1
-// (the seeds' 1.75 deliveries per notification), BENCH_GOROUTINES=file (a
+// (1.75 deliveries per notification, as in docs/benchmarks.md), BENCH_GOROUTINES=file (a
 // goroutine profile halfway through the accept phase).
 func TestNotifyBenchmark(t *testing.T) {
 	if os.Getenv("SLUICE_NOTIFY_BENCH") == "" {
@@ -67,8 +67,8 @@ func TestNotifyBenchmark(t *testing.T) {
 	var lats []time.Duration
 	start := time.Now()
 	deadline := start.Add(time.Duration(seconds) * time.Second)
-	// BENCH_MIX=1 names the channels as the seeds' traffic does (1.75
-	// provider calls per notification: three in four to email and push,
+	// BENCH_MIX=1 names the channels as the traffic in docs/benchmarks.md
+	// does (1.75 provider calls per notification: three in four to email and push,
 	// one in four to email only); otherwise every notification goes to
 	// email, sms and push (and a suppressed webhook row).
 	mix := os.Getenv("BENCH_MIX") == "1"

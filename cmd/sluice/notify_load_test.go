@@ -223,8 +223,9 @@ func TestCriticalNotDelayedByCampaign(t *testing.T) {
 	p50, p99 := latencies[len(latencies)/2], latencies[len(latencies)-1]
 	t.Logf("OTP accept-to-outbox latency during a %d-message campaign: p50 %v, max %v (campaign still draining: %v)",
 		2*campaign, p50, p99, stillDraining)
-	// SPEC §3 promises an OTP within 5 s even during a campaign.
+	// An OTP goes out within 5 s even during a campaign: critical
+	// notifications have queues of their own (docs/notifications.md).
 	if p99 > 5*time.Second {
-		t.Errorf("OTP latency during the campaign: max %v, want under SPEC's 5s", p99)
+		t.Errorf("OTP latency during the campaign: max %v, want under 5s", p99)
 	}
 }

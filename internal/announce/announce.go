@@ -5,6 +5,9 @@
 // the other half, so delivery is best effort: a lost announcement costs
 // what no announcement would, a duplicate costs one reload or one cache
 // miss. Every node listening, the sender included, receives each one.
+//
+// It is a NATS adapter for two domains: the rate limit service
+// (limits.Options.Announce) and the shortener (shorten.Options.Announce).
 package announce
 
 import (

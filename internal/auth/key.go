@@ -19,7 +19,7 @@ import (
 // Scope is a permission carried by an API key.
 type Scope string
 
-// The scopes of SPEC §1. Admin allows everything.
+// The scopes an API key can hold (docs/api.md). Admin allows everything.
 const (
 	ScopeAdmin          Scope = "admin"
 	ScopeRatelimitCheck Scope = "ratelimit:check"

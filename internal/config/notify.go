@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// NotifyConfig configures the notification pipeline (SPEC §3).
+// NotifyConfig configures the notification pipeline (docs/notifications.md).
 type NotifyConfig struct {
 	Webhook   WebhookConfig   `yaml:"webhook"`
 	Providers ProvidersConfig `yaml:"providers"`
@@ -65,7 +65,8 @@ func (n NotifyConfig) RetryRules() map[string]RetryConfig {
 	}
 }
 
-// defaultNotify returns the notification defaults of SPEC §3.
+// defaultNotify returns the notification defaults docs/notifications.md
+// lists.
 func defaultNotify() NotifyConfig {
 	n := NotifyConfig{
 		Webhook:          WebhookConfig{Timeout: 10 * time.Second},

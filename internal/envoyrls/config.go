@@ -1,6 +1,7 @@
 package envoyrls
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -84,7 +85,7 @@ func (r *rule) period() time.Duration { return units[r.unit] * time.Duration(r.m
 
 // newRule builds a rule and its policy. name is the rate_limit's name.
 func newRule(path, name string, unit rlspb.RateLimitResponse_RateLimit_Unit, mult, rpu uint32, alg ratelimit.Algorithm, burst int64) (*rule, error) {
-	r := &rule{path: path, name: cmpOr(name, path), unit: unit, rpu: rpu, mult: mult}
+	r := &rule{path: path, name: cmp.Or(name, path), unit: unit, rpu: rpu, mult: mult}
 	r.limit = &rlspb.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: rpu, Unit: unit}
 	if mult > 1 {
 		r.limit.UnitMultiplier = wrapperspb.UInt32(mult)
@@ -108,13 +109,6 @@ func newRule(path, name string, unit rlspb.RateLimitResponse_RateLimit_Unit, mul
 		return nil, err
 	}
 	return r, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // escapeName keeps a policy name free of the braces stores reserve.

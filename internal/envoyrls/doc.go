@@ -3,6 +3,10 @@
 // rate limiter, so Envoy, Istio, Contour, Gloo and Emissary can use Sluice in
 // place of envoyproxy/ratelimit.
 //
+// It is the gRPC adapter of rate limiting: its rules come from its own
+// YAML, not from internal/limits' named policies, and its counters from the
+// ratelimit.Store it is given (Options.Store).
+//
 // # Configuration
 //
 // A Config is loaded from envoyproxy/ratelimit's YAML format: one file per

@@ -29,7 +29,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if c.Dump() != c.Dump() {
+		if first, second := c.Dump(), c.Dump(); first != second {
 			t.Fatal("Dump is not deterministic")
 		}
 		for _, d := range c.domains {

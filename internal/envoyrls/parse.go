@@ -1,6 +1,7 @@
 package envoyrls
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -216,7 +217,7 @@ func (p *parser) rateLimit(rl *yaml.Node, path, rulePath string) (*rule, error) 
 				return nil, p.errorf(n, path+"."+k, "should not be set when unlimited")
 			}
 		}
-		return &rule{path: rulePath, name: cmpOr(name, rulePath), unlimited: true, replaces: replaces,
+		return &rule{path: rulePath, name: cmp.Or(name, rulePath), unlimited: true, replaces: replaces,
 			limit: &rlspb.RateLimitResponse_RateLimit{Name: name}}, nil
 	}
 	unit := rlspb.RateLimitResponse_RateLimit_Unit(rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unitName)])

@@ -1,4 +1,5 @@
-// Package gateway is Sluice's rate limiting reverse proxy: an
+// Package gateway is Sluice's rate limiting reverse proxy, an adapter of
+// the rate limit service (internal/limits): an
 // httputil.ReverseProxy in front of an upstream, behind the httplimit
 // middleware, with its routes, tiers and global capacity limit from the
 // YAML configuration and its decisions from the rate limit service (so

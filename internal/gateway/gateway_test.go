@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -86,7 +87,7 @@ type req struct {
 
 func do(t *testing.T, gs *httptest.Server, r req) *http.Response {
 	t.Helper()
-	hr, err := http.NewRequest(cmpOr(r.method, "GET"), gs.URL+r.path, strings.NewReader(r.body))
+	hr, err := http.NewRequest(cmp.Or(r.method, "GET"), gs.URL+r.path, strings.NewReader(r.body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +106,6 @@ func do(t *testing.T, gs *httptest.Server, r req) *http.Response {
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 type problem struct {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -131,9 +132,9 @@ func TestLinksBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := tt.c
-		c.method = cmpOr(c.method, "POST")
-		c.path = cmpOr(c.path, "/v1/links")
-		c.key = cmpOr(c.key, key)
+		c.method = cmp.Or(c.method, "POST")
+		c.path = cmp.Or(c.path, "/v1/links")
+		c.key = cmp.Or(c.key, key)
 		resp := b.do(c)
 		if resp.StatusCode != tt.status {
 			t.Errorf("%s: status = %d, want %d", tt.name, resp.StatusCode, tt.status)
@@ -162,13 +163,6 @@ func TestRedirectUnknownCodesLimited(t *testing.T) {
 	if r := b.do(call{method: "GET", path: "/nothingz", remote: "203.0.113.6:1000"}); r.StatusCode != 404 {
 		t.Errorf("another client = %d, want 404", r.StatusCode)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 const browser = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36"

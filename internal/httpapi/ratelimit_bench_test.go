@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// checkBodies are single checks spread over 20,000 keys (the seeds' active
-// keys at peak) of the paid tier, so few are refused.
+// checkBodies are single checks spread over 20,000 keys (the active keys
+// at peak assumed in docs/benchmarks.md) of the paid tier, so few are
+// refused.
 func checkBodies() []string {
 	out := make([]string, 20_000)
 	for i := range out {

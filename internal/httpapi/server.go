@@ -1,7 +1,10 @@
-// Package httpapi is Sluice's HTTP adapter: routes on a stdlib ServeMux with
-// method patterns, JSON in and out, RFC 9457 problem+json for every error,
-// API-key auth with scopes, request ids, access logs, Prometheus metrics and
-// the operations endpoints (/healthz, /readyz, /metrics, /openapi.json).
+// Package httpapi is Sluice's HTTP adapter, serving the rate limit service
+// (internal/limits), notifications (internal/notify), short links
+// (internal/shorten) and API keys (internal/auth): routes on a stdlib
+// ServeMux with method patterns, JSON in and out, RFC 9457 problem+json for
+// every error, API-key auth with scopes, request ids, access logs,
+// Prometheus metrics and the operations endpoints (/healthz, /readyz,
+// /metrics, /openapi.json).
 //
 // Domain services reach it through small interfaces declared here, next to
 // the handlers that use them; only cmd/sluice wires concrete types in.

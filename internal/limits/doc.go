@@ -14,21 +14,23 @@
 // [NamedPolicy.apply]).
 //
 // Package limits is a domain package: it imports the ratelimit library and
-// apperr, and no infrastructure (no Prometheus, database driver, Redis or
-// NATS client). It reports through the [Metrics] hooks (which package
-// internal/metrics binds to Prometheus) and stores rules through the
-// [RuleStore] interface it owns.
+// apperr, and must import no infrastructure (no Prometheus, database
+// driver, Redis or NATS client; cmd/sluice's
+// TestDomainImportsNoInfrastructure checks it). It reports through the
+// [Metrics] hooks (which package internal/metrics binds to Prometheus) and
+// stores rules through the [RuleStore] interface it owns.
 //
 // # Rules and state
 //
-// Rules (policies and blocks) and state (counters) live apart, rules sit in the record store and in the YAML
-// configuration, and every node keeps them in memory in a [Rules] cache
-// filled by a background retriever ([Rules.Run]); state lives in a
-// ratelimit.Store (memory, or Redis shared by every node). A check reads
-// the cache and makes one store call, never a database query. A change made
-// through a [Service] is applied to its own cache at once and announced to
-// the other nodes (Options.Announce), which refresh within milliseconds;
-// the periodic refresh is the fallback when an announcement is lost.
+// Rules (policies and blocks) and state (counters) live apart, rules sit in
+// the record store and in the YAML configuration, and every node keeps them
+// in memory in a [Rules] cache filled by a background retriever
+// ([Rules.Run]); state lives in a ratelimit.Store (memory, or Redis shared
+// by every node). A check reads the cache and makes one store call, never a
+// database query. A change made through a [Service] is applied to its own
+// cache at once and announced to the other nodes (Options.Announce), which
+// refresh within milliseconds; the periodic refresh is the fallback when an
+// announcement is lost.
 //
 // Policies come from three places, later ones hiding earlier ones of the
 // same name: the defaults shipped in the database by its migration (free,

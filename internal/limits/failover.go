@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -186,8 +187,24 @@ func (f *Failover) localPolicy(p *ratelimit.Policy) *ratelimit.Policy {
 	return &lp
 }
 
+// checkArgs returns the error any store gives for p and cost when the
+// policy is invalid or can never admit cost, so that an outage does not turn
+// it into a refusal to retry (or a cost clamped to one node's share).
+func checkArgs(p *ratelimit.Policy, cost int64) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if cost > p.MaxCost() {
+		return fmt.Errorf("%w: cost %d, at most %d", ratelimit.ErrCostExceedsLimit, cost, p.MaxCost())
+	}
+	return nil
+}
+
 // fallback decides one check locally.
 func (f *Failover) fallback(ctx context.Context, p *ratelimit.Policy, key string, cost int64) (ratelimit.Decision, error) {
+	if err := checkArgs(p, cost); err != nil {
+		return ratelimit.Decision{}, err
+	}
 	if f.opts.FailsClosed(p.Name) {
 		f.opts.Metrics.fellBack(p.Name, FailClosed)
 		return f.closed(p), nil
@@ -229,6 +246,9 @@ func (f *Failover) AllowMulti(ctx context.Context, checks []ratelimit.Check) ([]
 	local := make([]ratelimit.Check, len(checks))
 	closed := false
 	for i, c := range checks {
+		if err := checkArgs(c.Policy, c.Cost); err != nil {
+			return nil, fmt.Errorf("check %d: %w", i, err)
+		}
 		if f.opts.FailsClosed(c.Policy.Name) {
 			closed = true
 		}
@@ -289,6 +309,9 @@ func (f *Failover) Reserve(ctx context.Context, p *ratelimit.Policy, key string,
 	}); ok {
 		return r, err
 	}
+	if err := checkArgs(p, cost); err != nil {
+		return ratelimit.Reservation{}, err
+	}
 	lp := f.localPolicy(p)
 	return f.local.Reserve(ctx, lp, key, min(cost, lp.MaxCost()), maxWait)
 }
@@ -312,6 +335,9 @@ func (f *Failover) Acquire(ctx context.Context, p *ratelimit.Policy, key string,
 		return err
 	}); ok {
 		return l, d, err
+	}
+	if err := checkArgs(p, cost); err != nil {
+		return ratelimit.Lease{}, ratelimit.Decision{}, err
 	}
 	if f.opts.FailsClosed(p.Name) {
 		return ratelimit.Lease{}, f.closed(p), nil

@@ -14,12 +14,17 @@ const DefaultHotKeys = 100_000
 // HotKeys is a ratelimit.Store in front of a remote one that answers a key
 // already refused, until its RetryAfter has passed, without a round trip:
 // an abusive client hammering an exhausted key costs the shared store
-// nothing. It is exact because a refused request consumes nothing and
-// nothing else gives capacity back before RetryAfter, except a Reset (which
-// clears the remembered refusal on this node) and a policy change (whose
-// remembered refusals are dropped). A request asking for less than the
-// refused one, or a concurrency policy (whose slots come back on release),
-// always goes to the store.
+// nothing. Its refusals are exact because a refused request consumes
+// nothing and nothing else gives capacity back before RetryAfter, except a
+// Reset or a cancelled reservation (which clear the remembered refusal on
+// this node) and a policy change (whose remembered refusals are dropped).
+// A request asking for another cost than the refused one (whose RetryAfter
+// would differ), or a concurrency policy (whose slots come back on
+// release), always goes to the store.
+//
+// A remembered refusal's Remaining is the store's when it refused: capacity
+// that comes back gradually (a refilling bucket, requests leaving a sliding
+// window) shows only once the store is asked again, after RetryAfter.
 //
 // Memory is bounded: at most Max keys are remembered; when full, expired
 // ones are swept, and if none expired an arbitrary half is forgotten (which
@@ -72,7 +77,7 @@ func (h *HotKeys) cached(p *ratelimit.Policy, key string, cost int64, now time.T
 	h.mu.Lock()
 	e, ok := h.m[hotKey{p.Name, key}]
 	h.mu.Unlock()
-	if !ok || e.policy != *p || cost < e.cost || !now.Before(e.until) {
+	if !ok || e.policy != *p || cost != e.cost || !now.Before(e.until) {
 		return ratelimit.Decision{}, false
 	}
 	d := e.d
@@ -162,11 +167,16 @@ func (h *HotKeys) Peek(ctx context.Context, p *ratelimit.Policy, key string) (ra
 	return h.next.Peek(ctx, p, key)
 }
 
+// forget drops the remembered refusal of key under the named policy.
+func (h *HotKeys) forget(policy, key string) {
+	h.mu.Lock()
+	delete(h.m, hotKey{policy, key})
+	h.mu.Unlock()
+}
+
 // Reset implements ratelimit.Store, forgetting the remembered refusal.
 func (h *HotKeys) Reset(ctx context.Context, p *ratelimit.Policy, key string) error {
-	h.mu.Lock()
-	delete(h.m, hotKey{p.Name, key})
-	h.mu.Unlock()
+	h.forget(p.Name, key)
 	return h.next.Reset(ctx, p, key)
 }
 
@@ -175,8 +185,12 @@ func (h *HotKeys) Reserve(ctx context.Context, p *ratelimit.Policy, key string, 
 	return h.next.Reserve(ctx, p, key, cost, maxWait)
 }
 
-// CancelReservation implements ratelimit.Store.
+// CancelReservation implements ratelimit.Store, forgetting the remembered
+// refusal: the cancelled capacity may make it wrong.
 func (h *HotKeys) CancelReservation(ctx context.Context, r ratelimit.Reservation) error {
+	if r.Policy != nil {
+		h.forget(r.Policy.Name, r.Key)
+	}
 	return h.next.CancelReservation(ctx, r)
 }
 

@@ -11,10 +11,11 @@
 // suppressed), saves the notification and its deliveries through the
 // [Store] (group-committed with other requests) and only then hands one
 // [Job] per live delivery to the [Queue]. The 202 follows the save; a crash
-// between the save and the publish is repaired by the [Scheduler]'s recovery
-// sweep, so the worst case is a duplicate, never a silent loss.
+// between the save and the publish is repaired by the recovery sweep
+// ([Service.Recover], run by [Service.RunScheduler]), so the worst case is a
+// duplicate, never a silent loss.
 //
-// [Worker.Process] handles one job: it re-reads the delivery's state (a
+// [Service.Process] handles one job: it re-reads the delivery's state (a
 // redelivered job whose delivery already went out is dropped), expires
 // stale messages, renders the template, runs the [Rewriter] steps, calls
 // the channel's [Provider] and records the outcome. Temporary failures are
@@ -22,8 +23,12 @@
 // [RetryRule]; exhausted critical and orders deliveries become dead letters,
 // marketing ones are dropped.
 //
-// This package imports no infrastructure: the record store, the queue, the
-// Redis fast path and the providers implement interfaces declared here.
+// This is a domain package: it must not import infrastructure (Prometheus,
+// database drivers, Redis or NATS clients; cmd/sluice's
+// TestDomainImportsNoInfrastructure checks it). The record store, the
+// queue, the Redis fast path and the providers are adapters in other
+// packages, implementing the interfaces declared here ([Store], [Queue],
+// [Dedupe], [Provider]).
 package notify
 
 import (
@@ -37,7 +42,7 @@ import (
 // users may mute it.
 type Category string
 
-// The three categories of SPEC §3.
+// The three categories, most urgent first.
 const (
 	Critical  Category = "critical"
 	Orders    Category = "orders"
@@ -58,7 +63,7 @@ func (c Category) Urgent() bool { return c == Critical }
 // Channel is a way of reaching a person.
 type Channel string
 
-// The channels of SPEC §3.
+// The channels a notification can go out on.
 const (
 	Email   Channel = "email"
 	SMS     Channel = "sms"

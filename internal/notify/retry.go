@@ -22,9 +22,10 @@ type RetryRule struct {
 	DeadLetter bool
 }
 
-// DefaultRetryRules are SPEC §3's defaults: critical retries quickly until
-// it expires, orders back off for 5 attempts then dead-letter, marketing
-// retries at most once then is dropped.
+// DefaultRetryRules returns each category's rule, as docs/notifications.md
+// lists them: critical retries quickly until it expires, orders back off
+// for 5 attempts then dead-letter, marketing retries at most once then is
+// dropped.
 func DefaultRetryRules() map[Category]RetryRule {
 	return map[Category]RetryRule{
 		Critical:  {Base: 250 * time.Millisecond, Cap: 5 * time.Second, Attempts: 0, MaxAge: time.Hour, DeadLetter: true},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -270,7 +271,7 @@ func (s *Service) plan(ctx context.Context, n Notification, st Settings, now tim
 		quietUntil = st.QuietUntil(now)
 	}
 	requested := func(ch Channel) bool {
-		return len(n.Channels) == 0 || containsChannel(n.Channels, ch)
+		return len(n.Channels) == 0 || slices.Contains(n.Channels, ch)
 	}
 	var ds []Delivery
 	live := false
@@ -319,15 +320,6 @@ func (s *Service) newDelivery(n Notification, ch Channel, now time.Time) Deliver
 func (s *Service) needsContact(ch Channel) bool {
 	p := s.opts.Providers[ch]
 	return p == nil || p.NeedsContact()
-}
-
-func containsChannel(chs []Channel, ch Channel) bool {
-	for _, c := range chs {
-		if c == ch {
-			return true
-		}
-	}
-	return false
 }
 
 // Observation is one stored delivery outcome.

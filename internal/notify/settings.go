@@ -70,7 +70,7 @@ func (s *Settings) fill() {
 	s.Locale = cmp.Or(s.Locale, DefaultLocale)
 }
 
-// Normalize fills defaults and checks the rules of SPEC §3: critical cannot
+// Normalize fills defaults and checks the settings' rules: critical cannot
 // be muted, at least one channel stays on, the timezone and quiet hours
 // parse, contacts look like contacts. Every problem is named.
 func (s *Settings) Normalize() error {

@@ -64,7 +64,7 @@ func TestDefaultTemplatesCoverTheThirteenTypes(t *testing.T) {
 		"flash_sale": Marketing, "price_drop": Marketing, "back_in_stock": Marketing, "abandoned_cart": Marketing,
 	}
 	if got := DefaultTypes(); len(got) != len(want) {
-		t.Fatalf("DefaultTypes() = %q, want the %d types of SPEC §3", got, len(want))
+		t.Fatalf("DefaultTypes() = %q, want the %d default types", got, len(want))
 	}
 	for typ, cat := range want {
 		tpl, ok := DefaultTemplate(typ)

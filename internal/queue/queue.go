@@ -1,5 +1,7 @@
 // Package queue gives Sluice its NATS JetStream connection, embedded in the
-// process or external, with the same code above the connection.
+// process or external, with the same code above the connection, and on it
+// the notification pipeline's job queue ([Conn.NotifyQueue], a
+// notify.Queue): it is the notify domain's queue adapter.
 //
 // [Open] with an empty Options.URL starts a NATS server inside the process,
 // with JetStream storing its files under <DataDir>/jetstream and, unless

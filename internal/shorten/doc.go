@@ -1,11 +1,12 @@
 // Package shorten is Sluice's URL shortener: links, their codes, the
 // redirect path and click statistics.
 //
-// Package shorten is a domain package: it imports no infrastructure (no
-// Prometheus, database driver or Redis client). The record store
-// implements [Store], Redis (when configured) implements [SharedCache], the
-// rate limiter plugs in through [Limiter], and the service reports through
-// the [Metrics] hooks it owns, which package internal/metrics binds to
+// This is a domain package: it must not import infrastructure (Prometheus,
+// database drivers, Redis or NATS clients; cmd/sluice's
+// TestDomainImportsNoInfrastructure checks it). The record store implements
+// [Store], Redis (when configured) implements [SharedCache], the rate
+// limiter plugs in through [Limiter], and the service reports through the
+// [Metrics] hooks it owns, which package internal/metrics binds to
 // Prometheus series.
 //
 // # Codes

@@ -14,9 +14,9 @@ import (
 	"strings"
 )
 
-// Identity is who a request comes from, in the layers the seeds describe:
-// the API key where there is one, else the client IP; on login routes also
-// the account the request targets.
+// Identity is who a request comes from, in layers: the API key where there
+// is one, else the client IP; on login routes also the account the request
+// targets.
 type Identity struct {
 	// APIKey is the key from "Authorization: Bearer" or X-API-Key, or "".
 	APIKey string

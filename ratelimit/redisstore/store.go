@@ -24,6 +24,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
@@ -113,11 +114,11 @@ func New(client rueidis.Client, opts Options) (*Store, error) {
 		prefix:      prefix,
 		hashTag:     opts.HashTag,
 		now:         opts.Now,
-		timeout:     cmpOr(opts.Timeout, 5*time.Second),
+		timeout:     cmp.Or(opts.Timeout, 5*time.Second),
 		sha:         scriptSHA(),
 		leasePrefix: hex.EncodeToString(b[:]) + ".",
-		maxInflight: cmpOr(opts.MaxInFlight, 2),
-		maxBatch:    cmpOr(opts.MaxBatch, 128),
+		maxInflight: cmp.Or(opts.MaxInFlight, 2),
+		maxBatch:    cmp.Or(opts.MaxBatch, 128),
 	}
 	return s, nil
 }
@@ -125,14 +126,6 @@ func New(client rueidis.Client, opts Options) (*Store, error) {
 func scriptSHA() string {
 	sum := sha1.Sum([]byte(scriptSource))
 	return hex.EncodeToString(sum[:])
-}
-
-func cmpOr[T comparable](v, d T) T {
-	var zero T
-	if v == zero {
-		return d
-	}
-	return v
 }
 
 // algCode is the script's name of each algorithm; it also ends key names.

@@ -14,6 +14,8 @@
 // 410 Unregistered (and BadDeviceToken) are permanent and wrap
 // notify.ErrUnregistered, so the worker removes the token; 429 and 5xx are
 // temporary; ExpiredProviderToken refreshes the JWT and is temporary.
+//
+// [Client] is a notify.Provider for the push channel.
 package apns
 
 import (

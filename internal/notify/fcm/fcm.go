@@ -11,6 +11,8 @@
 // user's contacts; INVALID_ARGUMENT and SENDER_ID_MISMATCH are permanent;
 // QUOTA_EXCEEDED, UNAVAILABLE and INTERNAL are temporary and honour
 // Retry-After.
+//
+// [Client] is a notify.Provider for the push channel.
 package fcm
 
 import (

@@ -9,6 +9,8 @@
 // records the delivery as sent. An entry is keyed by notification, channel
 // and attempt number, so a job redelivered after a crash records nothing
 // new: the outbox receives each attempt exactly once.
+//
+// [Provider] is a notify.Provider for any channel.
 package outbox
 
 import (

@@ -2,7 +2,8 @@
 // request_id deduplication: one SET key value NX EX ttl per request, so
 // repeated requests are recognised across every Sluice node without a
 // database read. Redis may lose keys (a restart, an eviction); the record
-// store's unique request_id stays the safety net.
+// store's unique request_id stays the safety net. [Dedupe] implements
+// notify.Dedupe.
 package redisdedupe
 
 import (

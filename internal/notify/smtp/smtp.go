@@ -12,6 +12,8 @@
 // misconfigured, not the message: they are temporary, so the circuit
 // breaker opens and messages wait or fail over instead of being
 // dead-lettered one by one.
+//
+// [Client] is a notify.Provider for the email channel.
 package smtp
 
 import (

@@ -13,6 +13,9 @@
 // Errors are classified from Twilio's own codes: invalid or unroutable
 // numbers and opted-out recipients (21211, 21610, 21614 ...) are permanent;
 // 429, 5xx, 20429 and 30003 temporary, honouring Retry-After.
+//
+// [Client] is a notify.Provider for the sms channel and a
+// notify.CallbackParser for its delivery receipts.
 package twilio
 
 import (

@@ -16,6 +16,8 @@
 // followed). Targets that resolve to loopback, private, link-local or
 // unspecified addresses are refused, at connection time so DNS cannot
 // rebind around the check, unless AllowPrivate is set.
+//
+// [Provider] is a notify.Provider for the webhook channel.
 package webhook
 
 import (

@@ -1,6 +1,7 @@
 // Package rediscache is the shortener's shared second-level cache on Redis
 // or Valkey (standalone or Cluster): every node reads a link another node
-// already loaded without asking the database.
+// already loaded without asking the database. [Cache] implements
+// shorten.SharedCache.
 package rediscache
 
 import (
