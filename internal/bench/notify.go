@@ -29,7 +29,8 @@ const notifySample = 200
 // waits until every one is delivered. With NotifyMix all, no channels are
 // named: email, sms and push (three deliveries each). With
 // seeds, three in four name email and push and one in four email only:
-// the seeds' 1.75 provider calls per notification.
+// 1.75 provider calls per notification, the mix of the original design
+// (docs/benchmarks.md).
 func notify(ctx context.Context, s *Session) ([]Result, error) {
 	run := rand.Text()[:8]
 	before, err := s.delivered(ctx, "")
