@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/rueidis"
 )
 
 func TestSpawn(t *testing.T) {
@@ -112,4 +113,35 @@ func TestPostgresKeepsDataAcrossRestart(t *testing.T) {
 	p.Kill()
 	p.Start()
 	exec("DO $$ BEGIN IF (SELECT v FROM kept) <> 42 THEN RAISE 'lost'; END IF; END $$")
+}
+
+// TestRedisCluster starts a 3-master cluster and checks that a client sees
+// a Cluster and can write keys that land on different masters.
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := StartRedisCluster(t, 3, 0)
+	opt, err := rueidis.ParseURL(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opt.InitAddress) != 3 {
+		t.Errorf("URL %s names %d addresses, want 3", c.URL(), len(opt.InitAddress))
+	}
+	opt.DisableCache = true
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", c, err)
+	}
+	defer rc.Close()
+	if rc.Mode() != rueidis.ClientModeCluster {
+		t.Fatalf("client mode = %v, want cluster", rc.Mode())
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if err := rc.Do(t.Context(), rc.B().Set().Key(k).Value(k).Build()).Error(); err != nil {
+			t.Errorf("SET %s: %v", k, err)
+		}
+	}
+	if n := len(rc.Nodes()); n != 3 {
+		t.Errorf("client knows %d nodes, want 3", n)
+	}
 }

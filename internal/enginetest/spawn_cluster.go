@@ -1,0 +1,112 @@
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clusterTimeout bounds creating a cluster and waiting for it to agree.
+const clusterTimeout = 60 * time.Second
+
+// RedisCluster is a Redis Cluster run by one test: masters and their
+// replicas, each a [Process] on a spare loopback port, joined with
+// redis-cli --cluster create. Nodes lists the masters first, then the
+// replicas, in the order redis-cli was given them; after a failover a
+// listed master may have become a replica.
+type RedisCluster struct {
+	t       testing.TB
+	Nodes   []*Process
+	masters int
+}
+
+// StartRedisCluster runs masters cluster-enabled redis-servers plus
+// replicas replicas of each, joins them into one cluster covering every
+// slot, and returns once every node reports cluster_state:ok. Nodes time
+// out peers after 2 s (cluster-node-timeout 2000), so a replica takes over
+// a killed master within a few seconds. It skips the test (fails it when
+// CI=true) if redis-server or redis-cli is missing; the nodes are stopped
+// when the test ends.
+func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
+	t.Helper()
+	cli := findBinary(t, "redis-cli")
+	c := &RedisCluster{t: t, masters: masters}
+	for range masters * (1 + replicas) {
+		c.Nodes = append(c.Nodes, startProcess(t, spec{
+			name: "redis-server (cluster)",
+			path: "redis-server",
+			url:  func(addr string) string { return "redis://" + addr },
+			args: func(port int, dir, _ string) []string {
+				return []string{
+					"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+					"--save", "", "--appendonly", "no", "--dir", dir,
+					"--daemonize", "no", "--logfile", "",
+					"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+					"--cluster-node-timeout", "2000",
+				}
+			},
+			ready: redisReady,
+		}, t.TempDir()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	args := []string{"--cluster", "create"}
+	for _, n := range c.Nodes {
+		args = append(args, n.Addr())
+	}
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, n := range c.Nodes {
+		c.waitOK(ctx, cli, n)
+	}
+	return c
+}
+
+// waitOK polls n until it reports cluster_state:ok with every slot served.
+func (c *RedisCluster) waitOK(ctx context.Context, cli string, n *Process) {
+	c.t.Helper()
+	host, port, _ := strings.Cut(n.Addr(), ":")
+	var last string
+	for {
+		out, err := exec.CommandContext(ctx, cli, "-h", host, "-p", port, "cluster", "info").CombinedOutput()
+		last = string(out)
+		if err == nil && strings.Contains(last, "cluster_state:ok") && strings.Contains(last, "cluster_slots_ok:16384") {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("redis cluster node %s never reported cluster_state:ok:\n%s", n.Addr(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// URL names the cluster as rueidis.ParseURL reads it: the first master as
+// the seed and every other node as a repeated addr= parameter.
+func (c *RedisCluster) URL() string {
+	var b strings.Builder
+	b.WriteString("redis://" + c.Nodes[0].Addr())
+	for i, n := range c.Nodes[1:] {
+		b.WriteString(map[bool]string{true: "?", false: "&"}[i == 0])
+		b.WriteString("addr=" + n.Addr())
+	}
+	return b.String()
+}
+
+// Masters returns the nodes started as masters.
+func (c *RedisCluster) Masters() []*Process { return c.Nodes[:c.masters] }
+
+// String lists the nodes' addresses, for messages.
+func (c *RedisCluster) String() string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr()
+	}
+	return fmt.Sprintf("redis cluster %s", strings.Join(addrs, ","))
+}
