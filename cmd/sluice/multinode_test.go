@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,10 +29,20 @@ type cluster struct {
 // travelled by the push path.
 func startCluster(t *testing.T, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{pg: enginetest.StartPostgres(t), redis: enginetest.StartRedis(t), natsSrv: enginetest.StartNATS(t)}
-	flags := append([]string{"--database-url", c.pg.URL(), "--redis-url", c.redis.URL(), "--nats-url", c.natsSrv.URL(),
-		"--ratelimit-nodes", "3", "--ratelimit-refresh", "1h"}, extra...)
-	c.nodes = make([]*child, 3)
+	redis := enginetest.StartRedis(t)
+	c := startNodes(t, 3, redis.URL(), extra...)
+	c.redis = redis
+	return c
+}
+
+// startNodes starts a private PostgreSQL and NATS, then n nodes at once on
+// them and the Redis at redisURL (a server or a Cluster).
+func startNodes(t *testing.T, n int, redisURL string, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{pg: enginetest.StartPostgres(t), natsSrv: enginetest.StartNATS(t)}
+	flags := append([]string{"--database-url", c.pg.URL(), "--redis-url", redisURL, "--nats-url", c.natsSrv.URL(),
+		"--ratelimit-nodes", strconv.Itoa(n), "--ratelimit-refresh", "1h"}, extra...)
+	c.nodes = make([]*child, n)
 	var wg sync.WaitGroup
 	for i := range c.nodes {
 		dir := t.TempDir()
