@@ -63,8 +63,8 @@ func TestFailoverRequestErrorsAreNotOutages(t *testing.T) {
 	}
 }
 
-// A Redis error reply (here WRONGTYPE, from a key of the store's name
-// holding a string) is about the request, not an outage.
+// A Redis error reply (here WRONGTYPE, from a fixed window's key holding a
+// sorted set) is about the request, not an outage.
 func TestFailoverRedisErrorReplyIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
@@ -79,9 +79,9 @@ func TestFailoverRedisErrorReplyIsNotAnOutage(t *testing.T) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "sluicetest:failover:" + hex.EncodeToString(b[:]) + ":"
-	name := prefix + "{k}:p:l" // prefix{key}:policy:algorithm
+	name := prefix + "{k}:p:f" // prefix{key}:policy:algorithm
 	t.Cleanup(func() { client.Do(context.Background(), client.B().Del().Key(name).Build()) })
-	if err := client.Do(t.Context(), client.B().Set().Key(name).Value("not a sorted set").Build()).Error(); err != nil {
+	if err := client.Do(t.Context(), client.B().Zadd().Key(name).ScoreMember().ScoreMember(1, "not a window").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	primary, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
@@ -89,7 +89,7 @@ func TestFailoverRedisErrorReplyIsNotAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := limits.NewFailover(limits.FailoverOptions{Primary: primary})
-	p := &ratelimit.Policy{Name: "p", Algorithm: ratelimit.SlidingWindowLog, Limit: 10, Period: time.Minute}
+	p := &ratelimit.Policy{Name: "p", Algorithm: ratelimit.FixedWindow, Limit: 10, Period: time.Minute}
 	_, err = f.Allow(t.Context(), p, "k", 1)
 	if _, ok := rueidis.IsRedisErr(errors.Unwrap(err)); !ok || !f.Up() {
 		t.Errorf("Allow on a WRONGTYPE key = %v (up %v), want the Redis error reply and the store still up", err, f.Up())
