@@ -46,6 +46,12 @@ var (
 	// ErrNotConcurrency is returned by Acquire for a policy that is not a
 	// concurrency policy.
 	ErrNotConcurrency = errors.New("leases need a concurrency policy")
+	// ErrUnavailable is wrapped by a store's errors that mean its backing
+	// server could not be reached or could not serve at all (a refused or
+	// lost connection, a timeout, a server still loading its data): the
+	// same request may succeed later. Any other error is about the request
+	// itself. Callers that fall back while the store is down test for it.
+	ErrUnavailable = errors.New("rate limit store unavailable")
 )
 
 // maxExact is 2^53: every integer below it is exact in a float64, which is

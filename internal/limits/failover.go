@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,8 +33,9 @@ type FailoverOptions struct {
 	// back. If zero, 500ms.
 	ProbeInterval time.Duration
 	// IsFailure reports whether an error from Primary means it is
-	// unreachable (rather than a refused argument). If nil, every error but
-	// the ratelimit package's argument errors.
+	// unreachable (rather than a problem with the request). If nil, errors
+	// wrapping ratelimit.ErrUnavailable, network errors, lost connections
+	// and passed deadlines.
 	IsFailure func(error) bool
 	// Metrics is told fallback decisions (FellBack) and whether Primary
 	// answers (StoreUp). If nil, nothing is recorded.
@@ -81,14 +84,17 @@ func NewFailover(opts FailoverOptions) *Failover {
 	return f
 }
 
+// isStoreFailure reports whether err means Primary could not be reached
+// or could not serve (the store wraps ratelimit.ErrUnavailable, or the
+// error is a network error, a lost connection or a deadline passed),
+// rather than a problem with the request: an invalid policy or cost, a
+// duplicate check, a cancelled context, a Redis error reply such as a
+// script error or WRONGTYPE. Only the former trips the node onto local
+// limiters; the latter is the caller's answer.
 func isStoreFailure(err error) bool {
-	for _, arg := range []error{ratelimit.ErrInvalidCost, ratelimit.ErrCostExceedsLimit, ratelimit.ErrDuplicateCheck,
-		ratelimit.ErrInvalidPolicy, ratelimit.ErrReserveUnsupported, ratelimit.ErrNotConcurrency} {
-		if errors.Is(err, arg) {
-			return false
-		}
-	}
-	return true
+	var nerr net.Error
+	return errors.Is(err, ratelimit.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
 // Up reports whether Primary is in use.

@@ -2,7 +2,7 @@ package limits_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -38,7 +38,7 @@ func TestFailoverDownConformance(t *testing.T) {
 	})
 }
 
-var errDown = errors.New("store unreachable")
+var errDown = fmt.Errorf("dial redis: %w", ratelimit.ErrUnavailable)
 
 // downStore is a primary that is always unreachable.
 type downStore struct{}

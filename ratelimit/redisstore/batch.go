@@ -161,6 +161,13 @@ func (s *Store) command(g []*call, nowArg string, sha bool) rueidis.Completed {
 }
 
 func distribute(g []*call, res rueidis.RedisResult) {
+	if err := res.Error(); err != nil {
+		err = classify(err)
+		for _, c := range g {
+			c.err = err
+		}
+		return
+	}
 	vals, err := res.AsIntSlice()
 	if err == nil {
 		want := 1

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,5 +153,54 @@ func BenchmarkRedis(b *testing.B) {
 				})
 			})
 		})
+	}
+}
+
+// Checks per second of one key and of three keys in three Cluster slots,
+// on the test Redis and on a 3-master Cluster the benchmark starts, all
+// three on this machine; on the Cluster also three keys sharing one slot
+// through Options.HashTag. Every check is allowed. Results and the command
+// are in docs/benchmarks.md.
+//
+//	SLUICE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test -run '^$' -bench BenchmarkRedisCluster -benchtime 2s ./ratelimit/redisstore/
+func BenchmarkRedisCluster(b *testing.B) {
+	standalone := newClient(b)
+	cluster := newClusterClient(b)
+	policy := &ratelimit.Policy{Name: "bench", Algorithm: ratelimit.TokenBucket, Limit: 1_000_000, Period: time.Second}
+	servers := []struct {
+		name    string
+		client  rueidis.Client
+		hashTag func(string) string
+	}{
+		{"standalone", standalone, nil},
+		{"cluster", cluster, nil},
+		{"cluster-hashtag", cluster, func(key string) string { k, _, _ := strings.Cut(key, "/"); return k }},
+	}
+	for _, srv := range servers {
+		for _, keys := range []int{1, 3} {
+			if keys == 1 && srv.hashTag != nil {
+				continue
+			}
+			for _, callers := range benchCallers {
+				b.Run(fmt.Sprintf("server=%s/keys=%d/callers=%d", srv.name, keys, callers), func(b *testing.B) {
+					prefix := clusterPrefix()
+					if srv.client == standalone {
+						prefix = testPrefix(b, standalone) // the shared server: delete the keys afterwards
+					}
+					s, err := redisstore.New(srv.client, redisstore.Options{Prefix: prefix, HashTag: srv.hashTag})
+					if err != nil {
+						b.Fatal(err)
+					}
+					runCallers(b, callers, func(ctx context.Context, key string) error {
+						checks := []ratelimit.Check{{Policy: policy, Key: key, Cost: 1}, {Policy: policy, Key: key + "/2", Cost: 1}, {Policy: policy, Key: key + "/3", Cost: 1}}
+						ok, ds, err := ratelimit.AllowAll(ctx, s, checks[:keys])
+						if err == nil && !ok {
+							err = fmt.Errorf("refused: %+v", ds)
+						}
+						return err
+					})
+				})
+			}
+		}
 	}
 }

@@ -6,10 +6,12 @@
 -- ARGV[2]  number of policies; then per policy: algorithm ('b','g','f','c',
 --          'l','k'), limit, period µs, burst
 -- then     number of operations; then per operation: code ('a' allow
---          all-or-nothing, 'r' reserve, 'c' cancel, 'p' peek, 'x' reset,
---          'l' release), number of checks, and per check: policy index
---          (1-based), cost, extra (lease id for 'k' allows and releases,
---          max wait µs for 'r', until µs for 'c').
+--          all-or-nothing, 'e' evaluate only (as 'a', charging nothing),
+--          'u' refund an 'a' that was allowed, 'r' reserve, 'c' cancel,
+--          'p' peek, 'x' reset, 'l' release), number of checks, and per
+--          check: policy index (1-based), cost, extra (the entry id for 'l'
+--          and 'k' allows, refunds and releases; max wait µs for 'r'; until
+--          µs for 'c'; for 'f' and 'c' refunds, the refunded allow's now).
 -- KEYS: one per check, in order.
 -- Reply: now, then per operation: status (1 allowed), and per check:
 -- allowed, remaining, retry µs, reset µs, delay µs.
@@ -188,38 +190,110 @@ local function counter(p, st, cost)
   return v
 end
 
--- Sliding log and concurrency: a sorted set scored by when each unit of
--- cost stops counting. Returns the verdict, the (clamped) now and the count.
+-- Sliding log and concurrency: a sorted set with one member per admitted
+-- request (or lease), '<id>:<cost>', scored by when it stops counting, and
+-- one member '#<total>' scored -inf holding the others' total cost, so
+-- that a check's work depends neither on its cost nor on how many requests
+-- the window holds (dropping an entry costs once, when it ends).
+local function fmt(x) return string.format('%d', x) end
+
+local function costof(m) return tonumber(string.match(m, ':(%d+)$')) end
+
+local function total(key)
+  local t = redis.call('ZRANGE', key, 0, 0)
+  if t[1] and string.byte(t[1]) == 35 then return tonumber(string.sub(t[1], 2)) end
+  return 0
+end
+
+local function settotal(key, old, new)
+  if old == new then return end
+  if old > 0 then redis.call('ZREM', key, '#' .. fmt(old)) end
+  if new > 0 then redis.call('ZADD', key, '-inf', '#' .. fmt(new)) end
+end
+
+-- newest returns the latest end in the log, or 0 for an empty one.
+local function newest(key)
+  local t = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if t[1] and string.byte(t[1]) ~= 35 then return tonumber(t[2]) end
+  return 0
+end
+
+-- nth returns the end of the k-th unit of cost, counting from the oldest.
+local function nth(key, k, nw)
+  local cum, i = 0, 1
+  while true do
+    local page = redis.call('ZRANGE', key, i, i + 99, 'WITHSCORES')
+    if #page == 0 then return nw end
+    for j = 1, #page, 2 do
+      cum = cum + costof(page[j])
+      if cum >= k then return tonumber(page[j + 1]) end
+    end
+    i = i + 100
+  end
+end
+
+-- times evaluates a log or concurrency check after dropping the entries
+-- that no longer count. Returns the verdict, the (clamped) now and the total.
 local function times(p, key, cost)
   local n = now
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local nw = 0
-  if newest[2] then nw = tonumber(newest[2]) end
+  local nw = newest(key)
   if nw > n + p.period then n = nw - p.period end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', n)
-  local sum = redis.call('ZCARD', key)
+  local sum = total(key)
+  local gone = redis.call('ZRANGEBYSCORE', key, '(-inf', n)
+  if #gone > 0 then
+    local left = sum
+    for _, m in ipairs(gone) do left = left - costof(m) end
+    redis.call('ZREMRANGEBYSCORE', key, '(-inf', n)
+    settotal(key, sum, left)
+    sum = left
+  end
   if sum + cost <= p.limit then return { 1, p.limit - sum - cost, 0, p.period, 0 }, n, sum end
-  local k = sum + cost - p.limit
-  local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
-  return { 0, p.limit - sum, tonumber(kth[2]) - n, nw - n, 0 }, n, sum
+  return { 0, p.limit - sum, nth(key, sum + cost - p.limit, nw) - n, nw - n, 0 }, n, sum
 end
 
 local function push(p, key, n, sum, cost, id)
   local e = n + p.period
-  local args = {}
-  for i = 1, cost do
-    args[#args + 1] = e
-    if id ~= '' then
-      args[#args + 1] = id .. ':' .. i
-    else
-      args[#args + 1] = string.format('%d:%d', e, sum + i)
-    end
-    if #args >= 1000 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  redis.call('ZADD', key, e, id .. ':' .. fmt(cost))
+  settotal(key, sum, sum + cost)
   redis.call('PEXPIRE', key, math.max(1, cdiv(e - now, 1000)))
+end
+
+-- unpush removes entry id of cost, if it still counts.
+local function unpush(key, cost, id)
+  if redis.call('ZREM', key, id .. ':' .. fmt(cost)) == 1 then
+    local sum = total(key)
+    settotal(key, sum, math.max(0, sum - cost))
+  end
+end
+
+-- refund gives back what an allowed 'a' check charged, as far as it still
+-- counts: the bucket's level (up to its capacity), the window's count if
+-- the window (or, for the counter, the previous one) is the one charged at
+-- at, the log's or lease's entry.
+local function refund(p, key, cost, extra)
+  if p.alg == 'l' or p.alg == 'k' then
+    unpush(key, cost, extra)
+    return
+  end
+  local st = load(p, key)
+  if p.alg == 'b' or p.alg == 'g' then
+    local lvl = math.min(p.cap, level(p, st) + cost * p.unit)
+    setlevel(p, st, lvl)
+    save(p, key, st, now + cdiv(p.cap - lvl, p.rate))
+    return
+  end
+  local idx = fdiv(tonumber(extra), p.period)
+  roll(p, st)
+  if p.alg == 'f' then
+    local exp = now
+    if st.a == idx then st.b = math.max(0, st.b - cost) end
+    if st.b > 0 then exp = (st.a + 1) * p.period end
+    save(p, key, st, exp)
+    return
+  end
+  if st.a == idx then st.c = math.max(0, st.c - cost)
+  elseif st.a == idx + 1 then st.b = math.max(0, st.b - cost) end
+  save(p, key, st, now + counterreset(p, st))
 end
 
 -- step evaluates one check; st is consumed in place when allowed (scalars).
@@ -262,10 +336,7 @@ local function peek(p, key)
   else
     local sum = cp.sum
     v[2], v[4] = p.limit - sum, 0
-    if sum > 0 then
-      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-      v[4] = tonumber(newest[2]) - cp.n
-    end
+    if sum > 0 then v[4] = newest(key) - cp.n end
   end
   return v
 end
@@ -290,7 +361,7 @@ for _ = 1, nops do
     ki, ai = ki + 1, ai + 3
   end
   local status, vs = 1, {}
-  if code == 'a' or code == 'r' then
+  if code == 'a' or code == 'e' or code == 'r' then
     for i = 1, nchecks do
       local c = checks[i]
       c.st = load(c.p, c.key)
@@ -299,13 +370,11 @@ for _ = 1, nops do
       vs[i], c.exp = step(c.p, c.key, c.st, c.cost, code == 'r', maxwait)
       if vs[i][1] ~= 1 then status = 0 end
     end
-    if status == 1 then
+    if status == 1 and code ~= 'e' then
       for i = 1, nchecks do
         local c = checks[i]
         if c.p.alg == 'l' or c.p.alg == 'k' then
-          local id = ''
-          if c.p.alg == 'k' then id = c.extra end
-          push(c.p, c.key, c.st.n, c.st.sum, c.cost, id)
+          push(c.p, c.key, c.st.n, c.st.sum, c.cost, c.extra)
         else
           save(c.p, c.key, c.st, c.exp)
         end
@@ -323,11 +392,14 @@ for _ = 1, nops do
       setlevel(c.p, st, lvl)
       save(c.p, c.key, st, now + cdiv(c.p.cap - lvl, c.p.rate))
     end
+  elseif code == 'u' then
+    for i = 1, nchecks do
+      local c = checks[i]
+      refund(c.p, c.key, c.cost, c.extra)
+    end
   elseif code == 'l' then
     local c = checks[1]
-    local members = {}
-    for i = 1, c.cost do members[i] = c.extra .. ':' .. i end
-    redis.call('ZREM', c.key, unpack(members))
+    unpush(c.key, c.cost, c.extra)
   end
   no = no + 1
   out[no] = status

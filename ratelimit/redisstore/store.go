@@ -17,10 +17,20 @@
 //
 // Keys are named prefix{key}:policy:algorithm. The braces are a Cluster
 // hash tag: every policy of one key lives in one slot, so a multi-policy
-// check on one key is atomic on a Cluster too. A multi-key check across
-// different keys on a Cluster needs Options.HashTag to map those keys to
-// one tag; otherwise it fails with ErrCrossSlot. Standalone servers need
-// nothing.
+// check on one key is one script call on a Cluster too.
+//
+// A multi-key check whose keys lie in several Cluster slots is still
+// all-or-nothing, and no key ever admits more than its limit, but it is
+// not one atomic step: it runs one step per slot, in ascending slot order,
+// each a script call that charges its keys only if all of them fit; when
+// a step refuses, the earlier steps' charges are refunded before
+// AllowMulti returns (so a refused check leaves no charge), and when a
+// step fails (a lost connection), they are refunded as far as the server
+// answers. Meanwhile another check may be refused because of a charge
+// about to be refunded. Options.HashTag maps keys always checked together
+// to one slot, which makes such a check one script call again: one round
+// trip instead of one per slot, and no refusal caused by another check's
+// refunded charge. Standalone servers have one slot.
 package redisstore
 
 import (
@@ -30,7 +40,6 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,10 +55,6 @@ import (
 //go:embed ratelimit.lua
 var scriptSource string
 
-// ErrCrossSlot is returned for a multi-key check whose keys fall in
-// different Redis Cluster slots.
-var ErrCrossSlot = errors.New("redisstore: the keys of one check must share a Redis Cluster slot (see Options.HashTag)")
-
 // Options configures a Store.
 type Options struct {
 	// Prefix starts every key name, so several users of one server (or
@@ -57,9 +62,11 @@ type Options struct {
 	// "sluice:rl:" is used.
 	Prefix string
 	// HashTag, if set, returns the Cluster hash tag of a key in place of
-	// the key itself. Keys checked together in one multi-key check must map
-	// to one tag on a Cluster; the tag must be a pure function of the key
-	// and must not contain braces.
+	// the key itself, so that keys checked together in one multi-key check
+	// share a slot on a Cluster and take one script call instead of one per
+	// slot (see the package documentation). The tag must be a pure function
+	// of the key and must not contain braces. If nil, each key is its own
+	// tag.
 	HashTag func(key string) string
 	// MaxBatch caps how many operations one script call carries. If 0, 128.
 	MaxBatch int
@@ -128,7 +135,7 @@ func scriptSHA() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// algCode is the script's name of each algorithm; it also ends key names.
+// algCode is the script's name of each algorithm.
 func algCode(a ratelimit.Algorithm) string {
 	switch a {
 	case ratelimit.TokenBucket:
@@ -147,13 +154,23 @@ func algCode(a ratelimit.Algorithm) string {
 	return ""
 }
 
-// keyName returns the Redis key of key under p and its hash tag.
-func (s *Store) keyName(p *ratelimit.Policy, key string) (name, tag string) {
-	if s.hashTag == nil {
-		return s.prefix + "{" + key + "}:" + p.Name + ":" + algCode(p.Algorithm), key
+// keySuffix ends key names: the algorithm's code, in capitals for the
+// sorted sets of the log and concurrency limiters, whose members changed
+// form (one per request, not one per unit of cost), so that keys of the
+// old form are left to expire rather than misread.
+func keySuffix(a ratelimit.Algorithm) string {
+	if a == ratelimit.SlidingWindowLog || a == ratelimit.Concurrency {
+		return strings.ToUpper(algCode(a))
 	}
-	tag = s.hashTag(key)
-	return s.prefix + "{" + tag + "}:" + p.Name + ":" + algCode(p.Algorithm) + ":" + key, tag
+	return algCode(a)
+}
+
+// keyName returns the Redis key of key under p.
+func (s *Store) keyName(p *ratelimit.Policy, key string) string {
+	if s.hashTag == nil {
+		return s.prefix + "{" + key + "}:" + p.Name + ":" + keySuffix(p.Algorithm)
+	}
+	return s.prefix + "{" + s.hashTag(key) + "}:" + p.Name + ":" + keySuffix(p.Algorithm) + ":" + key
 }
 
 // call is one operation travelling in a batch.
@@ -164,7 +181,7 @@ type call struct {
 	slot   int // Cluster slot, or 0 on a standalone server
 
 	reply []int64 // status, then 5 per check
-	now   int64
+	now   int64   // the script's clock
 	err   error
 
 	wake  chan struct{} // one send: results are in, or lead is set
@@ -183,20 +200,20 @@ func newCall(code string, n int) *call {
 	return &call{code: code, keys: make([]string, 0, n), checks: make([]check, 0, n)}
 }
 
-// add appends one check; it returns ErrCrossSlot when a Cluster check
-// spans slots.
-func (s *Store) add(c *call, p *ratelimit.Policy, key string, cost int64, extra string) error {
-	name, _ := s.keyName(p, key)
-	if s.cluster {
-		slot := int(slotOf(name))
-		if len(c.keys) > 0 && slot != c.slot {
-			return ErrCrossSlot
-		}
-		c.slot = slot
+// slot returns the Cluster slot of a key name, or 0 on a standalone server.
+func (s *Store) slot(name string) int {
+	if !s.cluster {
+		return 0
 	}
+	return int(slotOf(name))
+}
+
+// add appends one check to c; every check of a call lies in one slot.
+func (s *Store) add(c *call, p *ratelimit.Policy, key string, cost int64, extra string) {
+	name := s.keyName(p, key)
+	c.slot = s.slot(name)
 	c.keys = append(c.keys, name)
 	c.checks = append(c.checks, check{policy: p, cost: strconv.FormatInt(cost, 10), extra: extra})
-	return nil
 }
 
 // decision returns the i-th check's decision.
@@ -231,17 +248,25 @@ func validate(p *ratelimit.Policy, cost int64) error {
 
 func (s *Store) single(ctx context.Context, code string, p *ratelimit.Policy, key string, cost int64, extra string) (*call, error) {
 	c := newCall(code, 1)
-	if err := s.add(c, p, key, cost, extra); err != nil {
-		return nil, err
-	}
+	s.add(c, p, key, cost, extra)
 	if err := s.do(ctx, c); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
+// newLease returns a new id for a lease or a sliding log entry.
 func (s *Store) newLease() string {
 	return s.leasePrefix + strconv.FormatUint(s.leaseSeq.Add(1), 36)
+}
+
+// entryID returns the id of a check's entry: one for the sorted sets of
+// the log and concurrency limiters, none for the others.
+func (s *Store) entryID(p *ratelimit.Policy) string {
+	if p.Algorithm == ratelimit.SlidingWindowLog || p.Algorithm == ratelimit.Concurrency {
+		return s.newLease()
+	}
+	return ""
 }
 
 // Allow implements ratelimit.Store.
@@ -249,20 +274,17 @@ func (s *Store) Allow(ctx context.Context, p *ratelimit.Policy, key string, cost
 	if err := validate(p, cost); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	extra := ""
-	if p.Algorithm == ratelimit.Concurrency {
-		extra = s.newLease()
-	}
-	c, err := s.single(ctx, "a", p, key, cost, extra)
+	c, err := s.single(ctx, "a", p, key, cost, s.entryID(p))
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
 	return c.decision(0), nil
 }
 
-// AllowMulti implements ratelimit.Store.
+// AllowMulti implements ratelimit.Store. Checks in one Cluster slot (every
+// check on a standalone server) are one script call; checks in several
+// slots follow the protocol in allowSlots.
 func (s *Store) AllowMulti(ctx context.Context, checks []ratelimit.Check) ([]ratelimit.Decision, error) {
-	c := newCall("a", len(checks))
 	for i, ch := range checks {
 		if err := validate(ch.Policy, ch.Cost); err != nil {
 			return nil, fmt.Errorf("check %d: %w", i, err)
@@ -272,20 +294,18 @@ func (s *Store) AllowMulti(ctx context.Context, checks []ratelimit.Check) ([]rat
 				return nil, fmt.Errorf("check %d: %w: policy %q key %q", i, ratelimit.ErrDuplicateCheck, ch.Policy.Name, ch.Key)
 			}
 		}
-		extra := ""
-		if ch.Policy.Algorithm == ratelimit.Concurrency {
-			extra = s.newLease()
-		}
-		if err := s.add(c, ch.Policy, ch.Key, ch.Cost, extra); err != nil {
-			return nil, fmt.Errorf("check %d: %w", i, err)
-		}
 	}
-	if err := s.do(ctx, c); err != nil {
-		return nil, err
-	}
+	steps := s.steps(checks)
 	out := make([]ratelimit.Decision, len(checks))
-	for i := range out {
-		out[i] = c.decision(i)
+	if len(steps) == 1 {
+		if err := s.do(ctx, steps[0].c); err != nil {
+			return nil, err
+		}
+		steps[0].decide(out)
+		return out, nil
+	}
+	if err := s.allowSlots(ctx, steps, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
