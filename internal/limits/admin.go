@@ -60,7 +60,8 @@ func (s *Service) BlockKey(ctx context.Context, req BlockRequest) (Block, error)
 		return Block{}, err
 	}
 	now := s.now().Truncate(time.Microsecond)
-	b := Block{Key: req.Key, Policy: req.Policy, Reason: req.Reason, CreatedAt: now, ExpiresAt: now.Add(req.Duration)}
+	b := Block{Key: req.Key, Policy: req.Policy, Domain: req.Domain, Reason: req.Reason, CreatedAt: now,
+		ExpiresAt: now.Add(req.Duration)}
 	if err := s.rules.opts.Store.PutBlock(ctx, b); err != nil {
 		return Block{}, fmt.Errorf("block key: %w", err)
 	}
@@ -71,10 +72,11 @@ func (s *Service) BlockKey(ctx context.Context, req BlockRequest) (Block, error)
 // Blocks returns the blocks in force.
 func (s *Service) Blocks() []Block { return s.rules.Blocks(s.now()) }
 
-// Unblock lifts key's blocks on every node: all of them when policy is nil,
-// else the one of *policy. NotFound when there was none.
-func (s *Service) Unblock(ctx context.Context, key string, policy *string) error {
-	n, err := s.rules.opts.Store.DeleteBlocks(ctx, key, policy)
+// Unblock lifts key's blocks on every node: all of them when policy and
+// domain are nil, else those of *policy and of *domain ("" for the block
+// of every policy, or without domain). NotFound when there was none.
+func (s *Service) Unblock(ctx context.Context, key string, policy, domain *string) error {
+	n, err := s.rules.opts.Store.DeleteBlocks(ctx, key, policy, domain)
 	if err != nil {
 		return fmt.Errorf("unblock key: %w", err)
 	}
