@@ -130,6 +130,7 @@ func (c *Client) Simulate(ctx context.Context, p *Policy, policyName string, req
 type Block struct {
 	Key       string    `json:"key"`
 	Policy    string    `json:"policy,omitempty"`
+	Domain    string    `json:"domain,omitempty"` // the Envoy domain of an entry_key=entry_value block
 	Reason    string    `json:"reason"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`

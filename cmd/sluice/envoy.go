@@ -5,13 +5,15 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/internal/limits"
 )
 
 // startEnvoy loads --envoy-config (a bad file stops serve, naming the
 // file), builds the Envoy rate limit service on the node's shared counter
-// store, and starts watching the file or folder. Without --envoy-config
-// the service still answers, OK with no limit for every domain.
-func (n *node) startEnvoy(ctx context.Context) (*envoyrls.Server, error) {
+// store and the rate limit rules' blocks, and starts watching the file or
+// folder. Without --envoy-config the service still answers, OK with no
+// limit for every domain, except for blocked descriptor entries.
+func (n *node) startEnvoy(ctx context.Context, limitRules *limits.Rules) (*envoyrls.Server, error) {
 	file := n.cfg.EnvoyConfig
 	var rules *envoyrls.Config
 	if file != "" {
@@ -20,7 +22,8 @@ func (n *node) startEnvoy(ctx context.Context) (*envoyrls.Server, error) {
 			return nil, fmt.Errorf("--envoy-config: %w", err)
 		}
 	}
-	srv, err := envoyrls.New(rules, envoyrls.Options{Store: n.counters, Logger: n.log, Registerer: n.reg})
+	srv, err := envoyrls.New(rules, envoyrls.Options{Store: n.counters, Logger: n.log, Registerer: n.reg,
+		Blocked: limitRules.EntryBlocked})
 	if err != nil {
 		return nil, err
 	}

@@ -155,7 +155,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, err
 	}
-	envoy, err := n.startEnvoy(ctx)
+	envoy, err := n.startEnvoy(ctx, limiter.Rules())
 	if err != nil {
 		return nil, err
 	}

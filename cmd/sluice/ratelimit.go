@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -43,12 +42,16 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 		}
 	}
 
-	bus := announce.New(n.queue.NATS(), n.queue.Name("ratelimit.rules.changed"))
-	stopListen, err := bus.Listen(func(string) { rules.Invalidate() })
+	ann := newRatelimitAnnouncer(n)
+	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: n.counters, Announce: ann.Announce,
+		Metrics: hooks, Logger: n.log})
 	if err != nil {
 		return nil, err
 	}
-	n.onStop("rate limit rules listener", func(context.Context) error { return stopListen() })
-	return limits.NewService(limits.Options{Rules: rules, Counters: n.counters, Announce: bus.Signal,
-		Metrics: hooks, Logger: n.log})
+	stopListen, err := ann.listen(svc)
+	if err != nil {
+		return nil, err
+	}
+	n.onStop("rate limit announcement listener", func(context.Context) error { return stopListen() })
+	return svc, nil
 }

@@ -165,3 +165,72 @@ func listenLocal(t *testing.T) net.Listener {
 	}
 	return ln
 }
+
+// TestHotKeysHearEveryChange runs two nodes on one PostgreSQL, Redis and
+// NATS, each remembering refused keys until their retry time (an hour
+// here): a key refused on A and reset on B, a limit raised on B, and a
+// block made then lifted on B all reach A within 1 s.
+func TestHotKeysHearEveryChange(t *testing.T) {
+	t.Parallel()
+	pg := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+	redis := enginetest.StartRedis(t)
+	nats := enginetest.StartNATS(t)
+	cfg := testConfig(t)
+	cfg.DatabaseURL, cfg.RedisURL, cfg.NATSURL = pg, redis.URL(), nats.URL()
+	cfg.Ratelimit.HotKeys = 1000
+	cfg.Ratelimit.RefreshInterval = time.Hour // only the push path can make it in time
+	a := startNode(t, cfg)
+	cfg.DataDir = t.TempDir()
+	b := startNode(t, cfg)
+
+	if code, body := send(t, "PUT", b.httpURL+"/v1/ratelimit/policies/hourly",
+		`{"algorithm":"fixed_window","limit":1,"period":"1h"}`); code != 201 {
+		t.Fatalf("PUT policy on B = %d %v", code, body)
+	}
+	check := func(n *testNode, key string) (bool, string) {
+		code, body := send(t, "POST", n.httpURL+"/v1/ratelimit/check", `{"policy":"hourly","key":"`+key+`"}`)
+		if code != 200 && code != 404 { // 404: the policy has not reached A yet
+			t.Fatalf("check = %d %v", code, body)
+		}
+		return code == 200 && body["allowed"] == true, fmt.Sprint(code, body)
+	}
+	eventually(t, time.Second, "A admits k once", func() (bool, string) { return check(a, "k") })
+	// Refused, and now remembered on A for an hour.
+	if ok, state := check(a, "k"); ok {
+		t.Fatalf("second check of k on A at 1 per hour admitted: %s", state)
+	}
+
+	start := time.Now()
+	if code, body := send(t, "DELETE", b.httpURL+"/v1/ratelimit/keys/hourly/k", ""); code != 204 {
+		t.Fatalf("reset on B = %d %v", code, body)
+	}
+	eventually(t, time.Second, "A admits k reset on B", func() (bool, string) { return check(a, "k") })
+	t.Logf("key reset on B admitted by A after %v", time.Since(start))
+
+	if ok, state := check(a, "k"); ok {
+		t.Fatalf("check of k on A after its one admission admitted: %s", state)
+	}
+	start = time.Now()
+	if code, body := send(t, "PUT", b.httpURL+"/v1/ratelimit/policies/hourly",
+		`{"algorithm":"fixed_window","limit":5,"period":"1h"}`); code != 200 {
+		t.Fatalf("raise the limit on B = %d %v", code, body)
+	}
+	eventually(t, time.Second, "A admits k under the limit raised on B", func() (bool, string) { return check(a, "k") })
+	t.Logf("limit raised on B admitted by A after %v", time.Since(start))
+
+	start = time.Now()
+	if code, body := send(t, "POST", b.httpURL+"/v1/ratelimit/blocks", `{"key":"j","duration":"10m","reason":"abuse"}`); code != 201 {
+		t.Fatalf("POST block on B = %d %v", code, body)
+	}
+	eventually(t, time.Second, "A refuses j blocked on B", func() (bool, string) {
+		ok, state := check(a, "j")
+		return !ok, state
+	})
+	t.Logf("block made on B enforced by A after %v", time.Since(start))
+	start = time.Now()
+	if code, body := send(t, "DELETE", b.httpURL+"/v1/ratelimit/blocks/j", ""); code != 204 {
+		t.Fatalf("DELETE block on B = %d %v", code, body)
+	}
+	eventually(t, time.Second, "A admits j unblocked on B", func() (bool, string) { return check(a, "j") })
+	t.Logf("block lifted on B no longer enforced by A after %v", time.Since(start))
+}

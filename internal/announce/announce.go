@@ -1,6 +1,7 @@
 // Package announce sends small announcements between Sluice nodes over
-// core NATS: "the rate limit rules changed, reload them" and "this short
-// link was deleted, drop it from your cache". Each is the push half of a
+// core NATS: "the rate limit rules changed, reload them", "this key was
+// reset, forget its remembered refusal" and "this short link was deleted,
+// drop it from your cache". Each is the push half of a
 // cache's freshness; the cache's own expiry (a periodic reload, a TTL) is
 // the other half, so delivery is best effort: a lost announcement costs
 // what no announcement would, a duplicate costs one reload or one cache
@@ -31,10 +32,14 @@ type Bus struct {
 func New(nc *nats.Conn, subject string) *Bus { return &Bus{nc: nc, subject: subject} }
 
 // Signal announces an event that carries no data, and returns once the
-// server has it, or ctx ends. Rate limit rule changes use it: the API
-// call that changed a rule answers after the other nodes can know.
-func (b *Bus) Signal(ctx context.Context) error {
-	if err := b.nc.Publish(b.subject, nil); err != nil {
+// server has it, or ctx ends.
+func (b *Bus) Signal(ctx context.Context) error { return b.Send(ctx, nil) }
+
+// Send announces data and returns once the server has it, or ctx ends.
+// Rate limit changes use it: the API call that changed a rule or reset a
+// key answers after the other nodes can know.
+func (b *Bus) Send(ctx context.Context, data []byte) error {
+	if err := b.nc.Publish(b.subject, data); err != nil {
 		return fmt.Errorf("announce on %s: %w", b.subject, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {

@@ -53,7 +53,8 @@ func startRuleNode(t *testing.T, dbPath, natsURL, prefix string) *ruleNode {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rules.Run(runCtx) }()
 	t.Cleanup(func() { _ = stop(); cancel(); <-done })
-	svc, err := limits.NewService(limits.Options{Rules: rules, Announce: bus.Signal,
+	svc, err := limits.NewService(limits.Options{Rules: rules,
+		Announce: func(ctx context.Context, _ limits.Change) error { return bus.Signal(ctx) },
 		Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ const (
 	refuse                // requests_per_unit 0: over its limit, no store needed
 	peek                  // hits_addend 0 or negative hits: reported, never charged
 	charge                // checked and charged in the request's atomic step
+	blocked               // carries an entry an emergency block refuses: over, no store needed
 )
 
 // item is one descriptor of a request.
@@ -34,7 +35,7 @@ type item struct {
 	key   string // peek and charge: the counter
 	cost  int64
 	check int                // charge: index into call.checks
-	d     ratelimit.Decision // refuse and peek
+	d     ratelimit.Decision // refuse, peek and blocked
 }
 
 // pending is one (policy, key) of the atomic step. Descriptors naming the
@@ -49,9 +50,10 @@ type pending struct {
 
 // call is one ShouldRateLimit call being decided.
 type call struct {
-	items  []item
-	checks []pending
-	passed bool // no enforced descriptor refused: the charges were taken
+	items   []item
+	checks  []pending
+	passed  bool // no enforced descriptor refused: the charges were taken
+	blocked bool // some descriptor is blocked
 
 	// Room for the usual few descriptors, so a call allocates once.
 	itemBuf   [4]item
@@ -92,7 +94,9 @@ func validateRequest(req *rlspb.RateLimitRequest) error {
 	return nil
 }
 
-// plan resolves every descriptor of req to its rule, cost and counter.
+// plan resolves every descriptor of req to its rule (none when d, the
+// request's domain, is not configured), cost and counter, or to the block
+// refusing it.
 func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
 	c := calls.Get().(*call)
 	c.checks = c.checkBuf[:0]
@@ -102,13 +106,23 @@ func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
 		c.items = make([]item, n)
 	}
 	var replaced map[string]bool
+	var now time.Time
+	if s.blocked != nil {
+		now = s.now()
+	}
 	for i, desc := range req.Descriptors {
-		r, err := d.ruleFor(desc)
-		if err != nil {
-			c.release()
-			return nil, fmt.Errorf("descriptor %d: %w", i, err)
+		var r *rule
+		if d != nil {
+			var err error
+			if r, err = d.ruleFor(desc); err != nil {
+				c.release()
+				return nil, fmt.Errorf("descriptor %d: %w", i, err)
+			}
 		}
 		c.items[i] = item{rule: r, desc: desc}
+		if s.blocked != nil {
+			c.block(&c.items[i], req.Domain, now, s.blocked)
+		}
 		if r != nil && len(r.replaces) > 0 {
 			if replaced == nil {
 				replaced = map[string]bool{}
@@ -122,8 +136,10 @@ func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
 	for i := range c.items {
 		it := &c.items[i]
 		r := it.rule
-		if r == nil || (r.limit.Name != "" && replaced[r.limit.Name]) {
-			it.rule = nil
+		if r != nil && r.limit.Name != "" && replaced[r.limit.Name] {
+			it.rule, r = nil, nil
+		}
+		if r == nil || it.kind == blocked {
 			continue
 		}
 		it.cost = hits
@@ -151,6 +167,23 @@ func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
 		p.never = p.check.Cost > p.check.Policy.MaxCost()
 	}
 	return c, nil
+}
+
+// block marks it blocked when one of its entries is, until the latest
+// block's end.
+func (c *call) block(it *item, domain string, now time.Time,
+	blockedFn func(domain, key, value string, now time.Time) (time.Time, bool)) {
+	var until time.Time
+	for _, e := range it.desc.Entries {
+		if u, ok := blockedFn(domain, e.Key, e.Value, now); ok && u.After(until) {
+			until = u
+		}
+	}
+	if until.After(now) {
+		left := until.Sub(now)
+		it.kind, it.d = blocked, ratelimit.Decision{RetryAfter: left, ResetAfter: left}
+		c.blocked = true
+	}
 }
 
 // add puts a charged item in the atomic step, merging it with an earlier
@@ -182,7 +215,7 @@ func (s *Server) windowLeft(period time.Duration) time.Duration {
 // decide charges the request's counters, all or none, and fills in every
 // decision. It returns an error only when the atomic step failed.
 func (s *Server) decide(ctx context.Context, c *call) error {
-	enforcedNever := false
+	enforcedNever := c.blocked
 	for _, it := range c.items {
 		if it.kind == refuse && !it.rule.shadow {
 			enforcedNever = true

@@ -42,6 +42,14 @@
 // would-be refusal is counted in metrics, charges nothing on its own key,
 // and lets the other descriptors through.
 //
+// # Blocks
+//
+// Options.Blocked is asked about every entry of every request, in
+// configured domains and others: a descriptor carrying a blocked entry
+// answers OVER_LIMIT until the block ends, whatever its counters say, and
+// its request charges nothing, as for any refused request. Sluice hands
+// in the emergency blocks of the HTTP API (limits.Rules.EntryBlocked).
+//
 // Counters are kept per rule and per full descriptor (domain and every
 // key and value, the way envoyproxy/ratelimit builds its cache keys), under
 // a ratelimit.Policy whose Name carries the domain, the rule's path and its

@@ -9,7 +9,7 @@ import (
 // configured domains unless an operator asks for more.
 type metrics struct {
 	requests, overLimit, nearLimit, shadowOver *prometheus.CounterVec
-	storeErrors                                *prometheus.CounterVec
+	storeErrors, blocked                       *prometheus.CounterVec
 	reloads, reloadFailures                    prometheus.Counter
 }
 
@@ -22,8 +22,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, labels),
 		overLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_envoy_over_limit_total",
-			Help: "Descriptors answered OVER_LIMIT.",
+			Help: "Descriptors answered OVER_LIMIT by their limit (blocked ones are counted in sluice_envoy_blocked_total).",
 		}, labels),
+		blocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_envoy_blocked_total",
+			Help: "Descriptors answered OVER_LIMIT by an emergency block, by domain (\"\" for domains without configuration).",
+		}, []string{"domain"}),
 		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_envoy_near_limit_total",
 			Help: "Descriptors allowed with less than the near-limit share of their allowance left.",
@@ -46,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.overLimit, m.nearLimit, m.shadowOver, m.storeErrors, m.reloads, m.reloadFailures)
+		reg.MustRegister(m.requests, m.overLimit, m.nearLimit, m.shadowOver, m.storeErrors, m.blocked, m.reloads, m.reloadFailures)
 	}
 	return m
 }
@@ -56,6 +60,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 type series struct {
 	domain                                     string
 	requests, overLimit, nearLimit, shadowOver prometheus.Counter
+	blocked                                    prometheus.Counter
 }
 
 func (m *metrics) series(domain, descriptor string) *series {
@@ -65,5 +70,6 @@ func (m *metrics) series(domain, descriptor string) *series {
 		overLimit:  m.overLimit.WithLabelValues(domain, descriptor),
 		nearLimit:  m.nearLimit.WithLabelValues(domain, descriptor),
 		shadowOver: m.shadowOver.WithLabelValues(domain, descriptor),
+		blocked:    m.blocked.WithLabelValues(domain),
 	}
 }

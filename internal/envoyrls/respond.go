@@ -8,6 +8,7 @@ import (
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/ratelimit"
@@ -43,8 +44,11 @@ func newResponse(n int) *rlspb.RateLimitResponse {
 	return resp
 }
 
-// respond fills resp from a decided call and counts it in metrics.
-func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series) {
+// respond fills resp from a decided call and counts it in metrics: ser
+// is the domain's series (nil for an unconfigured domain, whose
+// descriptors are all unlimited or blocked), blockedC the counter of its
+// blocked descriptors.
+func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series, blockedC prometheus.Counter) {
 	var worst *item
 	var worstD ratelimit.Decision
 	var durs []durationpb.Duration
@@ -52,6 +56,25 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series) {
 		it := &c.items[i]
 		st := resp.Statuses[i]
 		if it.kind == noLimit {
+			continue
+		}
+		if it.kind == blocked {
+			// Over whatever the counters say: the limit that would apply,
+			// none left, and the block's end as the reset.
+			blockedC.Inc()
+			st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+			if it.rule != nil {
+				st.CurrentLimit = it.rule.limit
+			}
+			if durs == nil {
+				durs = make([]durationpb.Duration, len(c.items))
+			}
+			durs[i].Seconds = ceilSeconds(it.d.RetryAfter)
+			st.DurationUntilReset = &durs[i]
+			if worst == nil || tighter(it.d, worstD) {
+				worst, worstD = it, it.d
+			}
 			continue
 		}
 		m := ser
@@ -86,7 +109,12 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series) {
 			worst, worstD = it, d
 		}
 	}
-	if worst != nil {
+	switch {
+	case worst == nil:
+	case worst.rule == nil: // blocked, no limit to describe
+		resp.ResponseHeadersToAdd = []*corepb.HeaderValue{{Key: "Retry-After",
+			Value: strconv.FormatInt(max(1, ceilSeconds(worstD.RetryAfter)), 10)}}
+	default:
 		resp.ResponseHeadersToAdd = headers(worst.rule, worstD, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT)
 	}
 }

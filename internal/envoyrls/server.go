@@ -49,6 +49,14 @@ type Options struct {
 	// descriptor counts as near its limit. If 0, 0.8 is used, as in
 	// envoyproxy/ratelimit.
 	NearLimitRatio float64
+	// Blocked reports whether an emergency block refuses requests in
+	// domain carrying the descriptor entry key=value at now, and until
+	// when. It is asked for every entry of every request, configured
+	// domain or not, so it must be quick and not allocate; Sluice hands in
+	// limits.Rules.EntryBlocked. A blocked descriptor answers OVER_LIMIT
+	// until the block ends, and its request charges nothing. If nil,
+	// nothing is blocked.
+	Blocked func(domain, key, value string, now time.Time) (until time.Time, blocked bool)
 }
 
 // Server implements envoy.service.ratelimit.v3.RateLimitService. It is safe
@@ -62,7 +70,10 @@ type Server struct {
 	now        func() time.Time
 	failClosed bool
 	nearRatio  float64
+	blocked    func(domain, key, value string, now time.Time) (time.Time, bool)
 	m          *metrics
+	// unknownBlocked counts blocked descriptors of unconfigured domains.
+	unknownBlocked prometheus.Counter
 
 	state atomic.Pointer[state]
 
@@ -90,8 +101,10 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		now:        opts.Now,
 		failClosed: opts.FailClosed,
 		nearRatio:  opts.NearLimitRatio,
+		blocked:    opts.Blocked,
 		m:          newMetrics(opts.Registerer),
 	}
+	s.unknownBlocked = s.m.blocked.WithLabelValues("")
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -150,7 +163,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	st := s.state.Load()
 	d := st.cfg.domains[req.Domain]
 	resp := newResponse(len(req.Descriptors))
-	if d == nil {
+	if d == nil && s.blocked == nil {
 		return resp, nil
 	}
 	c, err := s.plan(d, req)
@@ -158,6 +171,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	defer c.release()
+	if d == nil && !c.blocked {
+		return resp, nil // unknown domain: OK with no limit
+	}
 	if err := s.decide(ctx, c); err != nil {
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
@@ -170,7 +186,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		s.failOpen(c, resp)
 		return resp, nil
 	}
-	s.respond(c, resp, st.series[d])
+	ser, blocked := st.series[d], s.unknownBlocked
+	if ser != nil {
+		blocked = ser.blocked
+	}
+	s.respond(c, resp, ser, blocked)
 	return resp, nil
 }
 

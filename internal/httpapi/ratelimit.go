@@ -23,7 +23,7 @@ type Ratelimiter interface {
 	DeletePolicy(ctx context.Context, name string) error
 	BlockKey(ctx context.Context, req limits.BlockRequest) (limits.Block, error)
 	Blocks() []limits.Block
-	Unblock(ctx context.Context, key string, policy *string) error
+	Unblock(ctx context.Context, key string, policy, domain *string) error
 }
 
 func (s *Server) registerRatelimit() {

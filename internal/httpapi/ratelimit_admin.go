@@ -114,6 +114,7 @@ func deletePolicy(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error 
 type blockBody struct {
 	Key      string `json:"key"`
 	Policy   string `json:"policy,omitempty"`
+	Domain   string `json:"domain,omitempty"`
 	Duration string `json:"duration"`
 	Reason   string `json:"reason"`
 }
@@ -121,13 +122,15 @@ type blockBody struct {
 type blockJSON struct {
 	Key       string    `json:"key"`
 	Policy    string    `json:"policy,omitempty"`
+	Domain    string    `json:"domain,omitempty"`
 	Reason    string    `json:"reason"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
 func toBlockJSON(b limits.Block) blockJSON {
-	return blockJSON{Key: b.Key, Policy: b.Policy, Reason: b.Reason, CreatedAt: b.CreatedAt.UTC(), ExpiresAt: b.ExpiresAt.UTC()}
+	return blockJSON{Key: b.Key, Policy: b.Policy, Domain: b.Domain, Reason: b.Reason, CreatedAt: b.CreatedAt.UTC(),
+		ExpiresAt: b.ExpiresAt.UTC()}
 }
 
 func createBlock(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
@@ -135,7 +138,7 @@ func createBlock(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	req := limits.BlockRequest{Key: body.Key, Policy: body.Policy, Reason: body.Reason}
+	req := limits.BlockRequest{Key: body.Key, Policy: body.Policy, Domain: body.Domain, Reason: body.Reason}
 	if body.Duration == "" {
 		return apperr.Fields(apperr.Unprocessable, "the block is invalid",
 			[]apperr.FieldError{{Field: "duration", Detail: "is required, e.g. \"15m\""}})
@@ -165,12 +168,15 @@ func listBlocks(rl Ratelimiter, w http.ResponseWriter, _ *http.Request) error {
 }
 
 func deleteBlock(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
-	var policy *string
-	if r.URL.Query().Has("policy") {
-		p := r.URL.Query().Get("policy")
-		policy = &p
+	q := r.URL.Query()
+	param := func(name string) *string {
+		if !q.Has(name) {
+			return nil
+		}
+		v := q.Get(name)
+		return &v
 	}
-	if err := rl.Unblock(r.Context(), r.PathValue("key"), policy); err != nil {
+	if err := rl.Unblock(r.Context(), r.PathValue("key"), param("policy"), param("domain")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

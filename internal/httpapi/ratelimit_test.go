@@ -124,6 +124,9 @@ func TestRatelimitBadInput(t *testing.T) {
 		{"simulate bad cost", "POST", "/v1/ratelimit/simulate", `{"policy_name":"free","requests":[{"at_ms":0,"key":"k","cost":0}]}`, 400, "requests[0].cost"},
 		{"unknown key policy", "GET", "/v1/ratelimit/keys/nope/k", "", 404, ""},
 		{"unblock unblocked", "DELETE", "/v1/ratelimit/blocks/k", "", 404, ""},
+		{"domain without an entry key", "POST", "/v1/ratelimit/blocks", `{"key":"203.0.113.9","domain":"edge","duration":"1m"}`, 422, "domain"},
+		{"domain with an empty entry value", "POST", "/v1/ratelimit/blocks", `{"key":"remote_address=","domain":"edge","duration":"1m"}`, 422, "domain"},
+		{"domain with a policy", "POST", "/v1/ratelimit/blocks", `{"key":"remote_address=203.0.113.9","domain":"edge","policy":"free","duration":"1m"}`, 422, "policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,6 +202,39 @@ func TestSimulateEndpoint(t *testing.T) {
 	}
 	if resp := b.do(call{method: "GET", path: "/v1/ratelimit/keys/free/a"}); decode[map[string]any](t, resp)["remaining"] != 60.0 {
 		t.Error("simulate touched live state")
+	}
+}
+
+// TestEnvoyBlocks: a block of a descriptor entry in one domain is listed
+// with its domain, does not refuse HTTP checks of the same key, and is
+// lifted by domain.
+func TestEnvoyBlocks(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	for _, body := range []string{
+		`{"key":"remote_address=203.0.113.9","domain":"edge","duration":"15m","reason":"scraper"}`,
+		`{"key":"remote_address=203.0.113.9","duration":"5m","reason":"everywhere"}`,
+	} {
+		if resp := b.do(call{method: "POST", path: "/v1/ratelimit/blocks", body: body}); resp.StatusCode != 201 {
+			t.Fatalf("POST block %s = %d, want 201", body, resp.StatusCode)
+		}
+	}
+	list := decode[struct{ Items []map[string]any }](t, b.do(call{method: "GET", path: "/v1/ratelimit/blocks"}))
+	if len(list.Items) != 2 || list.Items[0]["domain"] != nil || list.Items[1]["domain"] != "edge" ||
+		list.Items[1]["key"] != "remote_address=203.0.113.9" {
+		t.Errorf("blocks = %+v, want the one without domain, then the one in edge", list.Items)
+	}
+	if resp := b.do(call{method: "DELETE", path: "/v1/ratelimit/blocks/remote_address=203.0.113.9?domain="}); resp.StatusCode != 204 {
+		t.Errorf("DELETE the block without domain = %d, want 204", resp.StatusCode)
+	}
+	check := decode[checkResponse](t, b.do(call{method: "POST", path: "/v1/ratelimit/check",
+		body: `{"policy":"free","key":"remote_address=203.0.113.9"}`}))
+	if !check.Allowed || check.DecidedBy != "rule" {
+		t.Errorf("HTTP check of a key blocked in an Envoy domain = %+v, want allowed by the rule", check)
+	}
+	list = decode[struct{ Items []map[string]any }](t, b.do(call{method: "GET", path: "/v1/ratelimit/blocks"}))
+	if len(list.Items) != 1 || list.Items[0]["domain"] != "edge" {
+		t.Errorf("blocks after lifting the one without domain = %+v, want the one in edge", list.Items)
 	}
 }
 

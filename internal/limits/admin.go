@@ -38,7 +38,7 @@ func (s *Service) PutPolicy(ctx context.Context, p NamedPolicy) (created bool, e
 	if err != nil {
 		return false, fmt.Errorf("put policy %q: %w", p.Name, err)
 	}
-	s.changed(ctx)
+	s.changed(ctx, p.Name)
 	return created, nil
 }
 
@@ -50,7 +50,7 @@ func (s *Service) DeletePolicy(ctx context.Context, name string) error {
 	if err := s.rules.opts.Store.DeletePolicy(ctx, name); err != nil {
 		return fmt.Errorf("delete policy %q: %w", name, err)
 	}
-	s.changed(ctx)
+	s.changed(ctx, name)
 	return nil
 }
 
@@ -60,44 +60,42 @@ func (s *Service) BlockKey(ctx context.Context, req BlockRequest) (Block, error)
 		return Block{}, err
 	}
 	now := s.now().Truncate(time.Microsecond)
-	b := Block{Key: req.Key, Policy: req.Policy, Reason: req.Reason, CreatedAt: now, ExpiresAt: now.Add(req.Duration)}
+	b := Block{Key: req.Key, Policy: req.Policy, Domain: req.Domain, Reason: req.Reason, CreatedAt: now,
+		ExpiresAt: now.Add(req.Duration)}
 	if err := s.rules.opts.Store.PutBlock(ctx, b); err != nil {
 		return Block{}, fmt.Errorf("block key: %w", err)
 	}
-	s.changed(ctx)
+	s.changed(ctx, "")
 	return b, nil
 }
 
 // Blocks returns the blocks in force.
 func (s *Service) Blocks() []Block { return s.rules.Blocks(s.now()) }
 
-// Unblock lifts key's blocks on every node: all of them when policy is nil,
-// else the one of *policy. NotFound when there was none.
-func (s *Service) Unblock(ctx context.Context, key string, policy *string) error {
-	n, err := s.rules.opts.Store.DeleteBlocks(ctx, key, policy)
+// Unblock lifts key's blocks on every node: all of them when policy and
+// domain are nil, else those of *policy and of *domain ("" for the block
+// of every policy, or without domain). NotFound when there was none.
+func (s *Service) Unblock(ctx context.Context, key string, policy, domain *string) error {
+	n, err := s.rules.opts.Store.DeleteBlocks(ctx, key, policy, domain)
 	if err != nil {
 		return fmt.Errorf("unblock key: %w", err)
 	}
-	s.changed(ctx)
+	s.changed(ctx, "")
 	if n == 0 {
 		return apperr.New(apperr.NotFound, "no block on key %q", key)
 	}
 	return nil
 }
 
-// changed reloads this node's rules at once and announces the change to
-// the others. Failures are logged: the write is done, and the periodic
-// refresh will catch up.
-func (s *Service) changed(ctx context.Context) {
+// changed reloads this node's rules at once and announces the change of
+// policy (or of the blocks, policy empty) to every node. Failures are
+// logged: the write is done, and the periodic refresh will catch up.
+func (s *Service) changed(ctx context.Context, policy string) {
 	ctx = context.WithoutCancel(ctx)
 	if err := s.rules.Load(ctx); err != nil {
 		s.log.Warn("reloading rate limit rules after a change failed", slog.Any("error", err))
 	}
-	if s.announce != nil {
-		if err := s.announce(ctx); err != nil {
-			s.log.Warn("announcing a rate limit rule change failed; other nodes catch up at their next refresh", slog.Any("error", err))
-		}
-	}
+	s.tell(ctx, Change{Kind: RulesChanged, Policy: policy})
 }
 
 // MaxSimRequests bounds one simulation.

@@ -28,9 +28,11 @@
 // ([Rules.Run]); state lives in a ratelimit.Store (memory, or Redis shared
 // by every node). A check reads the cache and makes one store call, never a
 // database query. A change made through a [Service] is applied to its own
-// cache at once and announced to the other nodes (Options.Announce), which
-// refresh within milliseconds; the periodic refresh is the fallback when an
-// announcement is lost.
+// cache at once and announced to the other nodes (Options.Announce, a
+// [Change]), which refresh within milliseconds ([Service.Heard]); the
+// periodic refresh is the fallback when an announcement is lost. Resets
+// are announced too, so that no node's [HotKeys] goes on refusing a key
+// whose counters are gone.
 //
 // Policies come from three places, later ones hiding earlier ones of the
 // same name: the defaults shipped in the database by its migration (free,

@@ -17,7 +17,9 @@ const DefaultHotKeys = 100_000
 // nothing. Its refusals are exact because a refused request consumes
 // nothing and nothing else gives capacity back before RetryAfter, except a
 // Reset or a cancelled reservation (which clear the remembered refusal on
-// this node) and a policy change (whose remembered refusals are dropped).
+// this node, and a reset on every node through Service.Heard) and a policy
+// change (a refusal is answered only for the very policy it was made
+// under, and Service.Heard drops the changed policy's refusals).
 // A request asking for another cost than the refused one (whose RetryAfter
 // would differ), or a concurrency policy (whose slots come back on
 // release), always goes to the store.
@@ -48,7 +50,10 @@ type hotEntry struct {
 	d      ratelimit.Decision
 }
 
-var _ ratelimit.Store = (*HotKeys)(nil)
+var (
+	_ ratelimit.Store = (*HotKeys)(nil)
+	_ Forgetter       = (*HotKeys)(nil)
+)
 
 // NewHotKeys wraps next, remembering at most max refused keys (if max <= 0,
 // DefaultHotKeys). now is the clock; if nil, time.Now.
@@ -167,16 +172,29 @@ func (h *HotKeys) Peek(ctx context.Context, p *ratelimit.Policy, key string) (ra
 	return h.next.Peek(ctx, p, key)
 }
 
-// forget drops the remembered refusal of key under the named policy.
-func (h *HotKeys) forget(policy, key string) {
+// Forget drops the remembered refusal of key under the named policy.
+// Service.Heard calls it when any node resets the key.
+func (h *HotKeys) Forget(policy, key string) {
 	h.mu.Lock()
 	delete(h.m, hotKey{policy, key})
 	h.mu.Unlock()
 }
 
+// ForgetPolicy drops the remembered refusals of every key of the named
+// policy. Service.Heard calls it when any node changes the policy.
+func (h *HotKeys) ForgetPolicy(policy string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.m {
+		if k.policy == policy {
+			delete(h.m, k)
+		}
+	}
+}
+
 // Reset implements ratelimit.Store, forgetting the remembered refusal.
 func (h *HotKeys) Reset(ctx context.Context, p *ratelimit.Policy, key string) error {
-	h.forget(p.Name, key)
+	h.Forget(p.Name, key)
 	return h.next.Reset(ctx, p, key)
 }
 
@@ -189,7 +207,7 @@ func (h *HotKeys) Reserve(ctx context.Context, p *ratelimit.Policy, key string, 
 // refusal: the cancelled capacity may make it wrong.
 func (h *HotKeys) CancelReservation(ctx context.Context, r ratelimit.Reservation) error {
 	if r.Policy != nil {
-		h.forget(r.Policy.Name, r.Key)
+		h.Forget(r.Policy.Name, r.Key)
 	}
 	return h.next.CancelReservation(ctx, r)
 }

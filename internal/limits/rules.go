@@ -23,12 +23,14 @@ type RuleStore interface {
 	DeletePolicy(ctx context.Context, name string) error
 	// ListBlocks returns the blocks still active at now.
 	ListBlocks(ctx context.Context, now time.Time) ([]Block, error)
-	// PutBlock creates or replaces the block of (b.Key, b.Policy).
+	// PutBlock creates or replaces the block of (b.Key, b.Policy,
+	// b.Domain).
 	PutBlock(ctx context.Context, b Block) error
-	// DeleteBlocks deletes key's blocks: every one when policy is nil,
-	// else the one of *policy (""is the every-policy block). It returns
-	// how many it deleted.
-	DeleteBlocks(ctx context.Context, key string, policy *string) (int, error)
+	// DeleteBlocks deletes key's blocks: every one when policy and domain
+	// are nil, else those of *policy ("" is the every-policy block) and
+	// of *domain ("" is the block without domain). It returns how many it
+	// deleted.
+	DeleteBlocks(ctx context.Context, key string, policy, domain *string) (int, error)
 }
 
 // DefaultRefresh is how often the retriever reloads rules when no change
@@ -60,9 +62,13 @@ type entry struct {
 // snapshot is one immutable version of the rules.
 type snapshot struct {
 	policies map[string]*entry
-	blocks   map[string][]Block // by key
+	blocks   map[string][]Block     // by key
+	entries  map[blockEntry][]Block // Envoy's: by descriptor entry
 	version  uint64
 }
+
+// blockEntry is the Envoy descriptor entry a block refuses.
+type blockEntry struct{ key, value string }
 
 // Rules is the in-memory cache of policies and blocks that every check
 // reads, kept current by Run. It is safe for concurrent use; build it with
@@ -110,7 +116,8 @@ func newEntry(p NamedPolicy, src Source) *entry {
 // install makes a new snapshot of stored policies and blocks plus the
 // configured policies current.
 func (r *Rules) install(stored []NamedPolicy, blocks []Block) {
-	s := &snapshot{policies: make(map[string]*entry, len(stored)+len(r.config)), blocks: map[string][]Block{}}
+	s := &snapshot{policies: make(map[string]*entry, len(stored)+len(r.config)), blocks: map[string][]Block{},
+		entries: map[blockEntry][]Block{}}
 	for _, p := range stored {
 		s.policies[p.Name] = newEntry(p, FromDatabase)
 	}
@@ -119,6 +126,9 @@ func (r *Rules) install(stored []NamedPolicy, blocks []Block) {
 	}
 	for _, b := range blocks {
 		s.blocks[b.Key] = append(s.blocks[b.Key], b)
+		if k, v, ok := b.Entry(); ok {
+			s.entries[blockEntry{k, v}] = append(s.entries[blockEntry{k, v}], b)
+		}
 	}
 	s.version = r.version.Add(1)
 	r.cur.Store(s)
@@ -198,7 +208,7 @@ func (r *Rules) Policies() ([]NamedPolicy, []Source) {
 	return ps, srcs
 }
 
-// Blocks returns the blocks active at now, by key then policy.
+// Blocks returns the blocks active at now, by key, policy then domain.
 func (r *Rules) Blocks(now time.Time) []Block {
 	var out []Block
 	for _, bs := range r.cur.Load().blocks {
@@ -209,7 +219,7 @@ func (r *Rules) Blocks(now time.Time) []Block {
 		}
 	}
 	slices.SortFunc(out, func(a, b Block) int {
-		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Policy, b.Policy))
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Domain, b.Domain))
 	})
 	return out
 }
@@ -225,6 +235,24 @@ func (r *Rules) block(key, policy string, now time.Time) (Block, bool) {
 		}
 	}
 	return found, ok
+}
+
+// EntryBlocked reports whether an active block refuses Envoy requests in
+// domain carrying the descriptor entry key=value, and until when (the
+// latest expiry of those that do). It reads the in-memory rules and does
+// not allocate, so the Envoy service asks it for every entry of every
+// request.
+func (r *Rules) EntryBlocked(domain, key, value string, now time.Time) (until time.Time, blocked bool) {
+	s := r.cur.Load()
+	if len(s.entries) == 0 {
+		return time.Time{}, false
+	}
+	for _, b := range s.entries[blockEntry{key, value}] {
+		if (b.Domain == "" || b.Domain == domain) && b.Active(now) && b.ExpiresAt.After(until) {
+			until, blocked = b.ExpiresAt, true
+		}
+	}
+	return until, blocked
 }
 
 // FailsClosed reports whether the named policy refuses while its store is

@@ -26,12 +26,16 @@ type Options struct {
 	// Rules is the rules cache. Required.
 	Rules *Rules
 	// Counters keeps rate limit state: a MemoryStore, or the Redis store
-	// wrapped in Failover (and HotKeys). Required.
+	// wrapped in Failover (and HotKeys). Required. When it implements
+	// [Forgetter], Heard tells it about resets and policy changes.
 	Counters ratelimit.Store
-	// Announce tells the other nodes that the rules changed, after this
-	// node has reloaded them. If nil, other nodes notice at their next
-	// periodic refresh.
-	Announce func(ctx context.Context) error
+	// Announce tells every node, this one included, about a change: after
+	// a rule change this node has already reloaded its rules, after a
+	// reset the store no longer holds the key's counters. Each node
+	// applies it with Heard. If nil, other nodes notice rule changes at
+	// their next periodic refresh and resets at their remembered refusals'
+	// retry time.
+	Announce func(ctx context.Context, c Change) error
 	// Metrics records decisions. If nil, nothing is recorded.
 	Metrics *Metrics
 	// Logger receives shadow-mode refusals (at most one line per policy
@@ -46,7 +50,8 @@ type Options struct {
 type Service struct {
 	rules    *Rules
 	counters ratelimit.Store
-	announce func(ctx context.Context) error
+	announce func(ctx context.Context, c Change) error
+	forget   Forgetter // nil: Counters remember nothing
 	metrics  *Metrics
 	log      *slog.Logger
 	now      func() time.Time
@@ -66,6 +71,7 @@ func NewService(opts Options) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.forget, _ = opts.Counters.(Forgetter)
 	s.logLimit = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: s.now, Shards: 1})
 	return s, nil
 }
@@ -330,7 +336,8 @@ func (s *Service) Peek(ctx context.Context, policy, key string) (Result, error) 
 	return r, nil
 }
 
-// Reset forgets key's counters under policy.
+// Reset forgets key's counters under policy, and announces it so that no
+// node goes on answering a refusal it remembers.
 func (s *Service) Reset(ctx context.Context, policy, key string) error {
 	e, err := s.entry(policy, key)
 	if err != nil {
@@ -339,6 +346,7 @@ func (s *Service) Reset(ctx context.Context, policy, key string) error {
 	if err := s.counters.Reset(ctx, &e.eff, key); err != nil {
 		return storeError(err)
 	}
+	s.tell(ctx, Change{Kind: KeyReset, Policy: e.Name, Key: key})
 	return nil
 }
 

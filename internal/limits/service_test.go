@@ -185,13 +185,13 @@ func TestBlocks(t *testing.T) {
 	if ok, _ := b.check(t, one("paid", "ip:2")); !ok {
 		t.Error("check after the block expired refused, want allowed")
 	}
-	if err := b.svc.Unblock(ctx, "ip:1", nil); err != nil {
+	if err := b.svc.Unblock(ctx, "ip:1", nil, nil); err != nil {
 		t.Fatalf("Unblock: %v", err)
 	}
 	if ok, _ := b.check(t, one("free", "ip:1")); !ok {
 		t.Error("check after Unblock refused, want allowed")
 	}
-	if err := b.svc.Unblock(ctx, "ip:1", nil); !apperr.Is(err, apperr.NotFound) {
+	if err := b.svc.Unblock(ctx, "ip:1", nil, nil); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("Unblock of an unblocked key = %v, want NotFound", err)
 	}
 	if bs := b.svc.Blocks(); len(bs) != 0 {

@@ -77,10 +77,11 @@ func (db *DB) DeletePolicy(ctx context.Context, name string) error {
 	return nil
 }
 
-// ListBlocks returns the blocks still active at now, by key then policy.
+// ListBlocks returns the blocks still active at now, by key, policy then
+// domain.
 func (db *DB) ListBlocks(ctx context.Context, now time.Time) ([]limits.Block, error) {
-	rows, err := db.query(ctx, `SELECT key, policy, reason, created_at, expires_at FROM ratelimit_blocks
-		WHERE expires_at > ? ORDER BY key, policy`, now.UnixMicro())
+	rows, err := db.query(ctx, `SELECT key, policy, domain, reason, created_at, expires_at FROM ratelimit_blocks
+		WHERE expires_at > ? ORDER BY key, policy, domain`, now.UnixMicro())
 	if err != nil {
 		return nil, mapErr(err, "list blocks")
 	}
@@ -91,7 +92,7 @@ func (db *DB) ListBlocks(ctx context.Context, now time.Time) ([]limits.Block, er
 			b                  limits.Block
 			created, expiresAt int64
 		)
-		if err := rows.Scan(&b.Key, &b.Policy, &b.Reason, &created, &expiresAt); err != nil {
+		if err := rows.Scan(&b.Key, &b.Policy, &b.Domain, &b.Reason, &created, &expiresAt); err != nil {
 			return nil, mapErr(err, "list blocks")
 		}
 		b.CreatedAt, b.ExpiresAt = fromMicros(&created), fromMicros(&expiresAt)
@@ -100,7 +101,7 @@ func (db *DB) ListBlocks(ctx context.Context, now time.Time) ([]limits.Block, er
 	return out, mapErr(rows.Err(), "list blocks")
 }
 
-// PutBlock creates or replaces the block of (b.Key, b.Policy), and deletes
+// PutBlock creates or replaces the block of (b.Key, b.Policy, b.Domain), and deletes
 // blocks that expired a day or more before b.CreatedAt (the caller's
 // clock), so the table stays small.
 func (db *DB) PutBlock(ctx context.Context, b limits.Block) error {
@@ -111,11 +112,11 @@ func (db *DB) PutBlock(ctx context.Context, b limits.Block) error {
 		b.CreatedAt = db.now()
 	}
 	return db.InTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO ratelimit_blocks (key, policy, reason, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (key, policy) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at,
+		_, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO ratelimit_blocks (key, policy, domain, reason, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (key, policy, domain) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at,
 				expires_at = excluded.expires_at`),
-			b.Key, b.Policy, b.Reason, b.CreatedAt.UnixMicro(), b.ExpiresAt.UnixMicro())
+			b.Key, b.Policy, b.Domain, b.Reason, b.CreatedAt.UnixMicro(), b.ExpiresAt.UnixMicro())
 		if err != nil {
 			return mapErr(err, "put block")
 		}
@@ -125,12 +126,16 @@ func (db *DB) PutBlock(ctx context.Context, b limits.Block) error {
 	})
 }
 
-// DeleteBlocks deletes key's blocks: all of them when policy is nil, else
-// the one of *policy. It returns how many rows went.
-func (db *DB) DeleteBlocks(ctx context.Context, key string, policy *string) (int, error) {
+// DeleteBlocks deletes key's blocks: all of them when policy and domain
+// are nil, else those of *policy and of *domain. It returns how many rows
+// went.
+func (db *DB) DeleteBlocks(ctx context.Context, key string, policy, domain *string) (int, error) {
 	q, args := `DELETE FROM ratelimit_blocks WHERE key = ?`, []any{key}
 	if policy != nil {
 		q, args = q+` AND policy = ?`, append(args, *policy)
+	}
+	if domain != nil {
+		q, args = q+` AND domain = ?`, append(args, *domain)
 	}
 	res, err := db.exec(ctx, q, args...)
 	if err != nil {

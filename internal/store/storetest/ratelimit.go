@@ -98,17 +98,22 @@ func (s suite) blocks(t *testing.T) {
 	// PutBlock sweeps blocks that expired a day before the store's clock,
 	// so these times are near the real now.
 	now := time.Now().Truncate(time.Microsecond).UTC()
-	put := func(key, policy string, expires time.Time) {
+	put := func(key, policy, domain string, expires time.Time) {
 		t.Helper()
-		b := limits.Block{Key: key, Policy: policy, Reason: "abuse " + key, CreatedAt: now, ExpiresAt: expires}
+		b := limits.Block{Key: key, Policy: policy, Domain: domain, Reason: "abuse " + key, CreatedAt: now, ExpiresAt: expires}
 		if err := db.PutBlock(ctx, b); err != nil {
-			t.Fatalf("PutBlock(%s, %q): %v", key, policy, err)
+			t.Fatalf("PutBlock(%s, %q, %q): %v", key, policy, domain, err)
 		}
 	}
-	put("ip:1", "", now.Add(time.Hour))
-	put("ip:1", "login", now.Add(time.Minute))
-	put("ip:2", "", now.Add(-time.Second)) // expired
-	put("ip:1", "login", now.Add(2*time.Minute))
+	const entry = "remote_address=203.0.113.9"
+	put("ip:1", "", "", now.Add(time.Hour))
+	put("ip:1", "login", "", now.Add(time.Minute))
+	put("ip:2", "", "", now.Add(-time.Second)) // expired
+	put("ip:1", "login", "", now.Add(2*time.Minute))
+	put(entry, "", "edge", now.Add(time.Hour))
+	put(entry, "", "", now.Add(time.Minute)) // another block: another domain
+	put(entry, "", "api", now.Add(time.Minute))
+	put(entry, "", "api", now.Add(3*time.Minute)) // replaces the one above
 
 	got, err := db.ListBlocks(ctx, now)
 	if err != nil {
@@ -117,22 +122,39 @@ func (s suite) blocks(t *testing.T) {
 	want := []limits.Block{
 		{Key: "ip:1", Policy: "", Reason: "abuse ip:1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
 		{Key: "ip:1", Policy: "login", Reason: "abuse ip:1", CreatedAt: now, ExpiresAt: now.Add(2 * time.Minute)},
+		{Key: entry, Reason: "abuse " + entry, CreatedAt: now, ExpiresAt: now.Add(time.Minute)},
+		{Key: entry, Domain: "api", Reason: "abuse " + entry, CreatedAt: now, ExpiresAt: now.Add(3 * time.Minute)},
+		{Key: entry, Domain: "edge", Reason: "abuse " + entry, CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
 	}
 	if !slices.EqualFunc(got, want, func(a, b limits.Block) bool {
-		return a.Key == b.Key && a.Policy == b.Policy && a.Reason == b.Reason && a.CreatedAt.Equal(b.CreatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
+		return a.Key == b.Key && a.Policy == b.Policy && a.Domain == b.Domain && a.Reason == b.Reason &&
+			a.CreatedAt.Equal(b.CreatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 	}) {
-		t.Errorf("ListBlocks = %+v, want the active ones, the re-put one replaced: %+v", got, want)
+		t.Errorf("ListBlocks = %+v, want the active ones by key, policy and domain, the re-put ones replaced: %+v", got, want)
 	}
 	login := "login"
-	if n, err := db.DeleteBlocks(ctx, "ip:1", &login); err != nil || n != 1 {
+	if n, err := db.DeleteBlocks(ctx, "ip:1", &login, nil); err != nil || n != 1 {
 		t.Errorf("DeleteBlocks(ip:1, login) = %d, %v; want 1", n, err)
 	}
-	put("ip:1", "login", now.Add(time.Minute))
-	if n, err := db.DeleteBlocks(ctx, "ip:1", nil); err != nil || n != 2 {
+	put("ip:1", "login", "", now.Add(time.Minute))
+	if n, err := db.DeleteBlocks(ctx, "ip:1", nil, nil); err != nil || n != 2 {
 		t.Errorf("DeleteBlocks(ip:1, every policy) = %d, %v; want 2", n, err)
 	}
-	if n, err := db.DeleteBlocks(ctx, "ip:9", nil); err != nil || n != 0 {
+	if n, err := db.DeleteBlocks(ctx, "ip:9", nil, nil); err != nil || n != 0 {
 		t.Errorf("DeleteBlocks(absent) = %d, %v; want 0", n, err)
+	}
+	edge, none := "edge", ""
+	if n, err := db.DeleteBlocks(ctx, entry, nil, &edge); err != nil || n != 1 {
+		t.Errorf("DeleteBlocks(%s, domain edge) = %d, %v; want 1", entry, n, err)
+	}
+	if n, err := db.DeleteBlocks(ctx, entry, &none, &none); err != nil || n != 1 {
+		t.Errorf("DeleteBlocks(%s, every policy, no domain) = %d, %v; want 1", entry, n, err)
+	}
+	if got, _ := db.ListBlocks(ctx, now); len(got) != 1 || got[0].Domain != "api" {
+		t.Errorf("ListBlocks after deleting = %+v, want the block in domain api alone", got)
+	}
+	if n, err := db.DeleteBlocks(ctx, entry, nil, nil); err != nil || n != 1 {
+		t.Errorf("DeleteBlocks(%s, every block) = %d, %v; want 1", entry, n, err)
 	}
 	if got, _ := db.ListBlocks(ctx, now); len(got) != 0 {
 		t.Errorf("ListBlocks after deleting = %+v, want none", got)
