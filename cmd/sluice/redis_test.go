@@ -137,9 +137,12 @@ func TestServeStartsWithRedisDown(t *testing.T) {
 	notification("early-1", 200) // a duplicate, caught by the record store
 
 	redis.Start()
+	restarted := time.Now()
 	eventually(t, 30*time.Second, "sluice_ratelimit_store_up 1 once Redis starts",
 		metricState(t, n.httpURL, "sluice_ratelimit_store_up", 1))
 	eventually(t, 30*time.Second, "/readyz ready once Redis starts", readyzState(t, n.httpURL, 200, ""))
+	t.Logf("Redis started %v after the node; store up and /readyz ready %v later",
+		restarted.Sub(started).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 
 	second := redisClient(t, redis.URL(), "")
 	if d := checkFree(t, n.httpURL, "late"); d["allowed"] != true || d["limit"] != 60.0 || d["remaining"] != 59.0 {
