@@ -9,7 +9,6 @@ import (
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/shorten"
-	"github.com/sluicehq/sluice/internal/shorten/rediscache"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -58,7 +57,7 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		Logger:            n.log,
 	}
 	if n.redis != nil {
-		opts.Shared = rediscache.New(n.redis, "")
+		opts.Shared = n.sharedLinkCache()
 	}
 	if per := int64(cfg.UnknownPerMinute); per > 0 {
 		// On the node's counter store (Redis when configured), so the limit

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -20,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/queue"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -40,7 +40,7 @@ type node struct {
 	// The engines and what every part shares.
 	db    *store.DB
 	queue *queue.Conn
-	redis rueidis.Client // nil without --redis-url
+	redis *redisconn.Conn // nil without --redis-url; may connect after start
 	reg   *prometheus.Registry
 	// counters is the node's rate limit counter store: memory, or Redis
 	// behind failover and the hot key cache. Every limiter of the node
@@ -136,14 +136,11 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 
 	checks := []httpapi.Check{{Name: "database", Ping: n.db.Ping}, {Name: "nats", Ping: n.queue.Ping}}
 	if cfg.RedisURL != "" {
-		if n.redis, err = openRedis(cfg.RedisURL); err != nil {
+		check, err := n.startRedis(ctx)
+		if err != nil {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
-		n.onStop("redis", func(context.Context) error { n.redis.Close(); return nil })
-		checks = append(checks, httpapi.Check{Name: "redis", Ping: func(ctx context.Context) error {
-			return n.redis.Do(ctx, n.redis.B().Ping().Build()).Error()
-		}})
-		log.Info("redis ready")
+		checks = append(checks, check)
 	}
 
 	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,

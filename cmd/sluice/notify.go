@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/outbox"
-	"github.com/sluicehq/sluice/internal/notify/redisdedupe"
 	"github.com/sluicehq/sluice/internal/notify/webhook"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -88,7 +87,7 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 		Logger:        n.log,
 	}
 	if n.redis != nil {
-		opts.Dedupe = redisdedupe.New(n.redis, "sluice:", 24*time.Hour)
+		opts.Dedupe = n.requestDedupe()
 	}
 	if nc.Providers.ShortenSMSLinks && links != nil {
 		opts.Links = links

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -29,12 +31,18 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 
 	n.counters = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
 	if n.redis != nil {
-		redis, err := redisstore.New(n.redis, redisstore.Options{Timeout: cfg.StoreTimeout})
-		if err != nil {
-			return nil, fmt.Errorf("redis rate limit store: %w", err)
-		}
-		failover := limits.NewFailover(limits.FailoverOptions{Primary: redis, Nodes: cfg.Nodes,
+		// Down, deciding locally, until Redis connects: at once when it
+		// answered at start, else when the connector reaches it.
+		failover := limits.NewFailover(limits.FailoverOptions{Nodes: cfg.Nodes,
 			FailsClosed: rules.FailsClosed, Timeout: cfg.StoreTimeout, Metrics: hooks, Logger: n.log})
+		n.redis.OnConnect(func(client rueidis.Client) {
+			redis, err := redisstore.New(client, redisstore.Options{Timeout: cfg.StoreTimeout})
+			if err != nil { // only for a bad key prefix, and the default is not
+				n.log.Error("redis rate limit store", "error", err)
+				return
+			}
+			failover.SetPrimary(redis)
+		})
 		n.goBackground(ctx, "redis prober", failover.Run)
 		n.counters = failover
 		if cfg.HotKeys > 0 {

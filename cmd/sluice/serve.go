@@ -5,8 +5,6 @@ import (
 	"flag"
 	"log/slog"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -33,14 +31,4 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready liste
 	}
 	n.serving = ready
 	return n.Run(ctx)
-}
-
-// openRedis connects to Redis or Valkey, standalone or Cluster, from a URL.
-func openRedis(url string) (rueidis.Client, error) {
-	opt, err := rueidis.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	opt.DisableCache = true
-	return rueidis.NewClient(opt)
 }

@@ -9,10 +9,12 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -25,6 +27,7 @@ type Config struct {
 	DataDir         string        `yaml:"data_dir" flag:"data-dir" usage:"directory for the embedded SQLite database and NATS JetStream store"`
 	DatabaseURL     string        `yaml:"database_url" flag:"database-url" usage:"PostgreSQL URL (postgres://...); empty uses SQLite in the data dir"`
 	RedisURL        string        `yaml:"redis_url" flag:"redis-url" usage:"Redis/Valkey URL (redis://...); empty keeps counters in memory"`
+	RedisCAFile     string        `yaml:"redis_ca_file" flag:"redis-ca-file" usage:"PEM file of the certificate authorities a rediss:// server's certificate must chain to; empty trusts the system's"`
 	NATSURL         string        `yaml:"nats_url" flag:"nats-url" usage:"NATS JetStream URL (nats://...); empty runs NATS embedded in the process"`
 	NATSListen      string        `yaml:"nats_listen" flag:"nats-listen" usage:"TCP address for the embedded NATS server; empty means no listener (in-process only)"`
 	NATSPrefix      string        `yaml:"nats_stream_prefix" flag:"nats-stream-prefix" usage:"prefix of every JetStream stream and subject, so several deployments can share one NATS"`
@@ -99,7 +102,8 @@ func (c Config) Validate() error {
 		bad(flag, "scheme %q not supported (want %s)", u.Scheme, strings.Join(schemes, ", "))
 	}
 	checkURL("database-url", c.DatabaseURL, "postgres", "postgresql", "sqlite", "file")
-	checkURL("redis-url", c.RedisURL, "redis", "rediss", "unix")
+	checkURL("redis-url", c.RedisURL, "redis", "rediss", "valkey", "valkeys", "unix")
+	c.validateRedisCA(bad)
 	checkURL("nats-url", c.NATSURL, "nats", "tls", "ws", "wss")
 	switch c.LogFormat {
 	case "text", "json":
@@ -122,4 +126,23 @@ func (c Config) Validate() error {
 	c.UI.validate(bad)
 	c.Notify.validate(bad)
 	return errors.Join(errs...)
+}
+
+// validateRedisCA refuses a CA file that cannot be read or holds no PEM
+// certificate, or that comes without a TLS Redis URL.
+func (c Config) validateRedisCA(bad func(flag, format string, args ...any)) {
+	if c.RedisCAFile == "" {
+		return
+	}
+	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "rediss" && u.Scheme != "valkeys") {
+		bad("redis-ca-file", "needs a rediss:// --redis-url")
+	}
+	pem, err := os.ReadFile(c.RedisCAFile)
+	if err != nil {
+		bad("redis-ca-file", "%v", err)
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		bad("redis-ca-file", "%s holds no PEM certificate", c.RedisCAFile)
+	}
 }

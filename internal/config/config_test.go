@@ -82,6 +82,30 @@ func TestEveryProblemReportedAtOnce(t *testing.T) {
 	}
 }
 
+func TestRedisCAFileChecked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, url, file, want string
+	}{
+		{"not PEM", "rediss://redis:6380", notPEM, "holds no PEM certificate"},
+		{"missing", "rediss://redis:6380", filepath.Join(dir, "nope.pem"), "no such file"},
+		{"without TLS", "redis://redis:6379", notPEM, "needs a rediss://"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := load(t, []string{"--redis-url", tt.url, "--redis-ca-file", tt.file}, nil)
+			if err == nil || !strings.Contains(err.Error(), "--redis-ca-file") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load(--redis-ca-file %s) error = %v, want --redis-ca-file: ...%s", tt.file, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestBadValuesNamed(t *testing.T) {
 	t.Parallel()
 	_, err := load(t, []string{"--shutdown-timeout", "soon"}, map[string]string{"SLUICE_ALLOW_PRIVATE_TARGETS": "maybe"})

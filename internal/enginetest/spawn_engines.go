@@ -66,6 +66,12 @@ func redisReady(ctx context.Context, addr, _ string, pid int) error {
 		return err
 	}
 	defer conn.Close()
+	return redisIsPid(conn, r, pid)
+}
+
+// redisIsPid sends INFO server on conn and checks that the answering
+// server is process pid and has finished loading.
+func redisIsPid(conn io.Writer, r *bufio.Reader, pid int) error {
 	if _, err := conn.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
 		return err
 	}

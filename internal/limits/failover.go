@@ -18,7 +18,9 @@ import (
 
 // FailoverOptions configures NewFailover.
 type FailoverOptions struct {
-	// Primary is the shared store (Redis). Required.
+	// Primary is the shared store (Redis). If nil (Redis was unreachable
+	// when the node started), the Failover starts down, deciding every
+	// call locally, until SetPrimary gives it one.
 	Primary ratelimit.Store
 	// Nodes is how many Sluice nodes share Primary: while it is down each
 	// node admits limit / Nodes (at least 1). If zero, 1.
@@ -57,6 +59,8 @@ type Failover struct {
 	log   *slog.Logger
 	local *ratelimit.MemoryStore
 	down  atomic.Bool
+	// store holds Primary, which SetPrimary may set after NewFailover.
+	store atomic.Pointer[primaryStore]
 
 	mu     sync.Mutex
 	scaled map[ratelimit.Policy]*ratelimit.Policy
@@ -64,7 +68,10 @@ type Failover struct {
 
 var _ ratelimit.Store = (*Failover)(nil)
 
-// NewFailover returns a Failover over opts.Primary.
+// primaryStore boxes Primary for atomic.Pointer.
+type primaryStore struct{ ratelimit.Store }
+
+// NewFailover returns a Failover over opts.Primary, down if that is nil.
 func NewFailover(opts FailoverOptions) *Failover {
 	opts.Nodes = max(opts.Nodes, 1)
 	opts.Timeout = cmp.Or(opts.Timeout, 250*time.Millisecond)
@@ -80,8 +87,32 @@ func NewFailover(opts FailoverOptions) *Failover {
 		f.log = slog.New(slog.DiscardHandler)
 	}
 	f.local = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: opts.Now})
-	opts.Metrics.setStoreUp(true)
+	if opts.Primary == nil {
+		f.down.Store(true)
+	} else {
+		f.store.Store(&primaryStore{opts.Primary})
+	}
+	opts.Metrics.setStoreUp(opts.Primary != nil)
 	return f
+}
+
+// SetPrimary gives a Failover made without a Primary the shared store,
+// once it can be reached (Redis connected after the node started), and
+// uses it from the next call on. It is meant to be called once.
+func (f *Failover) SetPrimary(p ratelimit.Store) {
+	f.store.Store(&primaryStore{p})
+	if f.down.CompareAndSwap(true, false) {
+		f.opts.Metrics.setStoreUp(true)
+		f.log.Info("rate limit store connected: deciding on shared counters")
+	}
+}
+
+// shared returns Primary. It is nil only while the Failover is down.
+func (f *Failover) shared() ratelimit.Store {
+	if p := f.store.Load(); p != nil {
+		return p.Store
+	}
+	return nil
 }
 
 // isStoreFailure reports whether err means Primary could not be reached
@@ -113,9 +144,12 @@ const probeKeys = 64
 // shared deadline for all would make a slow but healthy Redis look down
 // forever), and reports whether all answered.
 func (f *Failover) probe(ctx context.Context, p *ratelimit.Policy) bool {
+	if f.shared() == nil {
+		return false
+	}
 	for i := range probeKeys {
 		pctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
-		_, err := f.opts.Primary.Peek(pctx, p, "sluice-probe-"+strconv.Itoa(i))
+		_, err := f.shared().Peek(pctx, p, "sluice-probe-"+strconv.Itoa(i))
 		cancel()
 		if err != nil {
 			return false
@@ -232,7 +266,7 @@ func (f *Failover) closed(p *ratelimit.Policy) ratelimit.Decision {
 func (f *Failover) Allow(ctx context.Context, p *ratelimit.Policy, key string, cost int64) (ratelimit.Decision, error) {
 	var d ratelimit.Decision
 	if ok, err := f.primary(ctx, func(ctx context.Context) (err error) {
-		d, err = f.opts.Primary.Allow(ctx, p, key, cost)
+		d, err = f.shared().Allow(ctx, p, key, cost)
 		return err
 	}); ok {
 		return d, err
@@ -244,7 +278,7 @@ func (f *Failover) Allow(ctx context.Context, p *ratelimit.Policy, key string, c
 func (f *Failover) AllowMulti(ctx context.Context, checks []ratelimit.Check) ([]ratelimit.Decision, error) {
 	var ds []ratelimit.Decision
 	if ok, err := f.primary(ctx, func(ctx context.Context) (err error) {
-		ds, err = f.opts.Primary.AllowMulti(ctx, checks)
+		ds, err = f.shared().AllowMulti(ctx, checks)
 		return err
 	}); ok {
 		return ds, err
@@ -288,7 +322,7 @@ func (f *Failover) AllowMulti(ctx context.Context, checks []ratelimit.Check) ([]
 func (f *Failover) Peek(ctx context.Context, p *ratelimit.Policy, key string) (ratelimit.Decision, error) {
 	var d ratelimit.Decision
 	if ok, err := f.primary(ctx, func(ctx context.Context) (err error) {
-		d, err = f.opts.Primary.Peek(ctx, p, key)
+		d, err = f.shared().Peek(ctx, p, key)
 		return err
 	}); ok {
 		return d, err
@@ -300,7 +334,7 @@ func (f *Failover) Peek(ctx context.Context, p *ratelimit.Policy, key string) (r
 // reset during an outage starts afresh on this node.
 func (f *Failover) Reset(ctx context.Context, p *ratelimit.Policy, key string) error {
 	_ = f.local.Reset(ctx, f.localPolicy(p), key)
-	if ok, err := f.primary(ctx, func(ctx context.Context) error { return f.opts.Primary.Reset(ctx, p, key) }); ok {
+	if ok, err := f.primary(ctx, func(ctx context.Context) error { return f.shared().Reset(ctx, p, key) }); ok {
 		return err
 	}
 	return nil
@@ -310,7 +344,7 @@ func (f *Failover) Reset(ctx context.Context, p *ratelimit.Policy, key string) e
 func (f *Failover) Reserve(ctx context.Context, p *ratelimit.Policy, key string, cost int64, maxWait time.Duration) (ratelimit.Reservation, error) {
 	var r ratelimit.Reservation
 	if ok, err := f.primary(ctx, func(ctx context.Context) (err error) {
-		r, err = f.opts.Primary.Reserve(ctx, p, key, cost, maxWait)
+		r, err = f.shared().Reserve(ctx, p, key, cost, maxWait)
 		return err
 	}); ok {
 		return r, err
@@ -324,7 +358,7 @@ func (f *Failover) Reserve(ctx context.Context, p *ratelimit.Policy, key string,
 
 // CancelReservation implements ratelimit.Store.
 func (f *Failover) CancelReservation(ctx context.Context, r ratelimit.Reservation) error {
-	if ok, err := f.primary(ctx, func(ctx context.Context) error { return f.opts.Primary.CancelReservation(ctx, r) }); ok {
+	if ok, err := f.primary(ctx, func(ctx context.Context) error { return f.shared().CancelReservation(ctx, r) }); ok {
 		return err
 	}
 	return f.local.CancelReservation(ctx, r)
@@ -337,7 +371,7 @@ func (f *Failover) Acquire(ctx context.Context, p *ratelimit.Policy, key string,
 		d ratelimit.Decision
 	)
 	if ok, err := f.primary(ctx, func(ctx context.Context) (err error) {
-		l, d, err = f.opts.Primary.Acquire(ctx, p, key, cost)
+		l, d, err = f.shared().Acquire(ctx, p, key, cost)
 		return err
 	}); ok {
 		return l, d, err
@@ -354,7 +388,7 @@ func (f *Failover) Acquire(ctx context.Context, p *ratelimit.Policy, key string,
 
 // Release implements ratelimit.Store.
 func (f *Failover) Release(ctx context.Context, l ratelimit.Lease) error {
-	if ok, err := f.primary(ctx, func(ctx context.Context) error { return f.opts.Primary.Release(ctx, l) }); ok {
+	if ok, err := f.primary(ctx, func(ctx context.Context) error { return f.shared().Release(ctx, l) }); ok {
 		return err
 	}
 	return f.local.Release(ctx, l)
