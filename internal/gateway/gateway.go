@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -97,8 +96,14 @@ func New(opts Options) (*Gateway, error) {
 			pr.SetXForwarded()
 			// Keep the chain a trusted proxy sent, so the upstream sees
 			// the same client the limits did.
-			if prior := strings.Join(pr.In.Header.Values("X-Forwarded-For"), ", "); prior != "" && g.trustedPeer(pr.In) {
-				pr.Out.Header.Set("X-Forwarded-For", prior+", "+pr.Out.Header.Get("X-Forwarded-For"))
+			// Forwarded (RFC 7239) is passed on likewise, and only then:
+			// an upstream trusting the gateway must not read a client's.
+			if g.id.TrustedPeer(pr.In) {
+				if prior := strings.Join(pr.In.Header.Values("X-Forwarded-For"), ", "); prior != "" {
+					pr.Out.Header.Set("X-Forwarded-For", prior+", "+pr.Out.Header.Get("X-Forwarded-For"))
+				}
+			} else {
+				pr.Out.Header.Del("Forwarded")
 			}
 			pr.Out.Host = pr.In.Host
 		},
@@ -114,24 +119,6 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.h = g.mw.Wrap(g.proxy)
 	return g, nil
-}
-
-// trustedPeer reports whether r comes straight from a trusted proxy.
-func (g *Gateway) trustedPeer(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
-	}
-	for _, p := range g.id.TrustedProxies {
-		if p.Contains(a.Unmap()) {
-			return true
-		}
-	}
-	return false
 }
 
 // ServeHTTP implements http.Handler.
