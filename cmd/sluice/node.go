@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,9 @@ type node struct {
 	// behind failover and the hot key cache. Every limiter of the node
 	// (HTTP API, gateway, Envoy RLS, link and notification limits) uses it.
 	counters ratelimit.Store
+
+	// proxies are the trusted load balancers (config.Config.Proxies).
+	proxies []netip.Prefix
 
 	api     http.Handler
 	grpc    *grpc.Server
@@ -175,6 +179,9 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, err
 	}
+	if n.proxies, err = cfg.Proxies(); err != nil {
+		return nil, err
+	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
@@ -198,7 +205,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	envoy.Register(n.grpc)
 
 	if cfg.Gateway.Listen != "" {
-		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, Limits: limiter, Logger: log}); err != nil {
+		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Logger: log}); err != nil {
 			return nil, err
 		}
 	}
