@@ -194,6 +194,9 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		UI:           ui,
 		Notify:       notifier,
 		Preferences:  notifier,
+		// The access log, redirects' unknown-code limit and the keyless
+		// loopback check see the client behind trusted proxies.
+		TrustedProxies: n.proxies,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
