@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/metrics"
@@ -182,6 +183,9 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if n.proxies, err = cfg.Proxies(); err != nil {
 		return nil, err
 	}
+	if cfg.ProxyProtocol && len(n.proxies) == 0 {
+		log.Warn("--proxy-protocol without --trusted-proxies: any peer can name the client address it likes; list the load balancers")
+	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
@@ -255,12 +259,13 @@ func (n *node) Run(ctx context.Context) error {
 
 // serveHTTP listens on cfg.HTTPAddr and serves the API there.
 func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
-	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	ln, err := n.listen(n.cfg.HTTPAddr)
 	if err != nil {
 		return "", fmt.Errorf("http listen: %w", err)
 	}
 	hs := &http.Server{
 		Handler:           n.api,
+		ConnContext:       edge.ConnContext, // the TCP peer, for the keyless check and the access log
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -273,6 +278,17 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 	}()
 	n.onStop("http server", hs.Shutdown)
 	return ln.Addr().String(), nil
+}
+
+// listen listens on addr for HTTP, the API's or the gateway's: with
+// --proxy-protocol, connections may start with a PROXY header, from the
+// trusted proxies only when they are listed (edge.Listen).
+func (n *node) listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || !n.cfg.ProxyProtocol {
+		return ln, err
+	}
+	return edge.Listen(ln, n.proxies), nil
 }
 
 // serveGRPC listens on cfg.GRPCAddr and serves Envoy RLS and health there.
@@ -297,7 +313,7 @@ func (n *node) serveGateway(ctx context.Context) error {
 	if n.gateway == nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", n.cfg.Gateway.Listen)
+	ln, err := n.listen(n.cfg.Gateway.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway listen: %w", err)
 	}
