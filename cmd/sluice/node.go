@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/metrics"
@@ -46,6 +48,9 @@ type node struct {
 	// behind failover and the hot key cache. Every limiter of the node
 	// (HTTP API, gateway, Envoy RLS, link and notification limits) uses it.
 	counters ratelimit.Store
+
+	// proxies are the trusted load balancers (config.Config.Proxies).
+	proxies []netip.Prefix
 
 	api     http.Handler
 	grpc    *grpc.Server
@@ -172,6 +177,12 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, err
 	}
+	if n.proxies, err = cfg.Proxies(); err != nil {
+		return nil, err
+	}
+	if cfg.ProxyProtocol && len(n.proxies) == 0 {
+		log.Warn("--proxy-protocol without --trusted-proxies: any peer can name the client address it likes; list the load balancers")
+	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
@@ -184,6 +195,9 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		UI:           ui,
 		Notify:       notifier,
 		Preferences:  notifier,
+		// The access log, redirects' unknown-code limit and the keyless
+		// loopback check see the client behind trusted proxies.
+		TrustedProxies: n.proxies,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
@@ -195,7 +209,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	envoy.Register(n.grpc)
 
 	if cfg.Gateway.Listen != "" {
-		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, Limits: limiter, Logger: log}); err != nil {
+		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Logger: log}); err != nil {
 			return nil, err
 		}
 	}
@@ -242,12 +256,13 @@ func (n *node) Run(ctx context.Context) error {
 
 // serveHTTP listens on cfg.HTTPAddr and serves the API there.
 func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
-	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	ln, err := n.listen(n.cfg.HTTPAddr)
 	if err != nil {
 		return "", fmt.Errorf("http listen: %w", err)
 	}
 	hs := &http.Server{
 		Handler:           n.api,
+		ConnContext:       edge.ConnContext, // the TCP peer, for the keyless check and the access log
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -260,6 +275,17 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 	}()
 	n.onStop("http server", hs.Shutdown)
 	return ln.Addr().String(), nil
+}
+
+// listen listens on addr for HTTP, the API's or the gateway's: with
+// --proxy-protocol, connections may start with a PROXY header, from the
+// trusted proxies only when they are listed (edge.Listen).
+func (n *node) listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || !n.cfg.ProxyProtocol {
+		return ln, err
+	}
+	return edge.Listen(ln, n.proxies), nil
 }
 
 // serveGRPC listens on cfg.GRPCAddr and serves Envoy RLS and health there.
@@ -284,7 +310,7 @@ func (n *node) serveGateway(ctx context.Context) error {
 	if n.gateway == nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", n.cfg.Gateway.Listen)
+	ln, err := n.listen(n.cfg.Gateway.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway listen: %w", err)
 	}

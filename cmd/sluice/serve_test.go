@@ -36,11 +36,17 @@ func testConfig(t *testing.T) config.Config {
 // startNode runs serve until the test ends, then checks it stopped cleanly.
 func startNode(t *testing.T, cfg config.Config) *testNode {
 	t.Helper()
+	return startNodeLogging(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// startNodeLogging is startNode with the node's logs going to log.
+func startNodeLogging(t *testing.T, cfg config.Config, log *slog.Logger) *testNode {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(h, g string) { addrs <- [2]string{h, g} })
+		done <- serve(ctx, cfg, log, func(h, g string) { addrs <- [2]string{h, g} })
 	}()
 	var n testNode
 	select {

@@ -39,6 +39,12 @@ type Config struct {
 	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
 	Ratelimit       Ratelimit     `yaml:"ratelimit"`
 	Gateway         Gateway       `yaml:"gateway"`
+
+	// TrustedProxies and ProxyProtocol say how the client's address comes
+	// through load balancers (proxies.go).
+	TrustedProxies []string `yaml:"trusted_proxies" flag:"trusted-proxies" usage:"comma-separated addresses or CIDRs of the load balancers in front of Sluice: their X-Forwarded-For and Forwarded headers, and PROXY protocol headers, name the client"`
+	ProxyProtocol  bool     `yaml:"proxy_protocol" flag:"proxy-protocol" usage:"the HTTP and gateway listeners accept a PROXY protocol v1/v2 header (HAProxy send-proxy-v2), from --trusted-proxies only when set"`
+
 	// Links configures the URL shortener (links.go).
 	Links LinksConfig `yaml:"links"`
 	// UI configures the dashboard and preference page (ui.go).
@@ -121,6 +127,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		bad("max-body-bytes", "must be at least 1024")
 	}
+	c.validateProxies(bad)
 	c.validateRatelimit(bad)
 	c.Links.validate(bad)
 	c.UI.validate(bad)

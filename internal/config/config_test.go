@@ -2,6 +2,7 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -205,6 +206,44 @@ func TestNotifySettings(t *testing.T) {
 	for _, tt := range tests {
 		if _, err := load(t, tt.args, nil); err == nil || !strings.Contains(err.Error(), tt.flag) {
 			t.Errorf("%s: Load() error = %v, want one naming %s", tt.name, err, tt.flag)
+		}
+	}
+}
+
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	yaml := "trusted_proxies: [10.0.0.0/8, \"::ffff:192.0.2.1\"]\nproxy_protocol: true\ngateway:\n  trusted_proxies: [172.16.0.0/12]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		want      string
+		wantProto bool
+	}{
+		{name: "default: none", want: "[]"},
+		{name: "flag", args: []string{"--trusted-proxies", "10.0.0.1, 192.168.0.0/16"}, want: "[10.0.0.1/32 192.168.0.0/16]"},
+		{name: "env", env: map[string]string{"SLUICE_TRUSTED_PROXIES": "2001:db8::/32", "SLUICE_PROXY_PROTOCOL": "true"}, want: "[2001:db8::/32]", wantProto: true},
+		{name: "file, the deprecated gateway key added", args: []string{"--config", file}, want: "[10.0.0.0/8 192.0.2.1/32 172.16.0.0/12]", wantProto: true},
+		{name: "deprecated flag alone", args: []string{"--gateway-trusted-proxies", "10.1.2.3"}, want: "[10.1.2.3/32]"},
+	}
+	for _, tt := range tests {
+		cfg, err := load(t, tt.args, tt.env)
+		if err != nil {
+			t.Fatalf("%s: Load() error = %v", tt.name, err)
+		}
+		ps, err := cfg.Proxies()
+		if err != nil || fmt.Sprint(ps) != tt.want || cfg.ProxyProtocol != tt.wantProto {
+			t.Errorf("%s: Proxies() = %v, %v; ProxyProtocol %v; want %s, %v", tt.name, ps, err, cfg.ProxyProtocol, tt.want, tt.wantProto)
+		}
+	}
+	_, err := load(t, []string{"--trusted-proxies", "10.0.0.0/8,lb.internal", "--gateway-trusted-proxies", "nope"}, nil)
+	for _, want := range []string{"--trusted-proxies", `"lb.internal"`, "--gateway-trusted-proxies"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad proxies: Load() error = %v, want it to name %s", err, want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -27,7 +26,7 @@ type Ratelimit struct {
 type Gateway struct {
 	Listen         string   `yaml:"listen" flag:"gateway-listen" usage:"listen address of the rate limiting reverse proxy; empty disables it"`
 	Upstream       string   `yaml:"upstream" flag:"gateway-upstream" usage:"URL the gateway forwards admitted requests to"`
-	TrustedProxies []string `yaml:"trusted_proxies" flag:"gateway-trusted-proxies" usage:"comma-separated addresses or CIDRs whose X-Forwarded-For is believed"`
+	TrustedProxies []string `yaml:"trusted_proxies" flag:"gateway-trusted-proxies" usage:"deprecated: added to --trusted-proxies"` // kept for configurations written before it (see Config.Proxies)
 	// DefaultTier is the policy of API keys not listed in Tiers; default
 	// "free".
 	DefaultTier string `yaml:"default_tier"`
@@ -110,9 +109,6 @@ func (c Config) validateRatelimit(bad func(flag, format string, args ...any)) {
 	if u, err := url.Parse(g.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("gateway-upstream", "%q is not an http:// or https:// URL (required with --gateway-listen)", g.Upstream)
 	}
-	if _, err := ParsePrefixes(g.TrustedProxies); err != nil {
-		bad("gateway-trusted-proxies", "%v", err)
-	}
 	for i, rt := range g.Routes {
 		if !strings.HasPrefix(rt.Path, "/") {
 			bad("config", "gateway.routes[%d].path %q must start with /", i, rt.Path)
@@ -121,21 +117,4 @@ func (c Config) validateRatelimit(bad func(flag, format string, args ...any)) {
 			bad("config", "gateway.routes[%d]: account_field and account_policy go together", i)
 		}
 	}
-}
-
-// ParsePrefixes reads addresses ("10.0.0.1") and CIDRs ("10.0.0.0/8").
-func ParsePrefixes(ss []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(ss))
-	for _, s := range ss {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an address or CIDR", s)
-		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
-	}
-	return out, nil
 }

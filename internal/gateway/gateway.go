@@ -7,8 +7,8 @@
 // API).
 //
 // Per request: the client is its API key (tier from gateway.tiers, else
-// default_tier) or, without one, its IP (anonymous_policy), X-Forwarded-For
-// believed only from trusted_proxies; the route matching the path (longest
+// default_tier) or, without one, its IP (anonymous_policy), forwarding
+// headers believed only from trusted proxies; the route matching the path (longest
 // prefix) adds its policies, an IP policy and, on login routes, an account
 // policy keyed by the account named in the body. The global policy, if
 // any, sheds load with 503.
@@ -46,6 +46,10 @@ const globalKey = "global"
 // Options configures New.
 type Options struct {
 	Config config.Gateway
+	// TrustedProxies are the peers whose forwarding headers name the
+	// client (httplimit.Identifier); config.Config.Proxies, the one list
+	// every part of Sluice uses. None: the client is the peer.
+	TrustedProxies []netip.Prefix
 	// Limits decides the checks. Required.
 	Limits *limits.Service
 	// Logger receives proxy errors and misconfigured policy names. If nil,
@@ -69,7 +73,7 @@ type Gateway struct {
 	warned sync.Map // policy names already reported unknown
 }
 
-// New builds the gateway; it fails on an invalid upstream or proxy list.
+// New builds the gateway; it fails on an invalid upstream.
 func New(opts Options) (*Gateway, error) {
 	if opts.Limits == nil {
 		return nil, errors.New("gateway: Limits is required")
@@ -78,11 +82,7 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil || up.Host == "" {
 		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
 	}
-	trusted, err := config.ParsePrefixes(opts.Config.TrustedProxies)
-	if err != nil {
-		return nil, fmt.Errorf("gateway trusted proxies: %w", err)
-	}
-	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: trusted}}
+	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies}}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -97,7 +97,9 @@ func New(opts Options) (*Gateway, error) {
 			pr.SetXForwarded()
 			// Keep the chain a trusted proxy sent, so the upstream sees
 			// the same client the limits did.
-			if prior := strings.Join(pr.In.Header.Values("X-Forwarded-For"), ", "); prior != "" && g.trustedPeer(pr.In) {
+			// (Forwarded is dropped, as ReverseProxy does before Rewrite:
+			// the upstream gets the client in X-Forwarded-For.)
+			if prior := strings.Join(pr.In.Header.Values("X-Forwarded-For"), ", "); prior != "" && g.id.TrustedPeer(pr.In) {
 				pr.Out.Header.Set("X-Forwarded-For", prior+", "+pr.Out.Header.Get("X-Forwarded-For"))
 			}
 			pr.Out.Host = pr.In.Host
@@ -114,24 +116,6 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.h = g.mw.Wrap(g.proxy)
 	return g, nil
-}
-
-// trustedPeer reports whether r comes straight from a trusted proxy.
-func (g *Gateway) trustedPeer(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
-	}
-	for _, p := range g.id.TrustedProxies {
-		if p.Contains(a.Unmap()) {
-			return true
-		}
-	}
-	return false
 }
 
 // ServeHTTP implements http.Handler.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ type upstream struct {
 	mu     sync.Mutex
 	bodies []string
 	xff    []string
+	fwd    []string
 }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -30,6 +32,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.bodies = append(u.bodies, string(b))
 	u.xff = append(u.xff, r.Header.Get("X-Forwarded-For"))
+	u.fwd = append(u.fwd, r.Header.Get("Forwarded"))
 	u.mu.Unlock()
 	w.Header().Set("X-Upstream", "yes")
 	_, _ = io.WriteString(w, "hello")
@@ -43,7 +46,7 @@ func (u *upstream) last() (body, xff string) {
 
 // setup runs a gateway with cfg (upstream filled in) over a service whose
 // policies are hourly fixed windows of the given limits.
-func setup(t *testing.T, cfg config.Gateway, policies map[string]int64) (*httptest.Server, *upstream, *limits.Service) {
+func setup(t *testing.T, cfg config.Gateway, policies map[string]int64, trusted ...netip.Prefix) (*httptest.Server, *upstream, *limits.Service) {
 	t.Helper()
 	up := &upstream{}
 	us := httptest.NewServer(up)
@@ -71,7 +74,7 @@ func setup(t *testing.T, cfg config.Gateway, policies map[string]int64) (*httpte
 		}
 	}
 	cfg.Upstream = us.URL
-	g, err := gateway.New(gateway.Options{Config: cfg, Limits: svc})
+	g, err := gateway.New(gateway.Options{Config: cfg, Limits: svc, TrustedProxies: trusted})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,11 +177,10 @@ func TestTiersQuotaAndLoadShedding(t *testing.T) {
 func TestLoginRouteLimitsIPAndAccount(t *testing.T) {
 	t.Parallel()
 	cfg := config.Gateway{
-		TrustedProxies: []string{"127.0.0.1"},
 		Routes: []config.GatewayRoute{{Path: "/login", Methods: []string{"POST"}, Policies: []string{},
 			IPPolicy: "login_ip", AccountField: "username", AccountPolicy: "login_account"}},
 	}
-	gs, up, _ := setup(t, cfg, map[string]int64{"login_ip": 4, "login_account": 2})
+	gs, up, _ := setup(t, cfg, map[string]int64{"login_ip": 4, "login_account": 2}, netip.MustParsePrefix("127.0.0.1/32"))
 	login := func(ip, user string) int {
 		body := `{"username":"` + user + `","password":"hunter2"}`
 		resp := do(t, gs, req{method: "POST", path: "/login", body: body, xff: ip})
@@ -210,7 +212,7 @@ func TestLoginRouteLimitsIPAndAccount(t *testing.T) {
 
 func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	t.Parallel()
-	gs, _, svc := setup(t, config.Gateway{TrustedProxies: []string{"10.0.0.0/8"}, AnonymousPolicy: "anon"}, map[string]int64{"anon": 5})
+	gs, _, svc := setup(t, config.Gateway{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5}, netip.MustParsePrefix("10.0.0.0/8"))
 	// The test client is 127.0.0.1, not trusted: its X-Forwarded-For is ignored.
 	do(t, gs, req{path: "/", xff: "203.0.113.50"})
 	if st, _ := svc.Peek(t.Context(), "anon", "ip:127.0.0.1"); st.Remaining != 4 {
@@ -218,5 +220,38 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	}
 	if st, _ := svc.Peek(t.Context(), "anon", "ip:203.0.113.50"); st.Remaining != 5 {
 		t.Errorf("untrusted peer: the spoofed IP was charged")
+	}
+}
+
+// TestForwardedHeader: a trusted proxy's Forwarded header names the client,
+// who reaches the upstream in X-Forwarded-For; a client's own is neither
+// believed nor passed on to an upstream that may trust the gateway.
+func TestForwardedHeader(t *testing.T) {
+	t.Parallel()
+	send := func(gs *httptest.Server, fwd string) {
+		hr, _ := http.NewRequest("GET", gs.URL+"/", nil)
+		hr.Header.Set("Forwarded", fwd)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	gs, up, svc := setup(t, config.Gateway{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5}, netip.MustParsePrefix("127.0.0.1/32"))
+	send(gs, `for="[2001:db8::7]:4711";proto=https`)
+	if st, _ := svc.Peek(t.Context(), "anon", "ip:2001:db8::7"); st.Remaining != 4 {
+		t.Errorf("trusted peer: ip:2001:db8::7 has %d left, want 4", st.Remaining)
+	}
+	if _, xff := up.last(); xff != "127.0.0.1" {
+		t.Errorf("upstream got X-Forwarded-For %q, want the gateway's peer 127.0.0.1", xff)
+	}
+
+	gs, up, svc = setup(t, config.Gateway{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5})
+	send(gs, "for=203.0.113.50")
+	if st, _ := svc.Peek(t.Context(), "anon", "ip:127.0.0.1"); st.Remaining != 4 {
+		t.Errorf("untrusted peer: ip:127.0.0.1 has %d left, want 4 (the header ignored)", st.Remaining)
+	}
+	if fwd := up.fwd[len(up.fwd)-1]; fwd != "" {
+		t.Errorf("upstream got Forwarded %q from an untrusted client, want it dropped", fwd)
 	}
 }

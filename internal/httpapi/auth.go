@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/edge"
 )
 
 // KeyStore is what the HTTP API needs from the record store for API keys.
@@ -40,6 +41,9 @@ type authenticator struct {
 	now         func() time.Time
 	signer      signer
 	crossOrigin *http.CrossOriginProtection
+	// local reports a client on this host, the only kind served while no
+	// key is configured (Server.localClient).
+	local func(r *http.Request) bool
 
 	mu        sync.Mutex
 	byHash    map[string]cachedKey
@@ -72,7 +76,7 @@ func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, 
 		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
 	}
 	if !configured {
-		if isLoopback(r.RemoteAddr) {
+		if a.local(r) {
 			if !safeMethod(r.Method) && a.crossOrigin.Check(r) != nil {
 				return auth.Key{}, errCrossOrigin
 			}
@@ -222,6 +226,18 @@ func bearer(r *http.Request) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
+}
+
+// localClient reports whether r comes from this host: the TCP peer is a
+// loopback address, and so is the client it speaks for, if it is a proxy
+// that names one (a PROXY protocol header, or forwarding headers of a
+// trusted proxy). So neither header can make a remote client look local:
+// an untrusted peer's headers are not read, and a trusted proxy elsewhere
+// is not loopback. A proxy on this host that names no client (not in
+// --trusted-proxies, or sending no header) does make its clients look
+// local; docs/operations.md warns of it.
+func (s *Server) localClient(r *http.Request) bool {
+	return isLoopback(edge.Peer(r)) && s.clients.ClientIP(r).IsLoopback()
 }
 
 func isLoopback(remoteAddr string) bool {

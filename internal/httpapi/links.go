@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -170,7 +169,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Links == nil {
 		return shorten.ErrNotFound
 	}
-	client := clientAddr(r.RemoteAddr)
+	client := s.clientAddr(r)
 	t, err := s.opts.Links.Resolve(r.Context(), r.PathValue("code"), client)
 	if err != nil {
 		if le, ok := errors.AsType[*shorten.LimitedError](err); ok {
@@ -204,13 +203,13 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// clientAddr is the client's IP address, the key for per-client limits.
-// Forwarded headers are not trusted here: behind a proxy, configure it to
-// pass the client address through PROXY protocol or use the gateway.
-func clientAddr(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return remote
+// clientAddr is the client's IP address, the key for per-client limits:
+// the peer's, or behind trusted proxies the one they name
+// (httplimit.Identifier.ClientIP). An unparsable peer address is used as
+// it is.
+func (s *Server) clientAddr(r *http.Request) string {
+	if ip := s.clients.ClientIP(r); ip.IsValid() {
+		return ip.String()
 	}
-	return host
+	return r.RemoteAddr
 }

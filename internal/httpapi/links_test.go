@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // setupLinks is setup with the shortener on the same SQLite store.
-func setupLinks(t testing.TB) (*bundle, *shorten.Service) {
+func setupLinks(t testing.TB, trusted ...netip.Prefix) (*bundle, *shorten.Service) {
 	t.Helper()
 	b := setup(t)
 	codec, err := shorten.NewCodec([]byte("test key"), 7)
@@ -31,7 +32,7 @@ func setupLinks(t testing.TB) (*bundle, *shorten.Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc})
+	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, TrustedProxies: trusted})
 	return b, svc
 }
 

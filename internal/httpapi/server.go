@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -29,6 +30,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/edge"
+	"github.com/sluicehq/sluice/ratelimit/httplimit"
 )
 
 const (
@@ -76,6 +79,11 @@ type Options struct {
 	// Notify serves the notification routes, the outbox's included; if
 	// nil they answer 503.
 	Notify NotifyService
+	// TrustedProxies are the load balancers whose X-Forwarded-For and
+	// Forwarded headers name the client (httplimit.Identifier.ClientIP):
+	// for the access log, the unknown-code limit of redirects and the
+	// keyless loopback check. None: the client is the peer.
+	TrustedProxies []netip.Prefix
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -87,6 +95,7 @@ type Server struct {
 	mux     *http.ServeMux
 	routes  []string
 	auth    *authenticator
+	clients httplimit.Identifier
 	metrics *httpMetrics
 	reqSeq  atomic.Uint64
 	reqPfx  string
@@ -113,9 +122,11 @@ func New(opts Options) *Server {
 		log:     opts.Logger,
 		mux:     http.NewServeMux(),
 		auth:    newAuthenticator(opts.Keys, opts.Now, opts.UI.Secret),
+		clients: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
 		metrics: newHTTPMetrics(opts.Registry),
 		reqPfx:  hex.EncodeToString(pfx[:]),
 	}
+	s.auth.local = s.localClient
 	s.registerOps()
 	s.registerKeys()
 	s.registerRatelimit()
@@ -281,7 +292,7 @@ func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Durat
 	if !s.log.Enabled(r.Context(), level) {
 		return
 	}
-	s.log.LogAttrs(r.Context(), level, "http request",
+	attrs := []slog.Attr{
 		slog.String(logKeyRequestID, id),
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -289,7 +300,12 @@ func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Durat
 		slog.Int("status", rec.status),
 		slog.Int64("bytes", rec.bytes),
 		slog.Duration("duration", d),
-		slog.String("remote", r.RemoteAddr))
+		slog.String("remote", s.clientAddr(r)),
+	}
+	if peer := edge.Peer(r); peer != r.RemoteAddr || s.clients.TrustedPeer(r) {
+		attrs = append(attrs, slog.String("peer", peer)) // the proxy the client came through
+	}
+	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
 }
 
 // recorder remembers the status and size of a response.

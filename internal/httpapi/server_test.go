@@ -57,6 +57,7 @@ type call struct {
 	remote             string
 	contentType        string
 	userAgent          string
+	header             http.Header // added to the request's
 }
 
 func (b *bundle) do(c call) *http.Response {
@@ -74,6 +75,9 @@ func (b *bundle) do(c call) *http.Response {
 	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
+	}
+	for k, vs := range c.header {
+		req.Header[k] = append(req.Header[k], vs...)
 	}
 	if c.contentType != "" {
 		req.Header.Set("Content-Type", c.contentType)

@@ -149,7 +149,7 @@ func (s *Server) keyless(r *http.Request) (bool, error) {
 	if err != nil {
 		return false, apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
 	}
-	return !configured && isLoopback(r.RemoteAddr), nil
+	return !configured && s.localClient(r), nil
 }
 
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {

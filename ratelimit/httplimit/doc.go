@@ -20,11 +20,12 @@
 //
 // [Identifier] builds the client's identity in layers: the API key from
 // "Authorization: Bearer" or X-API-Key where present, else the client IP,
-// believing X-Forwarded-For only from trusted proxies. On login routes,
-// limit the IP and the target account together ([AccountFromBody] reads
-// the account from the body and puts the body back for the handler): a
-// brute force on one account is stopped from any IP, while an office
-// behind one NAT is not locked out by one user.
+// believing X-Forwarded-For and Forwarded only from trusted proxies
+// ([Identifier.ClientIP]). On login routes, limit the IP and the target
+// account together ([AccountFromBody] reads the account from the body and
+// puts the body back for the handler): a brute force on one account is
+// stopped from any IP, while an office behind one NAT is not locked out by
+// one user.
 //
 // The package depends only on the standard library and ratelimit; the
 // Sluice gateway (sluice serve with gateway.listen) is built on it.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -46,9 +45,9 @@ func HashKey(apiKey string) string {
 // Identifier identifies clients. The zero value trusts no proxy, so the
 // client IP is the peer address. It is safe for concurrent use.
 type Identifier struct {
-	// TrustedProxies are the peers whose X-Forwarded-For is believed: a
-	// load balancer or CDN in front of this server. Anyone else can write
-	// anything in that header.
+	// TrustedProxies are the peers whose X-Forwarded-For and Forwarded
+	// headers are believed: a load balancer or CDN in front of this
+	// server. Anyone else can write anything in those headers.
 	TrustedProxies []netip.Prefix
 }
 
@@ -64,56 +63,6 @@ func APIKey(r *http.Request) string {
 		return strings.TrimSpace(auth[7:])
 	}
 	return strings.TrimSpace(r.Header.Get("X-API-Key"))
-}
-
-func (c *Identifier) trusted(a netip.Addr) bool {
-	for _, p := range c.TrustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// ClientIP is the peer address, unless the peer is a trusted proxy: then
-// X-Forwarded-For is read from the right, skipping trusted proxies, and
-// the first address not trusted is the client (addresses further left
-// were written by the client and prove nothing). An unparsable entry stops
-// the walk at the last trusted hop.
-func (c *Identifier) ClientIP(r *http.Request) netip.Addr {
-	peer := parseAddr(r.RemoteAddr)
-	if !peer.IsValid() || !c.trusted(peer) {
-		return peer
-	}
-	hops := r.Header.Values("X-Forwarded-For")
-	client := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		parts := strings.Split(hops[i], ",")
-		for j := len(parts) - 1; j >= 0; j-- {
-			a := parseAddr(strings.TrimSpace(parts[j]))
-			if !a.IsValid() {
-				return client
-			}
-			client = a
-			if !c.trusted(a) {
-				return a
-			}
-		}
-	}
-	return client
-}
-
-// parseAddr reads "1.2.3.4", "1.2.3.4:5", "[::1]:5" or "::1", unmapping
-// IPv4-in-IPv6.
-func parseAddr(s string) netip.Addr {
-	if host, _, err := net.SplitHostPort(s); err == nil {
-		s = host
-	}
-	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
-	if err != nil {
-		return netip.Addr{}
-	}
-	return a.Unmap().WithZone("")
 }
 
 // DefaultMaxAccountBody bounds how much of a body AccountFromBody reads.

@@ -1,0 +1,95 @@
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// HAProxy configures StartHAProxy: an HTTP load balancer, round robin over
+// its backends.
+type HAProxy struct {
+	// Backends are the servers' "host:port" addresses.
+	Backends []string
+	// SendProxyV2 opens every backend connection with a PROXY protocol
+	// v2 header naming the client (server ... send-proxy-v2).
+	SendProxyV2 bool
+	// ForwardFor appends the client's address to X-Forwarded-For
+	// (option forwardfor).
+	ForwardFor bool
+}
+
+// StartHAProxy runs Debian's haproxy for the calling test on a spare
+// loopback port, in HTTP mode with a configuration generated from cfg in
+// t.TempDir(), and returns once it answers. [Process.URL] is
+// "http://127.0.0.1:port". It is stopped when the test ends. It skips the
+// test (fails it when CI=true) if haproxy is not installed.
+func StartHAProxy(t testing.TB, cfg HAProxy) *Process {
+	t.Helper()
+	return startProcess(t, spec{
+		name: "haproxy",
+		path: "haproxy",
+		url:  func(addr string) string { return "http://" + addr },
+		args: func(port int, dir, tag string) []string {
+			// The configuration names the port, so it is written for each
+			// start; a failed write shows as haproxy's own complaint.
+			path := filepath.Join(dir, "haproxy.cfg")
+			_ = os.WriteFile(path, []byte(haproxyConfig(cfg, port, tag)), 0o600)
+			return []string{"-f", path, "-db"}
+		},
+		ready: haproxyReady,
+	}, t.TempDir())
+}
+
+// haproxyConfig is the configuration of one StartHAProxy process; its
+// monitor URI, /tag, tells it from another process on the port.
+func haproxyConfig(cfg HAProxy, port int, tag string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `global
+  maxconn 512
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend fe
+  bind 127.0.0.1:%d
+  monitor-uri /%s
+  default_backend be
+backend be
+  balance roundrobin
+`, port, tag)
+	if cfg.ForwardFor {
+		b.WriteString("  option forwardfor\n")
+	}
+	for i, addr := range cfg.Backends {
+		fmt.Fprintf(&b, "  server s%d %s", i, addr)
+		if cfg.SendProxyV2 {
+			b.WriteString(" send-proxy-v2")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// haproxyReady asks for the monitor URI, which only our process answers
+// with 200.
+func haproxyReady(ctx context.Context, addr, tag string, _ int) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/"+tag, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("haproxy: %s answers %s", addr, resp.Status)
+	}
+	return nil
+}
