@@ -65,7 +65,7 @@ func TestOrderAcrossNodesHTTP(t *testing.T) {
 		}
 	}
 	want := map[string][]string{} // user -> webhook-ids in acceptance order
-	user := map[string]string{}    // webhook-id -> user
+	user := map[string]string{}   // webhook-id -> user
 	for i := range total {
 		u := fmt.Sprintf("o%d", i%users)
 		id := accept(t, nodes[i%2], `{"user_id":"`+u+`","type":"order.shipped","channels":["webhook"],"data":{"order":"#`+fmt.Sprint(i)+`"}}`)
@@ -206,4 +206,3 @@ func terminal(t *testing.T, base, id string) bool {
 	}
 	return len(n.Deliveries) > 0
 }
-
