@@ -132,7 +132,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	log.Info("database ready", "engine", n.db.Dialect())
 
 	n.queue, err = queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen,
-		StreamPrefix: cfg.NATSPrefix, Logger: log})
+		Replicas: cfg.NATSReplicas, StreamPrefix: cfg.NATSPrefix, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
 	}

@@ -299,15 +299,17 @@ func TestSettingsAndTemplatesAPI(t *testing.T) {
 // hookServer is a webhook receiver whose answer a test sets.
 type hookServer struct {
 	*httptest.Server
-	mu     sync.Mutex
-	status int
-	hits   map[string]int // webhook-id -> requests
-	verify []byte         // if set, the signing key to check requests against
-	bad    int            // requests that failed verification
+	mu      sync.Mutex
+	status  int
+	hits    map[string]int       // webhook-id -> requests
+	order   []string             // webhook-ids in arrival order
+	firstAt map[string]time.Time // webhook-id -> first arrival
+	verify  []byte               // if set, the signing key to check requests against
+	bad     int                  // requests that failed verification
 }
 
 func newHookServer(t *testing.T, status int) *hookServer {
-	h := &hookServer{status: status, hits: map[string]int{}}
+	h := &hookServer{status: status, hits: map[string]int{}, firstAt: map[string]time.Time{}}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
@@ -316,6 +318,10 @@ func newHookServer(t *testing.T, status int) *hookServer {
 			h.bad++
 		}
 		h.hits[r.Header.Get("webhook-id")]++
+		h.order = append(h.order, r.Header.Get("webhook-id"))
+		if _, ok := h.firstAt[r.Header.Get("webhook-id")]; !ok {
+			h.firstAt[r.Header.Get("webhook-id")] = time.Now()
+		}
 		status := h.status
 		h.mu.Unlock()
 		w.WriteHeader(status)

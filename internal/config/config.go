@@ -30,6 +30,7 @@ type Config struct {
 	RedisCAFile     string        `yaml:"redis_ca_file" flag:"redis-ca-file" usage:"PEM file of the certificate authorities a rediss:// server's certificate must chain to; empty trusts the system's"`
 	NATSURL         string        `yaml:"nats_url" flag:"nats-url" usage:"NATS JetStream URL (nats://...); empty runs NATS embedded in the process"`
 	NATSListen      string        `yaml:"nats_listen" flag:"nats-listen" usage:"TCP address for the embedded NATS server; empty means no listener (in-process only)"`
+	NATSReplicas    int           `yaml:"nats_replicas" flag:"nats-replicas" usage:"copies of every JetStream stream (and consumer): 1 with the embedded server, 3 recommended on a cluster; a change is applied to existing streams at start"`
 	NATSPrefix      string        `yaml:"nats_stream_prefix" flag:"nats-stream-prefix" usage:"prefix of every JetStream stream and subject, so several deployments can share one NATS"`
 	EnvoyConfig     string        `yaml:"envoy_config" flag:"envoy-config" usage:"file or folder of envoyproxy/ratelimit YAML rate limit configuration"`
 	LogFormat       string        `yaml:"log_format" flag:"log-format" usage:"log output: text or json"`
@@ -61,6 +62,7 @@ func Default() Config {
 		HTTPAddr:        "127.0.0.1:8080",
 		GRPCAddr:        "127.0.0.1:8081",
 		DataDir:         "./sluice-data",
+		NATSReplicas:    1,
 		LogFormat:       "text",
 		LogLevel:        "info",
 		ShutdownTimeout: 30 * time.Second,
@@ -110,7 +112,15 @@ func (c Config) Validate() error {
 	checkURL("database-url", c.DatabaseURL, "postgres", "postgresql", "sqlite", "file")
 	checkURL("redis-url", c.RedisURL, "redis", "rediss", "valkey", "valkeys", "unix")
 	c.validateRedisCA(bad)
-	checkURL("nats-url", c.NATSURL, "nats", "tls", "ws", "wss")
+	for u := range strings.SplitSeq(c.NATSURL, ",") { // seeds of one cluster
+		checkURL("nats-url", strings.TrimSpace(u), "nats", "tls", "ws", "wss")
+	}
+	switch {
+	case c.NATSReplicas < 1 || c.NATSReplicas > 5:
+		bad("nats-replicas", "must be from 1 to 5")
+	case c.NATSReplicas > 1 && c.NATSURL == "":
+		bad("nats-replicas", "must be 1 with the embedded NATS server (set --nats-url to a cluster for more)")
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:

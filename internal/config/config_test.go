@@ -247,3 +247,49 @@ func TestTrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+func TestNATSCluster(t *testing.T) {
+	t.Parallel()
+	seeds := "nats://10.0.0.1:4222, nats://10.0.0.2:4222,nats://10.0.0.3:4222"
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		replicas int
+		wantErr  string // a substring; empty: valid
+	}{
+		{name: "default", replicas: 1},
+		{name: "seeds and replicas by flag", args: []string{"--nats-url", seeds, "--nats-replicas", "3"}, replicas: 3},
+		{name: "replicas by env", env: map[string]string{"SLUICE_NATS_URL": seeds, "SLUICE_NATS_REPLICAS": "5"}, replicas: 5},
+		{name: "replicas with the embedded server", args: []string{"--nats-replicas", "3"}, wantErr: "--nats-replicas: must be 1 with the embedded"},
+		{name: "zero replicas", args: []string{"--nats-url", seeds, "--nats-replicas", "0"}, wantErr: "--nats-replicas: must be from 1 to 5"},
+		{name: "six replicas", args: []string{"--nats-url", seeds, "--nats-replicas", "6"}, wantErr: "--nats-replicas: must be from 1 to 5"},
+		{name: "a bad seed among good ones", args: []string{"--nats-url", "nats://a:4222,http://b:4222"}, wantErr: "--nats-url: scheme \"http\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := load(t, tt.args, tt.env)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Load() error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load() error = %v", err)
+			}
+			if cfg.NATSReplicas != tt.replicas {
+				t.Errorf("NATSReplicas = %d, want %d", cfg.NATSReplicas, tt.replicas)
+			}
+		})
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(file, []byte("nats_url: "+seeds+"\nnats_replicas: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := load(t, []string{"--config", file}, nil); err != nil || cfg.NATSReplicas != 3 {
+		t.Errorf("from YAML nats_replicas: 3: NATSReplicas = %d, %v; want 3", cfg.NATSReplicas, err)
+	}
+}

@@ -30,7 +30,7 @@ type NotifyConfig struct {
 	RecoveryAfter    time.Duration `yaml:"recovery_after" flag:"notify-recovery-after" usage:"how long a queued delivery may go unhandled before the recovery sweep queues it again"`
 	Retention        time.Duration `yaml:"retention" flag:"notify-retention" usage:"how long notification history is kept (and how far user history reaches)"`
 	Partitions       int           `yaml:"partitions" flag:"notify-partitions" usage:"subjects per channel x category stream, chosen by a hash of the user id"`
-	AckWait          time.Duration `yaml:"ack_wait" flag:"notify-ack-wait" usage:"how long a job may stay unacknowledged before JetStream delivers it again"`
+	AckWait          time.Duration `yaml:"ack_wait" flag:"notify-ack-wait" usage:"how long JetStream waits for a job of a node that stopped answering before another node takes it (a live node keeps the jobs it holds alive with in-progress acks)"`
 	WorkersCritical  int           `yaml:"workers_critical" flag:"notify-workers-critical" usage:"critical jobs handled at once per channel"`
 	WorkersOrders    int           `yaml:"workers_orders" flag:"notify-workers-orders" usage:"orders jobs handled at once per channel"`
 	WorkersMarketing int           `yaml:"workers_marketing" flag:"notify-workers-marketing" usage:"marketing jobs handled at once per channel"`

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,32 +45,40 @@ type NotifyOptions struct {
 
 // NotifyQueue is the notification pipeline's queue: one JetStream stream
 // per channel x category (NOTIFY_EMAIL_CRITICAL takes the subjects
-// notify.email.critical.<partition>), each with its own durable consumer
-// and its own workers, so a backlog of marketing jobs never sits in front
-// of a critical one.
+// notify.email.critical.<partition>), each with its own consumers and its
+// own workers, so a backlog of marketing jobs never sits in front of a
+// critical one.
 //
-// Ordering: JetStream hands a stream's jobs to its consumer in publish
-// order, and NotifyQueue runs at most one job per user at a time within a
-// stream, in that order (a user's later jobs wait behind the one in
-// flight; other users' jobs do not). So one user's messages on one channel
-// are attempted in the order they were accepted. Retries trade that away
-// on purpose: a failed attempt is acknowledged and republished when its
-// backoff is due, so the user's later messages may overtake it instead of
-// stalling behind a provider outage, and a stale offer behind an OTP
-// matters less than the OTP. The order holds per node: with several nodes
-// on one consumer, two jobs of one user may run at once on different
-// nodes. The partition token in the subject is there so a consumer per
-// partition, pinned to one node (NATS 2.11 priority groups), can make it
-// hold across nodes without renaming anything.
+// Ordering: JetStream hands a consumer's jobs out in publish order, and
+// NotifyQueue runs at most one job per user at a time within a stream, in
+// that order (a user's later jobs wait behind the one in flight; other
+// users' jobs do not). So on one node one user's messages on one channel
+// are attempted in the order they were accepted. Across nodes, on NATS
+// 2.11 and later, each partition of a stream has a consumer of its own
+// with a pinned-client priority group: the server hands a partition to one
+// node at a time, and to another only when that node stops pulling
+// ([PinnedTTL]) or hands it back on shutdown, so the order holds across
+// every node consuming the queue. On older servers (detected from the
+// server's INFO) the streams keep one shared consumer and the order holds
+// per node only: two jobs of one user may run at once on two nodes.
+// Retries trade the order away on purpose: a failed attempt is
+// acknowledged and republished when its backoff is due, so the user's
+// later messages may overtake it instead of stalling behind a provider
+// outage.
+//
+// Every job a node holds is kept alive with in-progress acknowledgements
+// (see keyedRunner), so AckWait bounds how long a job stays with a node
+// that died, not how long a live node may take.
 //
 // Streams use work-queue retention: an acknowledged job is deleted, so
 // the first message of a stream is the oldest job not yet handled, which
 // Horizon reports to the recovery sweep.
 type NotifyQueue struct {
-	c     *Conn
-	o     NotifyOptions
-	log   *slog.Logger
-	lanes map[streamKey]*lane
+	c      *Conn
+	o      NotifyOptions
+	log    *slog.Logger
+	lanes  map[streamKey]*lane
+	pinned bool // per-partition consumers with a pinned client (NATS 2.11+)
 }
 
 // lane is one stream and the two connections of its own that publish to
@@ -81,11 +89,16 @@ type NotifyQueue struct {
 // the publishing connection's lock). Per stream, they run in parallel,
 // and one stream's publishes still keep their order.
 type lane struct {
-	pub  *nats.Conn
-	js   jetstream.JetStream // on pub
-	sub  *nats.Conn
-	cons jetstream.Consumer // on sub
-	str  jetstream.Stream
+	key     streamKey
+	workers int
+	pub     *nats.Conn
+	js      jetstream.JetStream // on pub
+	sub     *nats.Conn
+	subJS   jetstream.JetStream // on sub
+	str     jetstream.Stream    // on the Conn's own connection
+	// consumers are the stream's consumers: one per partition when pinned,
+	// else one.
+	consumers []jetstream.ConsumerConfig
 }
 
 type streamKey struct {
@@ -113,6 +126,11 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 	o.Workers = workers
 	log := cmp.Or(o.Logger, c.log)
 	q := &NotifyQueue{c: c, o: o, log: log, lanes: map[streamKey]*lane{}}
+	version := c.nc.ConnectedServerVersion()
+	if q.pinned = pinningSupported(version); !q.pinned {
+		log.Warn("NATS server predates 2.11 (no pinned consumers): one user's notifications keep their order on each node, not across nodes",
+			"server_version", version)
+	}
 	for _, ch := range notify.Channels {
 		for _, cat := range notify.Categories {
 			k := streamKey{ch, cat}
@@ -127,10 +145,10 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 	return q, nil
 }
 
-// openLane creates (or updates) k's stream and consumer and connects its
+// openLane creates (or updates) k's stream and consumers and connects its
 // lane. On error, what it connected is closed.
 func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_ *lane, err error) {
-	l := &lane{}
+	l := &lane{key: k, workers: workers}
 	defer func() {
 		if err != nil {
 			_ = l.close() // l, not the nil the failed return hands back
@@ -146,14 +164,9 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 	}); err != nil {
 		return nil, err
 	}
-	if err = ensureConsumer(ctx, l.str, jetstream.ConsumerConfig{
-		Durable:       "workers",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       q.o.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 4 * workers * 8,
-	}); err != nil {
-		return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
+	l.consumers = q.consumerConfigs(k, workers)
+	if err = q.ensureConsumers(ctx, l); err != nil {
+		return nil, fmt.Errorf("queue: consumers of %s: %w", q.streamName(k), err)
 	}
 	name := strings.ToLower(string(k.ch) + "-" + string(k.cat))
 	if l.pub, err = q.c.dial("notify-publish-" + name); err != nil {
@@ -172,14 +185,87 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 	if l.sub, err = q.c.dial("notify-consume-" + name); err != nil {
 		return nil, err
 	}
-	subJS, err := jetstream.New(l.sub)
-	if err != nil {
+	if l.subJS, err = jetstream.New(l.sub); err != nil {
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
-	if l.cons, err = subJS.Consumer(ctx, q.streamName(k), "workers"); err != nil {
-		return nil, fmt.Errorf("queue: consumer of %s: %w", q.streamName(k), err)
-	}
 	return l, nil
+}
+
+// Consumer layout. pinGroup is the priority group every node pulls in;
+// pinnedTTL is how long a partition stays with a node that stopped
+// pulling (a live node pulls at least every pullExpiry) before the server
+// hands it to another.
+const (
+	consumerName = "workers" // the shared consumer, and the partition consumers' prefix
+	pinGroup     = "sluice"
+	pinnedTTL    = 15 * time.Second
+)
+
+// consumerConfigs returns the consumers of k's stream: one per partition
+// with a pinned client when the server has priority groups, else one
+// shared consumer. Each partition consumer may hold 4 x workers jobs
+// unacknowledged, so a stream's partitions together hold as many as the
+// shared consumer.
+func (q *NotifyQueue) consumerConfigs(k streamKey, workers int) []jetstream.ConsumerConfig {
+	base := jetstream.ConsumerConfig{
+		AckPolicy:  jetstream.AckExplicitPolicy,
+		AckWait:    q.o.AckWait,
+		MaxDeliver: -1,
+		// Zero: as many as the stream. When the stream's replicas change,
+		// the server moves the consumers along (a consumer with more
+		// replicas than its stream has peers yet is refused).
+		Replicas: 0,
+	}
+	if !q.pinned {
+		base.Durable, base.MaxAckPending = consumerName, 4*workers*q.o.Partitions
+		return []jetstream.ConsumerConfig{base}
+	}
+	out := make([]jetstream.ConsumerConfig, q.o.Partitions)
+	for p := range out {
+		c := base
+		c.Durable = fmt.Sprintf("%s_%d", consumerName, p)
+		c.FilterSubject = fmt.Sprintf("%s.%d", q.subjectBase(k), p)
+		c.MaxAckPending = 4 * workers
+		c.PriorityPolicy = jetstream.PriorityPolicyPinned
+		c.PriorityGroups = []string{pinGroup}
+		c.PinnedTTL = pinnedTTL
+		out[p] = c
+	}
+	return out
+}
+
+// ensureConsumers makes l's stream have exactly l.consumers among
+// Sluice's consumers: it deletes those of the other layout (a work-queue
+// stream refuses consumers whose subjects overlap: the shared consumer and
+// the partition consumers cannot live side by side, nor partitions of an
+// older partition count), then creates or updates each one.
+func (q *NotifyQueue) ensureConsumers(ctx context.Context, l *lane) error {
+	want := map[string]bool{}
+	for _, c := range l.consumers {
+		want[c.Durable] = true
+	}
+	names := l.str.ConsumerNames(ctx)
+	var stale []string
+	for name := range names.Name() {
+		if strings.HasPrefix(name, consumerName) && !want[name] {
+			stale = append(stale, name)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return err
+	}
+	for _, name := range stale {
+		q.log.Info("queue: deleting a consumer of another layout", "stream", q.streamName(l.key), "consumer", name)
+		if err := l.str.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+	}
+	for _, c := range l.consumers {
+		if err := ensureConsumer(ctx, l.str, c); err != nil {
+			return fmt.Errorf("%s: %w", c.Durable, err)
+		}
+	}
+	return nil
 }
 
 // ensureConsumer creates the durable consumer cfg on s when it is missing
@@ -197,13 +283,30 @@ func ensureConsumer(ctx context.Context, s jetstream.Stream, cfg jetstream.Consu
 	case err != nil:
 		return err
 	}
-	have := c.CachedInfo().Config
-	if have.AckPolicy == cfg.AckPolicy && have.AckWait == cfg.AckWait && have.MaxDeliver == cfg.MaxDeliver &&
-		have.MaxAckPending == cfg.MaxAckPending {
+	if sameConsumer(c.CachedInfo().Config, cfg) {
 		return nil
 	}
 	_, err = s.CreateOrUpdateConsumer(ctx, cfg)
 	return err
+}
+
+// sameConsumer reports whether the consumer have has the settings of want
+// that Sluice sets.
+func sameConsumer(have, want jetstream.ConsumerConfig) bool {
+	return have.AckPolicy == want.AckPolicy && have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver &&
+		have.MaxAckPending == want.MaxAckPending && have.FilterSubject == want.FilterSubject &&
+		have.Replicas == want.Replicas && have.PriorityPolicy == want.PriorityPolicy &&
+		have.PinnedTTL == want.PinnedTTL && slices.Equal(have.PriorityGroups, want.PriorityGroups)
+}
+
+// pinningSupported reports whether a server of this version ("2.11.4")
+// has priority groups with pinned clients, which came with NATS 2.11.
+func pinningSupported(version string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 2 || major == 2 && minor >= 11
 }
 
 // close drains the lane's connections: pending publishes are sent.
@@ -314,199 +417,6 @@ func (q *NotifyQueue) Horizon(ctx context.Context, ch notify.Channel, cat notify
 		return time.Time{}, fmt.Errorf("queue: oldest job: %w", err)
 	}
 	return m.Time, nil
-}
-
-// Handler processes one job; nil means done (acknowledge), an error means
-// try again later.
-type Handler func(ctx context.Context, j notify.Job) error
-
-// Run consumes every stream, calling handle for each job, until ctx ends;
-// then it stops fetching, lets the jobs in flight finish (their context is
-// not cancelled), hands back the ones not started and returns.
-func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, len(q.lanes))
-	for k, l := range q.lanes {
-		cons := l.cons
-		wg.Go(func() {
-			if err := q.consume(ctx, k, cons, handle); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return errors.Join(all...)
-}
-
-func (q *NotifyQueue) consume(ctx context.Context, k streamKey, cons jetstream.Consumer, handle Handler) error {
-	workers := q.o.Workers[k.cat]
-	// Pull requests expire after 5 s (the client's default is 30 s) so that
-	// a pull the server never fills (seen in CI on NATS 2.9 under load: a
-	// stream stalled with jobs waiting until its pull expired) costs
-	// seconds, not an OTP's whole budget. Idle streams re-pull every 5 s.
-	pull := func() (jetstream.MessagesContext, error) {
-		return cons.Messages(jetstream.PullMaxMessages(2*workers), jetstream.PullExpiry(5*time.Second))
-	}
-	it, err := pull()
-	if err != nil {
-		return fmt.Errorf("queue: consume %s: %w", q.streamName(k), err)
-	}
-	var itMu sync.Mutex // it is replaced when the server stops answering
-	stop := context.AfterFunc(ctx, func() {
-		itMu.Lock()
-		defer itMu.Unlock()
-		it.Stop()
-	})
-	defer stop()
-	jobCtx := context.WithoutCancel(ctx)
-	r := newKeyedRunner(workers, ctx.Done(), func(t task) { q.handleMsg(jobCtx, t, handle) })
-	missed := 0 // heartbeats missed in a row
-	for {
-		itMu.Lock()
-		cur := it
-		itMu.Unlock()
-		m, err := cur.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-				break
-			}
-			q.log.Warn("queue: fetch", "stream", q.streamName(k), logKeyError, err)
-			if missed++; errors.Is(err, jetstream.ErrNoHeartbeat) && missed >= stalledAfter {
-				// The server has answered none of our pulls for a while
-				// (seen with NATS 2.9: every node's pulls on one consumer
-				// unanswered while jobs waited). The client re-pulls on
-				// its own after each miss; start over with a new
-				// subscription as well.
-				if next, perr := pull(); perr == nil {
-					itMu.Lock()
-					it.Stop()
-					it = next
-					itMu.Unlock()
-					if ctx.Err() != nil {
-						next.Stop()
-					}
-					missed = 0
-				}
-			}
-			continue
-		}
-		missed = 0
-		var j notify.Job
-		if err := json.Unmarshal(m.Data(), &j); err != nil {
-			q.log.Error("queue: dropping a malformed job", "stream", q.streamName(k), logKeyError, err)
-			_ = m.Term()
-			continue
-		}
-		if md, err := m.Metadata(); err != nil || md.NumDelivered > 1 {
-			j.Redelivered = true
-		}
-		r.dispatch(task{job: j, msg: m})
-	}
-	r.close()
-	return nil
-}
-
-// flush waits until the server has everything published on nc. nats.go
-// insists on a deadline; without one in ctx, 10 seconds.
-func flush(ctx context.Context, nc *nats.Conn) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
-	return nc.FlushWithContext(ctx)
-}
-
-// stalledAfter is how many heartbeats in a row a stream's pull may miss
-// before consume replaces its subscription.
-const stalledAfter = 3
-
-func (q *NotifyQueue) handleMsg(ctx context.Context, t task, handle Handler) {
-	if err := handle(ctx, t.job); err != nil {
-		q.log.Warn("job failed; it will be delivered again", "job", t.job.MsgID(), logKeyError, err)
-		_ = t.msg.NakWithDelay(2 * time.Second)
-		return
-	}
-	if err := t.msg.Ack(); err != nil {
-		q.log.Warn("ack failed; the job may run again", "job", t.job.MsgID(), logKeyError, err)
-	}
-}
-
-// task is a fetched job and its message.
-type task struct {
-	job notify.Job
-	msg jetstream.Msg
-}
-
-// keyedRunner runs tasks on a fixed pool of worker goroutines, with at most
-// one task in flight per user, in arrival order per user. dispatch blocks
-// while every worker is busy, which stops the fetch loop: back-pressure.
-// The workers live as long as the runner, so their stacks, grown once by
-// the deep store and provider calls, are not grown again for every job.
-type keyedRunner struct {
-	mu    sync.Mutex
-	busy  map[string][]task // users in flight -> tasks waiting behind them
-	ready chan task         // a user's next task, for any idle worker
-	wg    sync.WaitGroup
-	stop  <-chan struct{}
-	run   func(task)
-}
-
-func newKeyedRunner(workers int, stop <-chan struct{}, run func(task)) *keyedRunner {
-	r := &keyedRunner{busy: map[string][]task{}, ready: make(chan task), stop: stop, run: run}
-	for range workers {
-		r.wg.Go(r.work)
-	}
-	return r
-}
-
-func (r *keyedRunner) dispatch(t task) {
-	r.mu.Lock()
-	if waiting, ok := r.busy[t.job.UserID]; ok {
-		r.busy[t.job.UserID] = append(waiting, t)
-		r.mu.Unlock()
-		return
-	}
-	r.busy[t.job.UserID] = nil
-	r.mu.Unlock()
-	r.ready <- t
-}
-
-// work runs a task, then that user's tasks that queued behind it, then
-// waits for another user's.
-func (r *keyedRunner) work() {
-	for t := range r.ready {
-		for {
-			select {
-			case <-r.stop: // shutting down: hand the job back at once
-				_ = t.msg.Nak()
-			default:
-				r.run(t)
-			}
-			key := t.job.UserID
-			r.mu.Lock()
-			waiting := r.busy[key]
-			if len(waiting) == 0 {
-				delete(r.busy, key)
-				r.mu.Unlock()
-				break
-			}
-			t, r.busy[key] = waiting[0], waiting[1:]
-			r.mu.Unlock()
-		}
-	}
-}
-
-// close waits for the tasks in flight and those queued behind them, then
-// stops the workers. Call it after the last dispatch.
-func (r *keyedRunner) close() {
-	close(r.ready)
-	r.wg.Wait()
 }
 
 // dial opens another connection to the same server as c, for traffic that

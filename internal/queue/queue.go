@@ -82,6 +82,12 @@ type Options struct {
 	// server opens no listener. Ignored when URL is set.
 	ListenAddr string
 
+	// Replicas is the number of copies JetStream keeps of every stream
+	// (and consumer) made through [Conn.EnsureStream]: 1 to 5, and 1 with
+	// the embedded server. A stream that exists with another number is
+	// updated to this one, and the cluster moves its data. If zero, 1.
+	Replicas int
+
 	// StreamPrefix is prepended to names by [Conn.Name]; see the package
 	// documentation. It may hold only ASCII letters, digits, '_' and '-'.
 	StreamPrefix string
@@ -124,6 +130,10 @@ type Conn struct {
 func Open(ctx context.Context, opts Options) (*Conn, error) {
 	if err := validPrefix(opts.StreamPrefix); err != nil {
 		return nil, err
+	}
+	opts.Replicas = cmp.Or(opts.Replicas, 1)
+	if opts.Replicas < 1 || opts.Replicas > 5 || (opts.URL == "" && opts.Replicas > 1) {
+		return nil, fmt.Errorf("queue: %d replicas: want 1 to 5, and 1 with the embedded server", opts.Replicas)
 	}
 	opts.ReadyTimeout = cmp.Or(opts.ReadyTimeout, DefaultReadyTimeout)
 	opts.ReconnectWait = cmp.Or(opts.ReconnectWait, DefaultReconnectWait)
@@ -226,10 +236,15 @@ func (c *Conn) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Replicas returns the number of copies of every stream, Options.Replicas.
+func (c *Conn) Replicas() int { return c.opts.Replicas }
+
 // EnsureStream creates the stream cfg describes, or updates it to cfg if it
 // already exists, and returns it. cfg.Name and cfg.Subjects are used as given:
-// build them with [Conn.Name].
+// build them with [Conn.Name]. A zero cfg.Replicas is [Conn.Replicas], so a
+// change of Options.Replicas reaches existing streams here.
 func (c *Conn) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	cfg.Replicas = cmp.Or(cfg.Replicas, c.opts.Replicas)
 	s, err := c.js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("queue: ensure stream %q: %w", cfg.Name, err)

@@ -1,0 +1,266 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+// Pull timings. Pull requests expire after pullExpiry (the client's default
+// is 30 s) so that a pull the server never fills (seen in CI on NATS 2.9
+// under load: a stream stalled with jobs waiting until its pull expired)
+// costs seconds, not an OTP's whole budget; idle streams re-pull that
+// often, which also keeps a pinned partition pinned. The server sends a
+// heartbeat every pullHeartbeat while a pull waits; stalledAfter missed in
+// a row and the subscription is replaced, and when that does not help
+// either, the consumer is checked and, if it is stuck, made again.
+const (
+	pullExpiry    = 5 * time.Second
+	pullHeartbeat = 2 * time.Second
+	stalledAfter  = 3
+	retryPause    = time.Second // between attempts to subscribe again
+)
+
+// Handler processes one job; nil means done (acknowledge), an error means
+// try again later.
+type Handler func(ctx context.Context, j notify.Job) error
+
+// Run consumes every stream, calling handle for each job, until ctx ends;
+// then it stops fetching, lets the jobs in flight finish (their context is
+// not cancelled), hands back the ones not started, gives up the partitions
+// it was pinned to and returns.
+func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
+	var wg sync.WaitGroup
+	jobCtx := context.WithoutCancel(ctx)
+	for _, l := range q.lanes {
+		wg.Go(func() {
+			r := newKeyedRunner(l.workers, q.o.AckWait/3, ctx.Done(), func(t task) { q.handleMsg(jobCtx, t, handle) })
+			var pulls sync.WaitGroup
+			pins := make([]string, len(l.consumers))
+			for i, cfg := range l.consumers {
+				pulls.Go(func() { pins[i] = q.consume(ctx, l, cfg, r) })
+			}
+			pulls.Wait()
+			r.close()
+			q.unpin(jobCtx, l, pins)
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// unpin hands back the partitions this node still holds, once the jobs it
+// took from them are done or handed back, so that another node takes them
+// over at once rather than after pinnedTTL.
+func (q *NotifyQueue) unpin(ctx context.Context, l *lane, pins []string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for i, pin := range pins {
+		if pin == "" {
+			continue
+		}
+		name := l.consumers[i].Durable
+		c, err := l.str.Consumer(ctx, name)
+		if err != nil {
+			continue
+		}
+		for _, g := range c.CachedInfo().PriorityGroups {
+			if g.Group == pinGroup && g.PinnedClientID == pin {
+				if err := l.str.UnpinConsumer(ctx, name, pinGroup); err != nil {
+					q.log.Debug("queue: unpin", "consumer", name, logKeyError, err)
+				}
+			}
+		}
+	}
+}
+
+// consume pulls from one consumer of l's stream into r until ctx ends,
+// and returns the pin id the server last gave this node ("" if none). It
+// subscribes again when the server stops answering, and makes the
+// consumer again when it was deleted or stays stuck.
+func (q *NotifyQueue) consume(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig, r *keyedRunner) (pin string) {
+	stream := q.streamName(l.key)
+	log := q.log.With("stream", stream, "consumer", cfg.Durable)
+	var (
+		mu sync.Mutex // it is replaced while ctx's AfterFunc may stop it
+		it jetstream.MessagesContext
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if it != nil {
+			it.Stop()
+		}
+	})
+	defer stop()
+	// subscribe replaces it with a new subscription, making the consumer
+	// first when it is gone; it retries until it succeeds or ctx ends.
+	subscribe := func() bool {
+		for {
+			next, err := q.subscribe(ctx, l, cfg)
+			if err == nil {
+				mu.Lock()
+				if it != nil {
+					it.Stop()
+				}
+				it = next
+				mu.Unlock()
+				if ctx.Err() != nil {
+					next.Stop()
+					return false
+				}
+				return true
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			log.Warn("queue: subscribe", logKeyError, err)
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(retryPause):
+			}
+		}
+	}
+	if !subscribe() {
+		return ""
+	}
+	missed, resubscribed := 0, 0 // heartbeats missed in a row; new subscriptions that did not help
+	for {
+		mu.Lock()
+		cur := it
+		mu.Unlock()
+		m, err := cur.Next()
+		if err != nil {
+			if ctx.Err() != nil || l.sub.IsClosed() {
+				return pin
+			}
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
+				errors.Is(err, jetstream.ErrMsgIteratorClosed):
+				log.Warn("queue: consumer gone; making it again", logKeyError, err)
+				if !subscribe() {
+					return pin
+				}
+				missed = 0
+			case errors.Is(err, jetstream.ErrNoHeartbeat):
+				if l.sub.Status() != nats.CONNECTED {
+					missed = 0 // reconnecting: the client re-pulls once connected
+					continue
+				}
+				if missed++; missed < stalledAfter {
+					continue
+				}
+				log.Warn("queue: no heartbeat from the server; subscribing again", "missed", missed)
+				missed = 0
+				if resubscribed++; resubscribed > 1 && q.stuck(ctx, l, cfg, pin) {
+					// A new subscription did not help and the server
+					// holds jobs it does not hand out: the consumer
+					// itself is stuck. Jobs other nodes hold are
+					// delivered again (the recovery sweep and the
+					// delivery claims make that a duplicate at worst).
+					log.Error("queue: consumer stuck with jobs waiting; making it again")
+					if err := l.str.DeleteConsumer(ctx, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+						log.Warn("queue: delete stuck consumer", logKeyError, err)
+					}
+					resubscribed = 0
+				}
+				if !subscribe() {
+					return pin
+				}
+			default:
+				log.Warn("queue: fetch", logKeyError, err)
+			}
+			continue
+		}
+		missed, resubscribed = 0, 0
+		if p := m.Headers().Get("Nats-Pin-Id"); p != "" {
+			pin = p
+		}
+		var j notify.Job
+		if err := json.Unmarshal(m.Data(), &j); err != nil {
+			log.Error("queue: dropping a malformed job", logKeyError, err)
+			_ = m.Term()
+			continue
+		}
+		if md, err := m.Metadata(); err != nil || md.NumDelivered > 1 {
+			j.Redelivered = true
+		}
+		r.dispatch(task{job: j, msg: m})
+	}
+}
+
+// subscribe starts pulling from cfg's consumer, first making it (as
+// ensureConsumer does) when the server no longer has it.
+func (q *NotifyQueue) subscribe(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig) (jetstream.MessagesContext, error) {
+	cons, err := l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err = ensureConsumer(ctx, l.str, cfg); err == nil {
+			cons, err = l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	opts := []jetstream.PullMessagesOpt{
+		jetstream.PullMaxMessages(2 * l.workers), jetstream.PullExpiry(pullExpiry),
+		jetstream.PullHeartbeat(pullHeartbeat), jetstream.WithMessagesErrOnMissingHeartbeat(true),
+	}
+	if cfg.PriorityPolicy == jetstream.PriorityPolicyPinned {
+		opts = append(opts, jetstream.PullPriorityGroup(pinGroup))
+	}
+	it, err := cons.Messages(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("pull: %w", err)
+	}
+	return it, nil
+}
+
+// stuck reports whether cfg's consumer holds jobs it hands to nobody: jobs
+// are waiting, fewer than MaxAckPending are out, and the consumer is not
+// pinned to another node (whose pulls it rightly answers instead of ours).
+func (q *NotifyQueue) stuck(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig, pin string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := l.str.Consumer(ctx, cfg.Durable)
+	if err != nil {
+		return false // unknown: the stream may be electing a leader
+	}
+	info := c.CachedInfo()
+	for _, g := range info.PriorityGroups {
+		if g.PinnedClientID != "" && g.PinnedClientID != pin {
+			return false
+		}
+	}
+	return info.NumPending > 0 && info.NumAckPending < cfg.MaxAckPending
+}
+
+// flush waits until the server has everything published on nc. nats.go
+// insists on a deadline; without one in ctx, 10 seconds.
+func flush(ctx context.Context, nc *nats.Conn) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
+}
+
+func (q *NotifyQueue) handleMsg(ctx context.Context, t task, handle Handler) {
+	if err := handle(ctx, t.job); err != nil {
+		q.log.Warn("job failed; it will be delivered again", "job", t.job.MsgID(), logKeyError, err)
+		_ = t.msg.NakWithDelay(2 * time.Second)
+		return
+	}
+	if err := t.msg.Ack(); err != nil {
+		q.log.Warn("ack failed; the job may run again", "job", t.job.MsgID(), logKeyError, err)
+	}
+}
