@@ -41,13 +41,8 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 			path: "redis-server",
 			url:  func(addr string) string { return "redis://" + addr },
 			args: func(port int, dir, _ string) []string {
-				return []string{
-					"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-					"--save", "", "--appendonly", "no", "--dir", dir,
-					"--daemonize", "no", "--logfile", "",
-					"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-					"--cluster-node-timeout", "2000",
-				}
+				return append(redisArgs(port, dir), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+					"--cluster-node-timeout", "2000")
 			},
 			ready: redisReady,
 		}, t.TempDir()))

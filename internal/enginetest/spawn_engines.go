@@ -25,15 +25,20 @@ func StartRedis(t testing.TB) *Process {
 		name: "redis-server",
 		path: "redis-server",
 		url:  func(addr string) string { return "redis://" + addr },
-		args: func(port int, dir, _ string) []string {
-			return []string{
-				"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-				"--save", "", "--appendonly", "no", "--dir", dir,
-				"--daemonize", "no", "--logfile", "",
-			}
-		},
+		args: func(port int, dir, _ string) []string { return redisArgs(port, dir) },
 		ready: redisReady,
 	}, t.TempDir())
+}
+
+// redisArgs are the command line of a redis-server for one test: loopback
+// on port, no persistence (--save "" --appendonly no), in the foreground,
+// logging to stdout, its directory dir.
+func redisArgs(port int, dir string) []string {
+	return []string{
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--daemonize", "no", "--logfile", "",
+	}
 }
 
 // StartNATS runs nats-server with JetStream for the calling test on a spare
