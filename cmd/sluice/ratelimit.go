@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -50,13 +51,13 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 		}
 	}
 
-	ann := newRatelimitAnnouncer(n)
+	ann := announce.NewRatelimit(n.queue.NATS(), n.queue.Name)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: n.counters, Announce: ann.Announce,
 		Metrics: hooks, Logger: n.log})
 	if err != nil {
 		return nil, err
 	}
-	stopListen, err := ann.listen(svc)
+	stopListen, err := ann.Listen(svc.Heard)
 	if err != nil {
 		return nil, err
 	}

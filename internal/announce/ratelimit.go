@@ -1,4 +1,4 @@
-package main
+package announce
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluicehq/sluice/internal/announce"
+	"github.com/nats-io/nats.go"
+
 	"github.com/sluicehq/sluice/internal/limits"
 )
 
-// The rate limit announcement subjects (before queue.Conn.Name's prefix).
+// The rate limit announcement subjects, before the deployment's prefix.
 // Rule changes carry {"policy": name} (empty data, as older nodes send,
 // and {} mean "the blocks, or something, changed": reload); resets carry
 // {"policy": name, "key": key}.
@@ -25,23 +26,25 @@ type changeJSON struct {
 	Key    string `json:"key,omitempty"`
 }
 
-// ratelimitAnnouncer carries limits.Change announcements between the
-// nodes over NATS.
-type ratelimitAnnouncer struct {
-	rules, resets *announce.Bus
+// Ratelimit carries the rate limit service's changes (limits.Change)
+// between the nodes: rule changes on one subject, key resets on another.
+// It is safe for concurrent use; the zero value is not usable (use
+// NewRatelimit).
+type Ratelimit struct {
+	rules, resets *Bus
 }
 
-func newRatelimitAnnouncer(n *node) *ratelimitAnnouncer {
-	return &ratelimitAnnouncer{
-		rules:  announce.New(n.queue.NATS(), n.queue.Name(subjectRulesChanged)),
-		resets: announce.New(n.queue.NATS(), n.queue.Name(subjectKeysReset)),
-	}
+// NewRatelimit returns the rate limit announcements on nc, naming each
+// subject with name (Sluice passes queue.Conn.Name, which adds the
+// deployment's prefix).
+func NewRatelimit(nc *nats.Conn, name func(string) string) *Ratelimit {
+	return &Ratelimit{rules: New(nc, name(subjectRulesChanged)), resets: New(nc, name(subjectKeysReset))}
 }
 
 // Announce implements limits.Options.Announce: it returns once the NATS
 // server has the announcement, so an API call answers after every node can
 // know.
-func (a *ratelimitAnnouncer) Announce(ctx context.Context, c limits.Change) error {
+func (a *Ratelimit) Announce(ctx context.Context, c limits.Change) error {
 	bus := a.rules
 	if c.Kind == limits.KeyReset {
 		bus = a.resets
@@ -53,9 +56,11 @@ func (a *ratelimitAnnouncer) Announce(ctx context.Context, c limits.Change) erro
 	return bus.Send(ctx, data)
 }
 
-// listen hands every announcement heard to svc.Heard until stop.
-func (a *ratelimitAnnouncer) listen(svc *limits.Service) (stop func() error, err error) {
-	heard := func(kind limits.ChangeKind) func(string) {
+// Listen hands every announcement heard, this node's own included, to
+// heard (the service's Heard) until stop. An unreadable rule change is
+// still a change (reload); an unreadable reset is dropped.
+func (a *Ratelimit) Listen(heard func(limits.Change)) (stop func() error, err error) {
+	on := func(kind limits.ChangeKind) func(string) {
 		return func(data string) {
 			var c changeJSON
 			if data != "" && json.Unmarshal([]byte(data), &c) != nil {
@@ -64,14 +69,14 @@ func (a *ratelimitAnnouncer) listen(svc *limits.Service) (stop func() error, err
 			if kind == limits.KeyReset && (c.Policy == "" || c.Key == "") {
 				return
 			}
-			svc.Heard(limits.Change{Kind: kind, Policy: c.Policy, Key: c.Key})
+			heard(limits.Change{Kind: kind, Policy: c.Policy, Key: c.Key})
 		}
 	}
-	stopRules, err := a.rules.Listen(heard(limits.RulesChanged))
+	stopRules, err := a.rules.Listen(on(limits.RulesChanged))
 	if err != nil {
 		return nil, err
 	}
-	stopResets, err := a.resets.Listen(heard(limits.KeyReset))
+	stopResets, err := a.resets.Listen(on(limits.KeyReset))
 	if err != nil {
 		_ = stopRules()
 		return nil, err
