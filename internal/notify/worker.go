@@ -110,7 +110,8 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		callCtx, cancel = context.WithTimeout(ctx, s.opts.ClaimFor*3/4)
 		defer cancel()
 	}
-	sent = s.deliver(callCtx, j, st, p, m)
+	sent = s.deliver(callCtx, j, d, st, p, m)
+	sent.hops = s.recordHops(j, d, p, sent)
 	sendErr := sent.err
 	attempts := d.Attempts + 1
 	if sendErr == nil {
