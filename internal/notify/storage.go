@@ -54,9 +54,10 @@ type Store interface {
 	// whose claim lapsed before before (their worker is gone).
 	StaleDeliveries(ctx context.Context, ch Channel, c Category, before time.Time, limit int) ([]Job, error)
 	// MarkQueued clears NextAttemptAt and sets UpdatedAt to at on the
-	// given deliveries that are queued, or sending under a claim that
-	// lapsed before at (those are queued again, their claim cleared): they
-	// have been (re)published.
+	// given deliveries that are queued and due at at (a delivery a worker
+	// rescheduled since its publish keeps its new time), or sending under
+	// a claim that lapsed before at (those are queued again, their claim
+	// cleared): they have been (re)published.
 	MarkQueued(ctx context.Context, keys []DeliveryKey, at time.Time) error
 	// RecordReceipt moves a sent delivery to status (delivered or failed)
 	// with errMsg, from a provider's callback. It reports false, changing

@@ -388,10 +388,11 @@ func (db *DB) MarkQueued(ctx context.Context, keys []notify.DeliveryKey, at time
 		return nil
 	}
 	q := db.Rebind(`UPDATE deliveries SET status = 'queued', next_attempt_at = NULL, updated_at = ?, claim_owner = '', claim_until = NULL
-		WHERE notification_id = ? AND channel = ? AND (status = 'queued' OR (status = 'sending' AND claim_until < ?))`)
+		WHERE notification_id = ? AND channel = ?
+		AND ((status = 'queued' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)) OR (status = 'sending' AND claim_until < ?))`)
 	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, k := range keys {
-			if _, err := tx.ExecContext(ctx, q, at.UnixMicro(), k.NotificationID, string(k.Channel), at.UnixMicro()); err != nil {
+			if _, err := tx.ExecContext(ctx, q, at.UnixMicro(), k.NotificationID, string(k.Channel), at.UnixMicro(), at.UnixMicro()); err != nil {
 				return err
 			}
 		}

@@ -96,6 +96,19 @@ func (s suite) notificationClaims(t *testing.T) {
 	if d, _ := db.Delivery(ctx, sms); d.Status != notify.StatusQueued || !d.NextAttemptAt.IsZero() || !d.ClaimUntil.IsZero() {
 		t.Errorf("delivery after MarkQueued = %+v; want queued, no claim", d)
 	}
+	// A worker reschedules the delivery before the publisher's MarkQueued
+	// lands (a deferral): the new time stands, or no one would queue it.
+	later := lapse.Add(time.Minute)
+	if ok, err := db.FinishAttempt(ctx, notify.Attempt{Key: sms, Status: notify.StatusQueued, Prev: 0, Attempts: 0,
+		NextAttemptAt: later, At: lapse.Add(time.Second)}, nil); err != nil || !ok {
+		t.Fatalf("FinishAttempt(deferral) = %v, %v", ok, err)
+	}
+	if err := db.MarkQueued(ctx, []notify.DeliveryKey{sms}, lapse.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := db.Delivery(ctx, sms); !d.NextAttemptAt.Equal(later) {
+		t.Errorf("next attempt after a late MarkQueued = %v, want the rescheduled %v", d.NextAttemptAt, later)
+	}
 }
 
 // notificationClaimRace has many workers claim each of a few deliveries at
