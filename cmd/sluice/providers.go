@@ -32,6 +32,8 @@ type providerSet struct {
 	callbacks map[string]notify.CallbackParser
 	guards    []*notify.Guard
 	closers   []func() error
+	// hooks report provider calls to the provider metrics.
+	hooks notify.ProviderMetrics
 }
 
 // breakerStates is the /readyz detail: each provider's breaker state.
@@ -59,6 +61,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 	ps := &providerSet{primary: map[notify.Channel]notify.Provider{}, backups: map[notify.Channel][]notify.Provider{},
 		callbacks: map[string]notify.CallbackParser{}}
 	m := metrics.NewProviders(reg)
+	ps.hooks = m.Hooks()
 	client := &http.Client{Timeout: pc.Timeout}
 	guard := func(p notify.Provider, rate float64) (*notify.Guard, error) {
 		g := &notify.Guard{Provider: p, Metrics: m.Hooks()}

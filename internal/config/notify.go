@@ -44,6 +44,7 @@ type NotifyConfig struct {
 type WebhookConfig struct {
 	Secret  string        `yaml:"secret" flag:"webhook-secret" usage:"Standard Webhooks signing secret (whsec_...); empty generates one kept in the data dir"`
 	Timeout time.Duration `yaml:"timeout" flag:"webhook-timeout" usage:"timeout of one webhook request"`
+	Rate    float64       `yaml:"rate" flag:"webhook-rate" usage:"requests per second to one receiver host (every node together); 0 does not pace"`
 }
 
 // RetryConfig is one category's retry timing: waits are random in
@@ -96,6 +97,9 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 	}
 	if n.Webhook.Timeout <= 0 {
 		bad("webhook-timeout", "must be positive")
+	}
+	if n.Webhook.Rate < 0 {
+		bad("webhook-rate", "must be 0 (unpaced) or more")
 	}
 	n.Providers.validate(bad)
 	rules := n.RetryRules()
