@@ -147,12 +147,15 @@ func TestChaosNATSRestartDuringDelivery(t *testing.T) {
 }
 
 // TestChaosProviderOutage makes the webhook receiver answer 503 for a
-// while, then recover: deliveries retry with backoff (no dead letters for
-// an outage shorter than the attempts), and every notification arrives.
+// while, then recover: its host's breaker opens after a few refusals, so
+// the deliveries wait without hammering it or spending attempts (no dead
+// letters), and after recovery the breaker's probe lets every notification
+// through.
 func TestChaosProviderOutage(t *testing.T) {
 	t.Parallel()
 	const users, total = 10, 100
 	cfg, key := notifyChaosConfig(t, 4)
+	cfg.Notify.Providers.BreakerOpenFor = time.Second
 	n := startNode(t, cfg)
 	hook := newHookServer(t, http.StatusServiceUnavailable)
 	hook.verify = key
@@ -162,9 +165,9 @@ func TestChaosProviderOutage(t *testing.T) {
 	if len(ids) != total {
 		t.Fatalf("%d of %d notifications acknowledged, want all", len(ids), total)
 	}
-	eventually(t, 20*time.Second, "the outage to be retried", func() (bool, string) {
+	eventually(t, 20*time.Second, "the outage to be retried past the breaker's probes", func() (bool, string) {
 		_, hits := hook.counts()
-		return hits >= 2*total, fmt.Sprintf("%d webhook requests", hits)
+		return hits >= 2*cfg.Notify.Providers.BreakerFailures, fmt.Sprintf("%d webhook requests", hits)
 	})
 	recovered := time.Now()
 	hook.setStatus(http.StatusOK)
@@ -176,7 +179,7 @@ func TestChaosProviderOutage(t *testing.T) {
 			nb := getNotification(t, n.httpURL, id)
 			for _, d := range nb.Deliveries {
 				if d.Channel == "webhook" && d.Status != "sent" {
-					return false, fmt.Sprintf("%s webhook %s after %d attempts", id, d.Status, d.Attempts)
+					return false, fmt.Sprintf("%s webhook %s after %d attempts (%s, updated %v)", id, d.Status, d.Attempts, d.Error, time.Since(d.UpdatedAt))
 				}
 			}
 		}
@@ -188,6 +191,9 @@ func TestChaosProviderOutage(t *testing.T) {
 	_ = json.Unmarshal(body, &dl)
 	if len(dl.Items) != 0 {
 		t.Errorf("%d dead letters after a recovered outage, want none: %s", len(dl.Items), body)
+	}
+	if failedCalls >= total {
+		t.Errorf("%d refused calls for %d notifications: the receiver's breaker should have stopped most of them", failedCalls, total)
 	}
 	t.Logf("provider outage: %d notifications, %d refused webhook calls during the outage; all delivered %v after recovery, 0 dead letters",
 		total, failedCalls, took.Round(time.Millisecond))

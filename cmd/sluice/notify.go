@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/config"
@@ -65,8 +68,12 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 		return nil, nil, fmt.Errorf("providers: %w", err)
 	}
 	n.onStop("notification providers", func(context.Context) error { ps.close(); return nil })
+	whGuard, err := webhookGuards(wh, nc, n.counters, ps.hooks, n.log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("webhook pacing: %w", err)
+	}
 	ob := &outbox.Provider{}
-	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: wh}
+	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: whGuard}
 	maps.Copy(providers, ps.primary)
 	failover := []notify.Category{}
 	for _, c := range nc.Providers.Failover {
@@ -128,4 +135,42 @@ func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {
 		out[c] = rule
 	}
 	return out
+}
+
+// webhookGuards puts the webhook provider behind a guard per receiver host
+// (breaker on the providers' breaker settings, pacing at --webhook-rate per
+// host on the node's counter store), so one slow or failing receiver opens
+// its own breaker and every other receiver is called as usual.
+func webhookGuards(wh notify.Provider, nc config.NotifyConfig, pace ratelimit.Store, hooks notify.ProviderMetrics,
+	log *slog.Logger) (*notify.GuardSet, error) {
+	pc := nc.Providers
+	if nc.Webhook.Rate > 0 { // fail at start, not at the first webhook
+		if _, err := notify.NewPacer(notify.PacingOptions{Store: pace, Provider: "webhook:check", Rate: nc.Webhook.Rate,
+			MaxWait: pc.MaxPacingWait}); err != nil {
+			return nil, err
+		}
+	}
+	return &notify.GuardSet{Provider: wh, Metrics: hooks,
+		Key: func(m notify.Message) string {
+			if u, err := url.Parse(m.To); err == nil {
+				return strings.ToLower(u.Host)
+			}
+			return ""
+		},
+		New: func(host string) (*notify.Breaker, *notify.Pacer) {
+			b := notify.NewBreaker(notify.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor, Probes: pc.BreakerProbes,
+				OnChange: func(s notify.BreakerState) {
+					log.Warn("webhook receiver circuit breaker", "host", host, "state", s.String())
+				}})
+			var p *notify.Pacer
+			if nc.Webhook.Rate > 0 {
+				share := pc.CriticalShare
+				if share == 0 {
+					share = -1 // none
+				}
+				p, _ = notify.NewPacer(notify.PacingOptions{Store: pace, Provider: "webhook:" + host, Rate: nc.Webhook.Rate,
+					CriticalShare: share, MaxWait: pc.MaxPacingWait})
+			}
+			return b, p
+		}}, nil
 }

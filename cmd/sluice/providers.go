@@ -32,6 +32,8 @@ type providerSet struct {
 	callbacks map[string]notify.CallbackParser
 	guards    []*notify.Guard
 	closers   []func() error
+	// hooks report provider calls to the provider metrics.
+	hooks notify.ProviderMetrics
 }
 
 // breakerStates is the /readyz detail: each provider's breaker state.
@@ -59,6 +61,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 	ps := &providerSet{primary: map[notify.Channel]notify.Provider{}, backups: map[notify.Channel][]notify.Provider{},
 		callbacks: map[string]notify.CallbackParser{}}
 	m := metrics.NewProviders(reg)
+	ps.hooks = m.Hooks()
 	client := &http.Client{Timeout: pc.Timeout}
 	guard := func(p notify.Provider, rate float64) (*notify.Guard, error) {
 		g := &notify.Guard{Provider: p, Metrics: m.Hooks()}
@@ -143,45 +146,68 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 			ps.primary[e.ch] = g
 		}
 	}
-	router := &push.Router{}
-	if f := pc.FCM; f.CredentialsFile != "" {
+	// Push: FCM and APNs behind one router, and a backup router of the
+	// backup services, a missing backup standing in for by the primary.
+	fcmClient := func(name string, f config.FCMConfig) (notify.Provider, error) {
 		b, err := os.ReadFile(f.CredentialsFile)
 		if err != nil {
-			return nil, fmt.Errorf("fcm credentials: %w", err)
+			return nil, fmt.Errorf("%s credentials: %w", name, err)
 		}
 		var sa fcm.ServiceAccount
 		if err := json.Unmarshal(b, &sa); err != nil {
-			return nil, fmt.Errorf("fcm credentials %s: %w", f.CredentialsFile, err)
+			return nil, fmt.Errorf("%s credentials %s: %w", name, f.CredentialsFile, err)
 		}
-		c, err := fcm.New(fcm.Options{Account: sa, ProjectID: f.ProjectID, BaseURL: f.BaseURL, TokenURL: f.TokenURL, Client: client})
+		c, err := fcm.New(fcm.Options{Name: name, Account: sa, ProjectID: f.ProjectID, BaseURL: f.BaseURL, TokenURL: f.TokenURL, Client: client})
 		if err != nil {
 			return nil, err
 		}
-		g, err := guard(c, f.Rate)
-		if err != nil {
-			return nil, err
-		}
-		router.FCM = g
+		return guard(c, f.Rate)
 	}
-	if a := pc.APNs; a.KeyFile != "" {
+	apnsClient := func(name string, a config.APNsConfig) (notify.Provider, error) {
 		key, err := os.ReadFile(a.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("apns key: %w", err)
+			return nil, fmt.Errorf("%s key: %w", name, err)
 		}
 		// APNs needs HTTP/2, which net/http negotiates over TLS.
-		c, err := apns.New(apns.Options{BaseURL: a.BaseURL, KeyID: a.KeyID, TeamID: a.TeamID, PrivateKey: string(key), Topic: a.Topic,
-			Client: &http.Client{Timeout: pc.Timeout}})
+		c, err := apns.New(apns.Options{Name: name, BaseURL: a.BaseURL, KeyID: a.KeyID, TeamID: a.TeamID, PrivateKey: string(key),
+			Topic: a.Topic, Client: &http.Client{Timeout: pc.Timeout}})
 		if err != nil {
 			return nil, err
 		}
-		g, err := guard(c, a.Rate)
+		return guard(c, a.Rate)
+	}
+	router, backup := &push.Router{}, &push.Router{Alias: "push-backup"}
+	if f := pc.FCM; f.CredentialsFile != "" {
+		p, err := fcmClient("fcm", f)
 		if err != nil {
 			return nil, err
 		}
-		router.APNs = g
+		router.FCM, backup.FCM = p, p
+		if fb := pc.FCMBackup; fb.CredentialsFile != "" {
+			if backup.FCM, err = fcmClient("fcm-backup", config.FCMConfig{CredentialsFile: fb.CredentialsFile, ProjectID: fb.ProjectID,
+				BaseURL: cmp.Or(fb.BaseURL, f.BaseURL), TokenURL: fb.TokenURL, Rate: fb.Rate}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if a := pc.APNs; a.KeyFile != "" {
+		p, err := apnsClient("apns", a)
+		if err != nil {
+			return nil, err
+		}
+		router.APNs, backup.APNs = p, p
+		if ab := pc.APNsBackup; ab.KeyFile != "" {
+			if backup.APNs, err = apnsClient("apns-backup", config.APNsConfig{KeyFile: ab.KeyFile, KeyID: ab.KeyID, TeamID: ab.TeamID,
+				Topic: cmp.Or(ab.Topic, a.Topic), BaseURL: cmp.Or(ab.BaseURL, a.BaseURL), Rate: ab.Rate}); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if router.FCM != nil || router.APNs != nil {
 		ps.primary[notify.Push] = router
+	}
+	if backup.FCM != router.FCM || backup.APNs != router.APNs {
+		ps.backups[notify.Push] = []notify.Provider{backup}
 	}
 	return ps, nil
 }

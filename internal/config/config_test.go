@@ -199,7 +199,7 @@ func TestNotifySettings(t *testing.T) {
 		{"secret without prefix", []string{"--webhook-secret", "hunter2"}, "--webhook-secret"},
 		{"marketing retrying more than once", []string{"--notify-retry-marketing-attempts", "3"}, "--notify-retry-marketing-attempts"},
 		{"cap below base", []string{"--notify-retry-orders-base", "1m", "--notify-retry-orders-cap", "1s"}, "--notify-retry-orders-cap"},
-		{"ack wait within the webhook timeout", []string{"--notify-ack-wait", "5s"}, "--notify-ack-wait"},
+		{"ack wait not positive", []string{"--notify-ack-wait", "0s"}, "--notify-ack-wait"},
 		{"no workers", []string{"--notify-workers-critical", "0"}, "--notify-workers-critical"},
 		{"negative recovery", []string{"--notify-recovery-after", "-1s"}, "--notify-recovery-after"},
 	}

@@ -30,7 +30,7 @@ type NotifyConfig struct {
 	RecoveryAfter    time.Duration `yaml:"recovery_after" flag:"notify-recovery-after" usage:"how long a queued delivery may go unhandled before the recovery sweep queues it again"`
 	Retention        time.Duration `yaml:"retention" flag:"notify-retention" usage:"how long notification history is kept (and how far user history reaches)"`
 	Partitions       int           `yaml:"partitions" flag:"notify-partitions" usage:"subjects per channel x category stream, chosen by a hash of the user id"`
-	AckWait          time.Duration `yaml:"ack_wait" flag:"notify-ack-wait" usage:"how long JetStream waits for a job of a node that stopped answering before another node takes it (a live node keeps the jobs it holds alive with in-progress acks)"`
+	AckWait          time.Duration `yaml:"ack_wait" flag:"notify-ack-wait" usage:"how long JetStream waits for a job of a node that stopped answering before another node takes it (a live node keeps the jobs it holds alive with in-progress acks); a copy delivered while the first is still sending waits for it (the delivery's claim)"`
 	WorkersCritical  int           `yaml:"workers_critical" flag:"notify-workers-critical" usage:"critical jobs handled at once per channel"`
 	WorkersOrders    int           `yaml:"workers_orders" flag:"notify-workers-orders" usage:"orders jobs handled at once per channel"`
 	WorkersMarketing int           `yaml:"workers_marketing" flag:"notify-workers-marketing" usage:"marketing jobs handled at once per channel"`
@@ -44,6 +44,7 @@ type NotifyConfig struct {
 type WebhookConfig struct {
 	Secret  string        `yaml:"secret" flag:"webhook-secret" usage:"Standard Webhooks signing secret (whsec_...); empty generates one kept in the data dir"`
 	Timeout time.Duration `yaml:"timeout" flag:"webhook-timeout" usage:"timeout of one webhook request"`
+	Rate    float64       `yaml:"rate" flag:"webhook-rate" usage:"requests per second to one receiver host (every node together); 0 does not pace"`
 }
 
 // RetryConfig is one category's retry timing: waits are random in
@@ -97,11 +98,10 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 	if n.Webhook.Timeout <= 0 {
 		bad("webhook-timeout", "must be positive")
 	}
-	n.Providers.validate(bad)
-	if n.Providers.any() && n.AckWait > 0 && n.AckWait <= n.Providers.Timeout+n.Providers.MaxPacingWait {
-		bad("notify-ack-wait", "must exceed --notify-provider-timeout plus --notify-pacing-max-wait (%s), or jobs in flight are delivered twice",
-			n.Providers.Timeout+n.Providers.MaxPacingWait)
+	if n.Webhook.Rate < 0 {
+		bad("webhook-rate", "must be 0 (unpaced) or more")
 	}
+	n.Providers.validate(bad)
 	rules := n.RetryRules()
 	for _, name := range []string{"critical", "orders", "marketing"} {
 		c := rules[name]
@@ -127,9 +127,6 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 		if d.v <= 0 {
 			bad(d.flag, "must be positive")
 		}
-	}
-	if n.AckWait > 0 && n.AckWait <= n.Webhook.Timeout {
-		bad("notify-ack-wait", "must exceed --webhook-timeout (%s), or jobs in flight are delivered twice", n.Webhook.Timeout)
 	}
 	for _, c := range []struct {
 		flag string

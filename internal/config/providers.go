@@ -25,7 +25,9 @@ type ProvidersConfig struct {
 	Twilio          TwilioConfig  `yaml:"twilio"`
 	TwilioBackup    TwilioBackup  `yaml:"twilio_backup"`
 	FCM             FCMConfig     `yaml:"fcm"`
+	FCMBackup       FCMBackup     `yaml:"fcm_backup"`
 	APNs            APNsConfig    `yaml:"apns"`
+	APNsBackup      APNsBackup    `yaml:"apns_backup"`
 	// ShortenSMSLinks replaces links in SMS bodies by tracked short links.
 	ShortenSMSLinks bool `yaml:"sms_shorten_links" flag:"notify-sms-shorten-links" usage:"replace links in SMS bodies by tracked short links (clicks show on the notification)"`
 }
@@ -83,6 +85,27 @@ type FCMConfig struct {
 	Rate            float64 `yaml:"rate" flag:"fcm-rate" usage:"messages per second; 0 does not pace"`
 }
 
+// FCMBackup is a second Firebase project (or service account) for push
+// failover; it is used only beside a configured FCM.
+type FCMBackup struct {
+	CredentialsFile string  `yaml:"credentials_file" flag:"fcm-backup-credentials-file" usage:"backup service account key file (JSON) for FCM failover"`
+	ProjectID       string  `yaml:"project_id" flag:"fcm-backup-project-id" usage:"backup Firebase project id; empty uses the key file's"`
+	BaseURL         string  `yaml:"base_url" flag:"fcm-backup-base-url" usage:"backup FCM API root; empty uses --fcm-base-url"`
+	TokenURL        string  `yaml:"token_url" flag:"fcm-backup-token-url" usage:"backup OAuth token endpoint; empty uses the key file's token_uri"`
+	Rate            float64 `yaml:"rate" flag:"fcm-backup-rate" usage:"backup messages per second; 0 does not pace"`
+}
+
+// APNsBackup is a second APNs key (or team) for push failover; it is used
+// only beside a configured APNs and shares its topic unless given one.
+type APNsBackup struct {
+	KeyFile string  `yaml:"key_file" flag:"apns-backup-key-file" usage:"backup APNs auth key file (.p8) for failover"`
+	KeyID   string  `yaml:"key_id" flag:"apns-backup-key-id" usage:"backup APNs key id"`
+	TeamID  string  `yaml:"team_id" flag:"apns-backup-team-id" usage:"backup Apple developer team id"`
+	Topic   string  `yaml:"topic" flag:"apns-backup-topic" usage:"backup bundle id; empty uses --apns-topic"`
+	BaseURL string  `yaml:"base_url" flag:"apns-backup-base-url" usage:"backup APNs root; empty uses --apns-base-url"`
+	Rate    float64 `yaml:"rate" flag:"apns-backup-rate" usage:"backup messages per second; 0 does not pace"`
+}
+
 // APNsConfig is Apple Push Notification service; KeyFile set turns it on.
 type APNsConfig struct {
 	KeyFile string  `yaml:"key_file" flag:"apns-key-file" usage:"APNs auth key file (.p8)"`
@@ -131,7 +154,8 @@ func (p ProvidersConfig) validate(bad func(flag, format string, args ...any)) {
 		}
 	}
 	for flag, r := range map[string]float64{"smtp-rate": p.SMTP.Rate, "smtp-backup-rate": p.SMTPBackup.Rate, "twilio-rate": p.Twilio.Rate,
-		"twilio-backup-rate": p.TwilioBackup.Rate, "fcm-rate": p.FCM.Rate, "apns-rate": p.APNs.Rate} {
+		"twilio-backup-rate": p.TwilioBackup.Rate, "fcm-rate": p.FCM.Rate, "apns-rate": p.APNs.Rate,
+		"fcm-backup-rate": p.FCMBackup.Rate, "apns-backup-rate": p.APNsBackup.Rate} {
 		if r < 0 {
 			bad(flag, "must be 0 (unpaced) or more")
 		}
@@ -147,5 +171,14 @@ func (p ProvidersConfig) validate(bad func(flag, format string, args ...any)) {
 	}
 	if p.APNs.KeyFile != "" && (p.APNs.KeyID == "" || p.APNs.TeamID == "" || p.APNs.Topic == "") {
 		bad("apns-key-id", "APNs needs a key id, a team id and a topic")
+	}
+	if p.APNsBackup.KeyFile != "" && (p.APNsBackup.KeyID == "" || p.APNsBackup.TeamID == "") {
+		bad("apns-backup-key-id", "the backup APNs key needs a key id and a team id")
+	}
+	if p.FCMBackup.CredentialsFile != "" && p.FCM.CredentialsFile == "" {
+		bad("fcm-backup-credentials-file", "a backup FCM needs --fcm-credentials-file")
+	}
+	if p.APNsBackup.KeyFile != "" && p.APNs.KeyFile == "" {
+		bad("apns-backup-key-file", "a backup APNs key needs --apns-key-file")
 	}
 }

@@ -187,6 +187,7 @@ type hopJSON struct {
 	Channel  notify.Channel `json:"channel"`
 	Result   string         `json:"result"`
 	Error    string         `json:"error,omitempty"`
+	To       string         `json:"to,omitempty"`
 	At       string         `json:"at"`
 }
 
@@ -203,7 +204,7 @@ func toDeliveryJSON(d notify.Delivery) deliveryJSON {
 	out := deliveryJSON{Channel: d.Channel, Provider: d.Provider, Status: d.Status, Attempts: d.Attempts,
 		Error: d.Error, UpdatedAt: timestamp(d.UpdatedAt), NextAt: timestamp(d.NextAttemptAt), ProviderMessageID: d.ProviderMessageID}
 	for _, h := range d.Hops {
-		out.Hops = append(out.Hops, hopJSON{Provider: h.Provider, Channel: h.Channel, Result: h.Result, Error: h.Error, At: timestamp(h.At)})
+		out.Hops = append(out.Hops, hopJSON{Provider: h.Provider, Channel: h.Channel, Result: h.Result, Error: h.Error, To: h.To, At: timestamp(h.At)})
 	}
 	for _, l := range d.Links {
 		out.Links = append(out.Links, linkJSON{Code: l.Code, ShortURL: l.ShortURL, URL: l.URL, Clicks: l.Clicks,

@@ -1,9 +1,11 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -13,7 +15,8 @@ type sendResult struct {
 	// provider names the provider that accepted the message when it is
 	// not the delivery's own (a backup, another channel's).
 	provider string
-	// hops are every call of the attempt when there was more than one.
+	// hops are the attempt's calls, to record on the delivery (see
+	// recordHops).
 	hops []Hop
 	err  error
 }
@@ -22,59 +25,114 @@ type sendResult struct {
 // channels.
 func (s *Service) failover(c Category) bool { return slices.Contains(s.opts.Failover, c) }
 
-// deliver makes one attempt at m. The channel's provider is called first;
-// for failover categories, when it is unavailable (its breaker is open: the
-// provider is down, as opposed to one call failing), the channel's backups
-// are tried in order, and when all of them are unavailable, the user's other
-// enabled channels that have no delivery of their own in this notification.
-// A call that fails ends the attempt: the retry rule decides (a timeout is
-// retried quickly on the same provider, and enough of them open its
-// breaker). The first provider that accepts ends it too.
+// The failover chain of a delivery in a failover category has three links:
+// the channel's provider, its backups, the user's other enabled channels.
+// Which link an attempt starts from follows the time the delivery has
+// left: the provider has the first half of the window from acceptance to
+// the deadline (expires_at, or the retry rule's MaxAge), its backups the
+// third quarter, other channels the last quarter. So a critical message
+// whose provider keeps failing retries quickly on it, then moves to the
+// backup, then to another channel, each before it expires. A link with no
+// providers leaves its time to the link before.
+const (
+	linkPrimary = iota
+	linkBackups
+	linkChannels
+)
+
+// stage returns the link an attempt at now starts from.
+func (s *Service) stage(j Job, created time.Time, now time.Time) int {
+	if !s.failover(j.Category) {
+		return linkPrimary
+	}
+	deadline := j.ExpiresTime()
+	if deadline.IsZero() {
+		deadline = created.Add(cmp.Or(s.rule(j).MaxAge, time.Hour))
+	}
+	window := deadline.Sub(created)
+	if window <= 0 {
+		return linkPrimary
+	}
+	switch gone := now.Sub(created); {
+	case gone >= window*3/4:
+		return linkChannels
+	case gone >= window/2:
+		return linkBackups
+	}
+	return linkPrimary
+}
+
+// deliver makes one attempt at m. It starts at the chain's link for the
+// attempt's time (see stage): the channel's provider, else its backups,
+// else the user's other enabled channels that have no delivery of their
+// own in this notification. Within the attempt it goes on down the chain
+// while a provider is unavailable (its breaker is open: the provider is
+// down, as opposed to one call failing) or refuses for reasons of its own
+// (a ProviderFault: credentials, account), for failover categories only.
+// Any other failed call ends the attempt: the retry rule decides. The
+// first provider that accepts ends it too.
+//
+// A push message goes to each of the user's tokens not yet reached (one
+// call per token, see sendEach); it is sent when every token took it or
+// is gone.
 //
 // The result's error decides what happens next: a temporary failure
 // anywhere makes it temporary; all calls refused unavailable keep it
 // unavailable (wait without spending an attempt); otherwise permanent.
-func (s *Service) deliver(ctx context.Context, j Job, st Settings, primary Provider, m Message) sendResult {
-	chain := []Provider{primary}
-	if s.failover(j.Category) {
-		chain = append(chain, s.opts.Backups[j.Channel]...)
-	}
+func (s *Service) deliver(ctx context.Context, j Job, d Delivery, st Settings, primary Provider, m Message) sendResult {
 	var hops []Hop
 	var errs []error
+	tokens := pendingTokens(st, d.Hops)
 	try := func(p Provider, m Message) (Receipt, bool) {
-		sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
-		rc, err := p.Send(sendCtx, m)
-		cancel()
-		h := Hop{Provider: p.Name(), Channel: m.Channel, Result: ErrorClass(err), At: s.now()}
+		rc, hs, err := s.sendEach(ctx, j, p, m, &tokens)
+		hops = append(hops, hs...)
 		if err != nil {
-			h.Error = errorText(err)
 			errs = append(errs, err)
-			if errors.Is(err, ErrUnregistered) {
-				s.forgetContact(ctx, j.UserID, m.Channel, m.To)
-			}
 		}
-		hops = append(hops, h)
 		return rc, err == nil
 	}
 	done := func(rc Receipt, p Provider) sendResult {
-		r := sendResult{receipt: rc, provider: rc.Provider}
-		if len(hops) > 1 {
-			r.hops = hops
-		}
+		r := sendResult{receipt: rc, provider: rc.Provider, hops: hops}
 		if p != primary && r.provider == "" {
 			r.provider = p.Name()
 		}
 		return r
 	}
-	for _, p := range chain {
-		if rc, ok := try(p, m); ok {
-			return done(rc, p)
+	// goOn reports whether the last failure lets the attempt try the next
+	// provider of the chain.
+	goOn := func() bool {
+		if ctx.Err() != nil || len(errs) == 0 {
+			return false
 		}
-		if ctx.Err() != nil || ErrorClass(errs[len(errs)-1]) != ClassUnavailable {
-			break
-		}
+		last := errs[len(errs)-1]
+		return ErrorClass(last) == ClassUnavailable || (s.failover(j.Category) && IsProviderFault(last))
 	}
-	if s.failover(j.Category) && ctx.Err() == nil && ErrorClass(worstOf(errs)) == ClassUnavailable {
+	var chain []Provider
+	start := s.stage(j, d.CreatedAt, s.now())
+	backups := s.opts.Backups[j.Channel]
+	if start == linkPrimary || len(backups) == 0 || !s.failover(j.Category) {
+		chain = append(chain, primary)
+	}
+	if s.failover(j.Category) {
+		chain = append(chain, backups...)
+	}
+	fallback := s.failover(j.Category) && ctx.Err() == nil
+	channels := fallback && start == linkChannels
+	if channels && len(s.fallbackChannels(ctx, j, st)) == 0 {
+		channels = false // no other channel: this one keeps trying
+	}
+	if !channels {
+		for _, p := range chain {
+			if rc, ok := try(p, m); ok {
+				return done(rc, p)
+			}
+			if !goOn() {
+				break
+			}
+		}
+		fallback = fallback && goOn()
+	}
+	if fallback {
 		for _, ch := range s.fallbackChannels(ctx, j, st) {
 			jj := j
 			jj.Channel = ch
@@ -87,20 +145,41 @@ func (s *Service) deliver(ctx context.Context, j Job, st Settings, primary Provi
 				if rc, ok := try(p, fm); ok {
 					return done(rc, p)
 				}
-				if ctx.Err() != nil || ErrorClass(errs[len(errs)-1]) != ClassUnavailable {
+				if !goOn() {
 					break
 				}
 			}
-			if ctx.Err() != nil || ErrorClass(errs[len(errs)-1]) != ClassUnavailable {
+			if !goOn() {
 				break // one real call per attempt at most: the retry rule takes over
 			}
 		}
 	}
-	r := sendResult{err: worstOf(errs)}
-	if len(hops) > 1 {
-		r.hops = hops
+	return sendResult{err: worstOf(errs), hops: hops}
+}
+
+// maxHops bounds the hops kept on a delivery: the latest are kept.
+const maxHops = 32
+
+// recordHops returns the hops to store on d after an attempt made calls:
+// the earlier attempts' and this one's, when there is more to tell than
+// "the channel's provider took it at once": several calls, a provider other
+// than the channel's own, a failed call of a failover category, or a push
+// to several tokens (each token's result is kept, so a retry skips the
+// tokens that took it).
+func (s *Service) recordHops(j Job, d Delivery, primary Provider, r sendResult) []Hop {
+	tell := len(d.Hops) > 0 || len(r.hops) > 1
+	if len(r.hops) == 1 {
+		h := r.hops[0]
+		tell = tell || h.Provider != primary.Name() || h.Channel != j.Channel || (r.err != nil && s.failover(j.Category)) || h.To != ""
 	}
-	return r
+	if !tell {
+		return nil
+	}
+	all := append(slices.Clone(d.Hops), r.hops...)
+	if len(all) > maxHops {
+		all = all[len(all)-maxHops:]
+	}
+	return all
 }
 
 // worstOf picks the error that decides a failed attempt's fate.
@@ -178,4 +257,130 @@ func (s *Service) forgetContact(ctx context.Context, user string, ch Channel, ad
 	}
 	s.settings.forget(user)
 	s.log.Info("removed an unregistered push token", "user_id", user)
+}
+
+// forgetTokens removes several unregistered push tokens at once.
+func (s *Service) forgetTokens(ctx context.Context, user string, gone []string) {
+	if len(gone) == 0 {
+		return
+	}
+	st, found, err := s.opts.Store.Settings(ctx, user)
+	if err != nil || !found {
+		return
+	}
+	n := len(st.Contacts.PushTokens)
+	st.Contacts.PushTokens = slices.DeleteFunc(st.Contacts.PushTokens, func(t string) bool { return slices.Contains(gone, t) })
+	if len(st.Contacts.PushTokens) == n {
+		return
+	}
+	if err := s.opts.Store.PutSettings(ctx, user, st); err != nil {
+		s.log.Warn("could not remove unregistered push tokens", logKeyError, err)
+		return
+	}
+	s.settings.forget(user)
+	s.log.Info("removed unregistered push tokens", "user_id", user, "count", n-len(st.Contacts.PushTokens))
+}
+
+// sendEach makes one provider's calls for m: one call to m.To, or, for a
+// push message, one per token in *tokens (up to 4 at once), which it
+// shrinks to the tokens still to reach. Each call is a hop (a push hop
+// names its token by TokenRef). Tokens the provider reports unregistered
+// are removed from the user's settings.
+//
+// A push call set succeeds when every token took the message or is gone
+// and at least one took it; otherwise its error is the worst of the
+// failed tokens' (every token gone is permanent, ErrUnregistered).
+func (s *Service) sendEach(ctx context.Context, j Job, p Provider, m Message, tokens *[]string) (Receipt, []Hop, error) {
+	call := func(m Message) (Receipt, Hop, error) {
+		sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+		rc, err := p.Send(sendCtx, m)
+		cancel()
+		h := Hop{Provider: p.Name(), Channel: m.Channel, Result: ErrorClass(err), At: s.now()}
+		if err != nil {
+			h.Error = errorText(err)
+		}
+		if rc.Provider != "" {
+			h.Provider = rc.Provider
+		}
+		return rc, h, err
+	}
+	if m.Channel != Push || len(*tokens) <= 1 {
+		if m.Channel == Push && len(*tokens) == 1 {
+			m.To = (*tokens)[0]
+		}
+		rc, h, err := call(m)
+		if m.Channel == Push && m.To != "" {
+			h.To = TokenRef(m.To)
+			if err == nil || errors.Is(err, ErrUnregistered) {
+				*tokens = nil
+			}
+		}
+		if errors.Is(err, ErrUnregistered) {
+			s.forgetContact(ctx, j.UserID, m.Channel, m.To)
+		}
+		return rc, []Hop{h}, err
+	}
+	type result struct {
+		rc  Receipt
+		hop Hop
+		err error
+	}
+	results := make([]result, len(*tokens))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, tok := range *tokens {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			mm := m
+			mm.To = tok
+			rc, h, err := call(mm)
+			h.To = TokenRef(tok)
+			results[i] = result{rc, h, err}
+		})
+	}
+	wg.Wait()
+	var (
+		hops       []Hop
+		errs       []error
+		left, gone []string
+		first      Receipt
+		reached    bool
+	)
+	for i, r := range results {
+		hops = append(hops, r.hop)
+		switch {
+		case r.err == nil:
+			if !reached {
+				first, reached = r.rc, true
+			}
+		case errors.Is(r.err, ErrUnregistered):
+			gone = append(gone, (*tokens)[i])
+		default:
+			left = append(left, (*tokens)[i])
+			errs = append(errs, r.err)
+		}
+	}
+	s.forgetTokens(ctx, j.UserID, gone)
+	*tokens = left
+	switch {
+	case len(left) == 0 && reached:
+		return first, hops, nil
+	case len(left) == 0:
+		return Receipt{}, hops, Permanent(ErrUnregistered)
+	}
+	return Receipt{}, hops, worstOf(errs)
+}
+
+// pendingTokens returns the user's push tokens that no earlier attempt
+// reached (a hop with result ok for the token), in order.
+func pendingTokens(st Settings, hops []Hop) []string {
+	var out []string
+	for _, t := range st.Contacts.PushTokens {
+		ref := TokenRef(t)
+		if !slices.ContainsFunc(hops, func(h Hop) bool { return h.To == ref && h.Result == ClassOK }) {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -246,13 +246,13 @@ func TestFaultSlowProviderIsCutOffAndWorkersMoveOn(t *testing.T) {
 
 func TestFaultUnregisteredTokenIsRemoved(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	p := &byToken{answers: map[string][]error{"dead-token": {notify.Permanent(fmt.Errorf("%w: fcm 404 UNREGISTERED", notify.ErrUnregistered))}}}
+	b := setup(t, func(o *notify.Options) { o.Providers[notify.Push] = p })
 	st := notify.DefaultSettings()
 	st.Contacts.PushTokens = []string{"dead-token", "live-token"}
 	if _, err := b.svc.PutSettings(t.Context(), "u2", st); err != nil {
 		t.Fatal(err)
 	}
-	b.prov.script(notify.Permanent(fmt.Errorf("%w: fcm 404 UNREGISTERED", notify.ErrUnregistered)))
 	b.send(t, notify.Request{UserID: "u2", Type: "order.shipped", Channels: []notify.Channel{notify.Push}})
 	b.drain(t)
 	got, err := b.svc.Settings(t.Context(), "u2")

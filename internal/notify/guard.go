@@ -51,6 +51,8 @@ func (g *Guard) BreakerState() BreakerState {
 
 // Send asks the breaker, waits for the pacer, then calls the provider. A
 // call the breaker or the pacer refuses fails with an Unavailable error.
+// Temporary failures, provider faults among them, count against the
+// breaker.
 func (g *Guard) Send(ctx context.Context, m Message) (Receipt, error) {
 	name := g.Provider.Name()
 	if g.Breaker != nil {

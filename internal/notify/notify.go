@@ -138,6 +138,9 @@ type Delivery struct {
 	UpdatedAt     time.Time
 	// ProviderMessageID is the provider's id for the message sent.
 	ProviderMessageID string
+	// ClaimUntil is, for a delivery in status sending, when the claim of
+	// the worker calling its provider lapses.
+	ClaimUntil time.Time
 	// Hops are the providers the last attempt tried when it did not end at
 	// the first one (a backup provider, another channel).
 	Hops []Hop

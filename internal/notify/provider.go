@@ -80,6 +80,12 @@ type SendError struct {
 	// waits RetryAfter in the queue without spending an attempt, so a
 	// marketing message with one retry left is not dropped by an outage.
 	Unavailable bool
+	// Provider marks a temporary error caused by the provider or our
+	// account with it (credentials refused, account suspended), not by the
+	// message or its address: for failover categories the next provider of
+	// the chain is tried at once; others retry it as temporary, and it
+	// counts against the provider's breaker.
+	Provider bool
 	// RetryAfter is the provider's own wait (Retry-After), or zero.
 	RetryAfter time.Duration
 	Err        error
@@ -138,6 +144,18 @@ func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(
 // retryAfter when that is positive.
 func Temporary(err error, retryAfter time.Duration) error {
 	return &SendError{Err: err, RetryAfter: retryAfter}
+}
+
+// ProviderFault wraps err as a temporary failure of the provider itself,
+// not of the message (see SendError.Provider).
+func ProviderFault(err error, retryAfter time.Duration) error {
+	return &SendError{Err: err, Provider: true, RetryAfter: retryAfter}
+}
+
+// IsProviderFault reports whether err is a ProviderFault.
+func IsProviderFault(err error) bool {
+	se, ok := errors.AsType[*SendError](err)
+	return ok && se.Provider && !se.Permanent && !se.Unavailable
 }
 
 // Unavailable wraps err as a call that was not made: the delivery waits at

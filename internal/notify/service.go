@@ -52,6 +52,12 @@ type Options struct {
 	RecoveryAfter time.Duration
 	// SendTimeout bounds one provider call. If zero, 15 seconds.
 	SendTimeout time.Duration
+	// ClaimFor is how long a worker's claim on a delivery (status sending)
+	// holds other copies of its job off. The attempt's provider calls are
+	// cut off when three quarters of it have passed, leaving the rest to
+	// record the outcome; after it, another worker may take the delivery
+	// over (its worker is presumed dead). If zero, twice SendTimeout.
+	ClaimFor time.Duration
 	// CacheTTL bounds how stale cached settings and templates may be on
 	// nodes other than the one that changed them. If zero, 5 seconds.
 	CacheTTL time.Duration
@@ -111,6 +117,7 @@ func NewService(opts Options) *Service {
 	opts.History = cmp.Or(opts.History, 90*24*time.Hour)
 	opts.RecoveryAfter = cmp.Or(opts.RecoveryAfter, time.Minute)
 	opts.SendTimeout = cmp.Or(opts.SendTimeout, 15*time.Second)
+	opts.ClaimFor = cmp.Or(opts.ClaimFor, 2*opts.SendTimeout)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
 	log := opts.Logger
 	if log == nil {

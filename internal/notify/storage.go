@@ -28,22 +28,36 @@ type Store interface {
 	UserNotifications(ctx context.Context, user string, since time.Time, after Cursor, limit int) ([]Record, error)
 	// Delivery returns one delivery, or NotFound.
 	Delivery(ctx context.Context, key DeliveryKey) (Delivery, error)
-	// FinishAttempt records an attempt's outcome on a delivery that is
-	// still queued with a.Prev attempts: status, attempts, error, the next attempt's time,
-	// a.Outbox, and a dead letter when dl is not nil, in one transaction (group
-	// committed). It reports false, changing nothing, when the delivery is
-	// no longer queued (another copy of the job got there first). A store
-	// that queues writes serves a.Urgent ones first.
+	// ClaimDelivery marks a delivery sending under c.Owner until c.Until,
+	// before its provider is called. It applies only while the delivery
+	// has c.Prev attempts and is either queued and due at c.At
+	// (NextAttemptAt unset or not after c.At) or sending under a claim
+	// that lapsed at or before c.At, and reports whether it applied: of
+	// concurrent claims of one delivery, on any number of nodes, exactly
+	// one wins. A store that queues writes serves c.Urgent ones first.
+	ClaimDelivery(ctx context.Context, c Claim) (bool, error)
+	// FinishAttempt records an attempt's outcome on a delivery that still
+	// has a.Prev attempts and is queued, or sending under the claim
+	// a.Claim: status, attempts, error, the next attempt's time, a.Outbox,
+	// and a dead letter when dl is not nil, in one transaction (group
+	// committed); the claim is cleared. It reports false, changing
+	// nothing, otherwise (another copy of the job got there first, or took
+	// over a lapsed claim). A store that queues writes serves a.Urgent
+	// ones first.
 	FinishAttempt(ctx context.Context, a Attempt, dl *DeadLetter) (bool, error)
 	// DueDeliveries returns up to limit queued deliveries whose
 	// NextAttemptAt is set and at or before now, as jobs, oldest due first.
 	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Job, error)
-	// StaleDeliveries returns up to limit queued deliveries on ch of
-	// category c, not delayed, last updated before before, as jobs, oldest
-	// first: candidates for the recovery sweep.
+	// StaleDeliveries returns up to limit deliveries on ch of category c,
+	// as jobs, that the recovery sweep should republish: queued ones, not
+	// delayed, last updated before before, oldest first, then sending ones
+	// whose claim lapsed before before (their worker is gone).
 	StaleDeliveries(ctx context.Context, ch Channel, c Category, before time.Time, limit int) ([]Job, error)
 	// MarkQueued clears NextAttemptAt and sets UpdatedAt to at on the
-	// given queued deliveries: they have been (re)published.
+	// given deliveries that are queued and due at at (a delivery a worker
+	// rescheduled since its publish keeps its new time), or sending under
+	// a claim that lapsed before at (those are queued again, their claim
+	// cleared): they have been (re)published.
 	MarkQueued(ctx context.Context, keys []DeliveryKey, at time.Time) error
 	// RecordReceipt moves a sent delivery to status (delivered or failed)
 	// with errMsg, from a provider's callback. It reports false, changing
@@ -87,13 +101,32 @@ type Store interface {
 	DeleteNotificationsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }
 
+// Claim is a worker's hold on a delivery while it calls the provider:
+// the delivery shows status sending, and other copies of its job wait.
+type Claim struct {
+	Key DeliveryKey
+	// Prev is the attempt count the worker read.
+	Prev int
+	// Owner names the attempt (unique per attempt, on every node).
+	Owner string
+	// At is the claim's time; Until is when it lapses, after which another
+	// worker may take the delivery over.
+	At, Until time.Time
+	// Urgent is not stored (see Attempt.Urgent).
+	Urgent bool
+}
+
 // Attempt is the outcome of one attempt at a delivery, as stored.
 type Attempt struct {
 	Key    DeliveryKey
 	Status Status
 	// Prev is the attempt count the worker read; the write applies only
-	// while the delivery still has it (and is queued).
-	Prev          int
+	// while the delivery still has it (and is queued, or sending under
+	// Claim).
+	Prev int
+	// Claim is the owner of the attempt's claim; empty when the attempt
+	// made none (it ended before any provider call).
+	Claim         string
 	Attempts      int
 	Error         string
 	NextAttemptAt time.Time

@@ -10,11 +10,18 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 )
 
-// Process handles one job from the queue: it sends the delivery at most
-// once per attempt and records the outcome. It returns nil when the job is
-// done with (sent, retried later, dropped, or a stale copy), so the queue
-// may acknowledge it, and an error only when it could not reach the store
-// or ctx ended: the queue then redelivers the job later.
+// Process handles one job: it sends the delivery at most once per attempt
+// and records the outcome. It returns nil when the job is done with (sent,
+// retried later, dropped, or a stale copy), so the queue may acknowledge it,
+// and an error when it could not reach the store or ctx ended, or (wrapping
+// [ErrInFlight]) when another worker holds the delivery's claim: the queue
+// then delivers the job again later.
+//
+// Before the first provider call the worker claims the delivery (status
+// sending, see [Store.ClaimDelivery]): a copy of the job redelivered to
+// any node while the call is in flight finds the claim and waits for it
+// instead of calling the provider again. A claim that lapses (its worker
+// died) is taken over by the next copy of the job.
 func (s *Service) Process(ctx context.Context, j Job) error {
 	d, err := s.delivery(ctx, j)
 	if apperr.Is(err, apperr.NotFound) {
@@ -24,13 +31,22 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		return fmt.Errorf("read delivery %s: %w", j.Key(), err)
 	}
 	now := s.now()
-	if d.Status != StatusQueued || d.NextAttemptAt.After(now) {
+	var claim Claim // the attempt's claim, once made
+	switch {
+	case d.Status == StatusSending && d.ClaimUntil.After(now):
+		return fmt.Errorf("%w: %s is claimed until %s", ErrInFlight, j.Key(), d.ClaimUntil.Format(time.RFC3339Nano))
+	case d.Status == StatusSending: // its worker is gone: take it over
+		if claim, err = s.claim(ctx, j, d); err != nil {
+			return err
+		}
+	case d.Status != StatusQueued || d.NextAttemptAt.After(now):
 		return nil // done already, or a stale copy of a job rescheduled for later
 	}
 	j.Attempt = d.Attempts
 	var sent sendResult // what the provider calls said, for the record
 	finish := func(o Outcome, attempts int, msg string) error {
 		a := Attempt{Key: j.Key(), Status: o.Status, Prev: d.Attempts, Attempts: attempts, Error: msg, NextAttemptAt: o.NextAttemptAt, At: s.now(),
+			Claim:    claim.Owner,
 			Provider: sent.provider, ProviderMessageID: sent.receipt.ProviderMessageID, Hops: sent.hops, Urgent: j.Category.Urgent()}
 		if o.Status == StatusSent {
 			a.Outbox = sent.receipt.Outbox
@@ -40,7 +56,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 			dl = &DeadLetter{ID: newID("dl_", a.At), NotificationID: j.NotificationID, Channel: j.Channel,
 				UserID: j.UserID, Error: msg, Attempts: attempts, CreatedAt: a.At}
 		}
-		stored, err := s.opts.Store.FinishAttempt(ctx, a, dl)
+		stored, err := s.opts.Store.FinishAttempt(context.WithoutCancel(ctx), a, dl)
 		if err != nil {
 			return fmt.Errorf("record attempt %s: %w", j.Key(), err)
 		}
@@ -80,15 +96,34 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		}
 		m = out
 	}
-	sent = s.deliver(ctx, j, st, p, m)
+	if claim.Owner == "" && s.needsClaim(j, p) {
+		if claim, err = s.claim(ctx, j, d); err != nil {
+			return err
+		}
+	}
+	callCtx := ctx
+	if claim.Owner != "" {
+		// The calls end well before the claim lapses, so no other worker
+		// takes the delivery over while one is in flight.
+		var cancel context.CancelFunc
+		// (A duration, not claim.Until: the clock may be a test's.)
+		callCtx, cancel = context.WithTimeout(ctx, s.opts.ClaimFor*3/4)
+		defer cancel()
+	}
+	sent = s.deliver(callCtx, j, d, st, p, m)
+	sent.hops = s.recordHops(j, d, p, sent)
 	sendErr := sent.err
 	attempts := d.Attempts + 1
 	if sendErr == nil {
 		return finish(Outcome{Status: StatusSent}, attempts, "")
 	}
 	if ctx.Err() != nil {
-		// Shutting down: the call's fate is unknown; leave the delivery
-		// queued so the redelivered job tries again (at least once).
+		// Shutting down: the call's fate is unknown; put the delivery
+		// back in the queue so the redelivered job tries again (at least
+		// once) without waiting for the claim to lapse.
+		if claim.Owner != "" {
+			_ = finish(Outcome{Status: StatusQueued}, d.Attempts, "")
+		}
 		return ctx.Err()
 	}
 	permanent, retryAfter := classify(sendErr)
@@ -119,6 +154,44 @@ func (s *Service) delivery(ctx context.Context, j Job) (Delivery, error) {
 }
 
 func (s *Service) rule(j Job) RetryRule { return s.opts.Retry[j.Category] }
+
+// ErrInFlight is wrapped by the error [Service.Process] returns for a copy
+// of a job whose delivery another worker has claimed: the queue should
+// deliver it again later (the claim is over by then, or has lapsed).
+var ErrInFlight = errors.New("delivery in flight")
+
+// claim claims j's delivery d for this attempt, or fails wrapping
+// ErrInFlight when another copy of the job won it.
+func (s *Service) claim(ctx context.Context, j Job, d Delivery) (Claim, error) {
+	now := s.now()
+	c := Claim{Key: j.Key(), Prev: d.Attempts, Owner: newID("clm_", now), At: now, Until: now.Add(s.opts.ClaimFor),
+		Urgent: j.Category.Urgent()}
+	ok, err := s.opts.Store.ClaimDelivery(ctx, c)
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim delivery %s: %w", j.Key(), err)
+	}
+	if !ok {
+		return Claim{}, fmt.Errorf("%w: %s was claimed by another worker", ErrInFlight, j.Key())
+	}
+	return c, nil
+}
+
+// needsClaim reports whether an attempt at j through p claims the delivery
+// first. Every provider that calls out does; a provider whose sending is a
+// row stored with the outcome (the outbox, see [StoredSender]) needs none,
+// as that write is conditional already, unless the attempt may fail over
+// to other providers.
+func (s *Service) needsClaim(j Job, p Provider) bool {
+	ss, ok := p.(StoredSender)
+	return !ok || !ss.SendsInStore() || s.failover(j.Category)
+}
+
+// StoredSender is optional for a Provider: SendsInStore reports that its
+// Send calls nothing outside and hands back the message as a
+// Receipt.Outbox row, stored with the attempt's outcome.
+type StoredSender interface {
+	SendsInStore() bool
+}
 
 // errorText is what a delivery shows of an error: short, one line.
 func errorText(err error) string {

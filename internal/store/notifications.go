@@ -18,7 +18,7 @@ const (
 	notificationColumns = "id, request_id, request_hash, user_id, type, category, data, channels, expires_at, created_at"
 	deliveryColumns     = "notification_id, channel, user_id, category, provider, status, attempts, error, next_attempt_at, expires_at, created_at, updated_at"
 	// deliveryReadColumns are deliveryColumns and what attempts add later.
-	deliveryReadColumns = deliveryColumns + ", provider_message_id, hops"
+	deliveryReadColumns = deliveryColumns + ", provider_message_id, hops, claim_until"
 	// jobColumns select a delivery joined with its notification (d, n).
 	jobColumns = "d.notification_id, d.channel, d.user_id, n.type, d.category, n.data, n.expires_at, n.created_at, d.attempts, d.next_attempt_at"
 )
@@ -261,7 +261,7 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 		return false, err
 	}
 	uArgs := []any{string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt), toMicros(a.At),
-		a.Provider, a.Provider, a.ProviderMessageID, hops, a.Key.NotificationID, string(a.Key.Channel), a.Prev}
+		a.Provider, a.Provider, a.ProviderMessageID, hops, a.Key.NotificationID, string(a.Key.Channel), a.Prev, a.Claim}
 	insertDL := db.Rebind(`INSERT INTO dead_letters (` + deadLetterColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	var insertOutbox stmt
 	if a.Outbox != nil {
@@ -300,6 +300,35 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 	return ok, mapErr(err, "finish delivery attempt")
 }
 
+// ClaimDelivery implements notify.Store, group-committed: one conditional
+// UPDATE, so of concurrent claims exactly one changes the row.
+func (db *DB) ClaimDelivery(ctx context.Context, c notify.Claim) (bool, error) {
+	update, err := db.writeStmt(ctx, db.Rebind(claimDeliveryUpdate))
+	if err != nil {
+		return false, err
+	}
+	at := c.At.UnixMicro()
+	args := []any{c.Owner, c.Until.UnixMicro(), at, c.Key.NotificationID, string(c.Key.Channel), c.Prev, at, at}
+	var ok bool
+	fn := func(ctx context.Context, tx *sql.Tx) error {
+		ok = false
+		res, err := update.exec(ctx, tx, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		ok = err == nil && n > 0
+		return err
+	}
+	var pg pgWrite
+	if db.dialect == DialectPostgres {
+		q := db.Rebind(`WITH u AS (` + claimDeliveryUpdate + ` RETURNING 1) SELECT count(*) FROM u`)
+		pg = pgCount(q, args, func(updated int64) { ok = updated > 0 })
+	}
+	err = db.pipelinedBatch(ctx, c.Urgent, fn, pg)
+	return ok, mapErr(err, "claim delivery")
+}
+
 // DueDeliveries implements notify.Store.
 func (db *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]notify.Job, error) {
 	return db.jobs(ctx, "due deliveries", `SELECT `+jobColumns+` FROM deliveries d JOIN notifications n ON n.id = d.notification_id
@@ -309,9 +338,18 @@ func (db *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]no
 
 // StaleDeliveries implements notify.Store.
 func (db *DB) StaleDeliveries(ctx context.Context, ch notify.Channel, c notify.Category, before time.Time, limit int) ([]notify.Job, error) {
-	return db.jobs(ctx, "stale deliveries", `SELECT `+jobColumns+` FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+	jobs, err := db.jobs(ctx, "stale deliveries", `SELECT `+jobColumns+` FROM deliveries d JOIN notifications n ON n.id = d.notification_id
 		WHERE d.status = 'queued' AND d.next_attempt_at IS NULL AND d.channel = ? AND d.category = ? AND d.updated_at < ?
 		ORDER BY d.updated_at LIMIT ?`, string(ch), string(c), before.UnixMicro(), limit)
+	if err != nil || len(jobs) >= limit {
+		return jobs, err
+	}
+	// Deliveries whose claim lapsed that long ago: the worker holding it
+	// is gone, and so, perhaps, is its job.
+	lapsed, err := db.jobs(ctx, "stale deliveries", `SELECT `+jobColumns+` FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+		WHERE d.status = 'sending' AND d.channel = ? AND d.category = ? AND d.claim_until < ?
+		ORDER BY d.claim_until LIMIT ?`, string(ch), string(c), before.UnixMicro(), limit-len(jobs))
+	return append(jobs, lapsed...), err
 }
 
 func (db *DB) jobs(ctx context.Context, op, q string, args ...any) ([]notify.Job, error) {
@@ -349,10 +387,12 @@ func (db *DB) MarkQueued(ctx context.Context, keys []notify.DeliveryKey, at time
 	if len(keys) == 0 {
 		return nil
 	}
-	q := db.Rebind(`UPDATE deliveries SET next_attempt_at = NULL, updated_at = ? WHERE notification_id = ? AND channel = ? AND status = 'queued'`)
+	q := db.Rebind(`UPDATE deliveries SET status = 'queued', next_attempt_at = NULL, updated_at = ?, claim_owner = '', claim_until = NULL
+		WHERE notification_id = ? AND channel = ?
+		AND ((status = 'queued' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)) OR (status = 'sending' AND claim_until < ?))`)
 	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, k := range keys {
-			if _, err := tx.ExecContext(ctx, q, at.UnixMicro(), k.NotificationID, string(k.Channel)); err != nil {
+			if _, err := tx.ExecContext(ctx, q, at.UnixMicro(), k.NotificationID, string(k.Channel), at.UnixMicro(), at.UnixMicro()); err != nil {
 				return err
 			}
 		}
@@ -404,12 +444,12 @@ func scanDelivery(row interface{ Scan(...any) error }) (notify.Delivery, error) 
 	var (
 		d                notify.Delivery
 		ch, cat, status  string
-		next, exp        *int64
+		next, exp, claim *int64
 		created, updated int64
 		hops             string
 	)
 	if err := row.Scan(&d.NotificationID, &ch, &d.UserID, &cat, &d.Provider, &status, &d.Attempts, &d.Error,
-		&next, &exp, &created, &updated, &d.ProviderMessageID, &hops); err != nil {
+		&next, &exp, &created, &updated, &d.ProviderMessageID, &hops, &claim); err != nil {
 		return d, err
 	}
 	if hops != "" {
@@ -420,5 +460,8 @@ func scanDelivery(row interface{ Scan(...any) error }) (notify.Delivery, error) 
 	d.Channel, d.Category, d.Status = notify.Channel(ch), notify.Category(cat), notify.Status(status)
 	d.NextAttemptAt, d.ExpiresAt = fromMicros(next), fromMicros(exp)
 	d.CreatedAt, d.UpdatedAt = fromMicros(&created), fromMicros(&updated)
+	if d.Status == notify.StatusSending {
+		d.ClaimUntil = fromMicros(claim)
+	}
 	return d, nil
 }

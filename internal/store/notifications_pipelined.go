@@ -15,12 +15,18 @@ import (
 
 const (
 	insertNotificationQuery = `INSERT INTO notifications (` + notificationColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
-	// finishAttemptUpdate moves a queued delivery on from attempt Prev;
-	// a stale copy of the job (another attempt count, or no longer
-	// queued) updates nothing.
+	// finishAttemptUpdate moves a delivery on from attempt Prev, queued or
+	// sending under the attempt's claim, and clears the claim; a stale
+	// copy of the job (another attempt count, no longer queued, another
+	// worker's claim) updates nothing.
 	finishAttemptUpdate = `UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?,
-		provider = CASE WHEN ? = '' THEN provider ELSE ? END, provider_message_id = ?, hops = ?
-		WHERE notification_id = ? AND channel = ? AND status = 'queued' AND attempts = ?`
+		provider = CASE WHEN ? = '' THEN provider ELSE ? END, provider_message_id = ?, hops = ?, claim_owner = '', claim_until = NULL
+		WHERE notification_id = ? AND channel = ? AND attempts = ? AND (status = 'queued' OR (status = 'sending' AND claim_owner = ?))`
+	// claimDeliveryUpdate marks a delivery sending for one attempt: a
+	// queued one that is due, or one whose claim has lapsed.
+	claimDeliveryUpdate = `UPDATE deliveries SET status = 'sending', claim_owner = ?, claim_until = ?, updated_at = ?
+		WHERE notification_id = ? AND channel = ? AND attempts = ?
+		AND ((status = 'queued' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)) OR (status = 'sending' AND claim_until <= ?))`
 	deadLetterColumns = `id, notification_id, channel, user_id, error, attempts, created_at`
 )
 

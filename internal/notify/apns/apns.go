@@ -213,7 +213,7 @@ func classify(resp *http.Response, reason string) error {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return notify.Temporary(err, 0)
 	case resp.StatusCode == http.StatusForbidden:
-		return notify.Temporary(err, 0) // our key or team: the breaker's business
+		return notify.ProviderFault(err, 0) // our key or team: the breaker's business, and a reason to fail over
 	}
 	return notify.Permanent(err)
 }

@@ -10,7 +10,9 @@
 // and wraps notify.ErrUnregistered, so the worker removes the token from the
 // user's contacts; INVALID_ARGUMENT and SENDER_ID_MISMATCH are permanent;
 // QUOTA_EXCEEDED, UNAVAILABLE and INTERNAL are temporary and honour
-// Retry-After.
+// Retry-After; 401, 403 and THIRD_PARTY_AUTH_ERROR (our credentials) are
+// provider faults (notify.ProviderFault): temporary, and a reason for a
+// critical message to fail over at once.
 //
 // [Client] is a notify.Provider for the push channel.
 package fcm
@@ -234,10 +236,15 @@ func classify(resp *http.Response, body []byte) error {
 		return notify.Permanent(fmt.Errorf("%w: %w", notify.ErrUnregistered, err))
 	case "INVALID_ARGUMENT", "SENDER_ID_MISMATCH":
 		return notify.Permanent(err)
-	case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL", "THIRD_PARTY_AUTH_ERROR":
+	case "THIRD_PARTY_AUTH_ERROR": // our APNs or web push credentials in Firebase
+		return notify.ProviderFault(err, wait)
+	case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
 		return notify.Temporary(err, wait)
 	}
-	if s := resp.StatusCode; s == http.StatusTooManyRequests || s >= 500 || s == http.StatusUnauthorized || s == http.StatusForbidden {
+	if s := resp.StatusCode; s == http.StatusUnauthorized || s == http.StatusForbidden {
+		return notify.ProviderFault(err, wait) // our service account
+	}
+	if s := resp.StatusCode; s == http.StatusTooManyRequests || s >= 500 {
 		return notify.Temporary(err, wait)
 	}
 	return notify.Permanent(err)

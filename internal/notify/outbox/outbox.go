@@ -28,7 +28,10 @@ type Provider struct {
 	Now func() time.Time
 }
 
-var _ notify.Provider = (*Provider)(nil)
+var (
+	_ notify.Provider     = (*Provider)(nil)
+	_ notify.StoredSender = (*Provider)(nil)
+)
 
 // Name implements notify.Provider.
 func (p *Provider) Name() string { return "outbox" }
@@ -51,3 +54,7 @@ func (p *Provider) Send(_ context.Context, m notify.Message) (notify.Receipt, er
 		To: to, Subject: m.Subject, Body: m.Body, CreatedAt: now()}
 	return notify.Receipt{ProviderMessageID: fmt.Sprintf("%s:%d", m.IdempotencyKey, m.Attempt), Outbox: e}, nil
 }
+
+// SendsInStore implements notify.StoredSender: sending is the entry the
+// worker stores with the outcome, so the worker claims nothing first.
+func (p *Provider) SendsInStore() bool { return true }

@@ -17,6 +17,9 @@ import (
 // At least one of FCM and APNs must be set; the zero value is not usable.
 // A Router is safe for concurrent use when its providers are.
 type Router struct {
+	// Alias, if set, is the router's Name (a backup router is
+	// "push-backup").
+	Alias string
 	// FCM sends to FCM registration tokens. If nil, APNs takes every
 	// token not written "fcm:...".
 	FCM notify.Provider
@@ -27,9 +30,12 @@ type Router struct {
 
 var _ notify.Provider = (*Router)(nil)
 
-// Name is the one configured service's name, or "push" when both are.
+// Name is Alias when set, else the one configured service's name, or
+// "push" when both are.
 func (r *Router) Name() string {
 	switch {
+	case r.Alias != "":
+		return r.Alias
 	case r.FCM == nil:
 		return r.APNs.Name()
 	case r.APNs == nil:

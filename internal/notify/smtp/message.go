@@ -93,6 +93,9 @@ func classify(err error) error {
 		if Permanent(se) {
 			return notify.Permanent(wrapped)
 		}
+		if authRefused(se) {
+			return notify.ProviderFault(wrapped, 0)
+		}
 		return notify.Temporary(wrapped, 0)
 	}
 	if _, ok := errors.AsType[net.Error](err); ok {
@@ -114,13 +117,14 @@ func Permanent(se *gosmtp.SMTPError) bool {
 	if class != 5 {
 		return false
 	}
-	switch {
-	case se.Code == 530 || se.Code == 535:
-		return false
-	case se.EnhancedCode == gosmtp.EnhancedCode{5, 7, 0} || se.EnhancedCode == gosmtp.EnhancedCode{5, 7, 8}:
-		return false
-	}
-	return true
+	return !authRefused(se)
+}
+
+// authRefused reports an authentication or relay-access refusal (530,
+// 535, 5.7.0, 5.7.8): our relay settings, not the message, are wrong.
+func authRefused(se *gosmtp.SMTPError) bool {
+	return se.Code == 530 || se.Code == 535 ||
+		se.EnhancedCode == gosmtp.EnhancedCode{5, 7, 0} || se.EnhancedCode == gosmtp.EnhancedCode{5, 7, 8}
 }
 
 func enhanced(e gosmtp.EnhancedCode) string {

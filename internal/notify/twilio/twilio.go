@@ -190,7 +190,8 @@ var temporaryCodes = map[int]string{
 
 // classify reads a refusal: the Twilio code decides when it is known, then
 // the HTTP status (429 and 5xx temporary; 401 and 403, our credentials,
-// temporary too so the breaker opens; other 4xx permanent).
+// a provider fault: temporary, so the breaker opens, and a reason for
+// critical messages to fail over at once; other 4xx permanent).
 func classify(resp *http.Response, ae apiError) error {
 	err := fmt.Errorf("twilio %d code %d: %s", resp.StatusCode, ae.Code, cmp.Or(ae.Message, http.StatusText(resp.StatusCode)))
 	wait := retryAfter(resp.Header.Get("Retry-After"))
@@ -201,8 +202,9 @@ func classify(resp *http.Response, ae apiError) error {
 		return notify.Temporary(err, wait)
 	}
 	switch s := resp.StatusCode; {
-	case s == http.StatusTooManyRequests, s >= 500, s == http.StatusUnauthorized, s == http.StatusForbidden,
-		s == http.StatusRequestTimeout:
+	case s == http.StatusUnauthorized, s == http.StatusForbidden:
+		return notify.ProviderFault(err, wait) // our credentials or account
+	case s == http.StatusTooManyRequests, s >= 500, s == http.StatusRequestTimeout:
 		return notify.Temporary(err, wait)
 	}
 	return notify.Permanent(err)

@@ -17,6 +17,8 @@ func (s suite) notifications(t *testing.T) {
 	t.Run("UserHistoryPages", s.notificationPages)
 	t.Run("FinishAttemptOnce", s.notificationFinish)
 	t.Run("FinishAttemptWithOutbox", s.notificationFinishOutbox)
+	t.Run("Claims", s.notificationClaims)
+	t.Run("ClaimRace", s.notificationClaimRace)
 	t.Run("DueAndStale", s.notificationDue)
 	t.Run("SettingsAndTemplates", s.notificationSettings)
 	t.Run("Outbox", s.notificationOutbox)
