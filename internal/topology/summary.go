@@ -1,0 +1,50 @@
+package topology
+
+import "time"
+
+// Bounds are the documented allowances the checkers hold a history to.
+type Bounds struct {
+	// FaultGrace widens every fault on each side: effects outlast it (a
+	// node restarting, a replica promoted, consumers moving).
+	FaultGrace time.Duration
+	// InFlight bounds the duplicate deliveries a fault may cause: the jobs
+	// that were being sent when it struck (workers x nodes).
+	InFlight int
+	// ClickLoss bounds the clicks a killed node may lose: its unflushed
+	// click buffer.
+	ClickLoss int64
+}
+
+// Row is what clients saw during one fault (or "none", outside every
+// fault), as docs/reliability.md tabulates it.
+type Row struct {
+	Fault string `json:"fault"`
+	// Availability: operations, those that failed (5xx or no answer), and
+	// the longest run of consecutive failures in start order.
+	Requests      int           `json:"requests"`
+	Errors        int           `json:"errors"`
+	LongestStreak int           `json:"longest_error_streak"`
+	StreakTime    time.Duration `json:"longest_error_streak_ns"`
+	// Rate limits: the worst admitted/limit ratio over keys and windows.
+	Overshoot float64 `json:"overshoot"`
+	// Notifications: accepted but never terminal or never delivered,
+	// deliveries seen more than once, per-user order violations, and the
+	// OTP accept-to-delivery p99.
+	Lost            int           `json:"lost"`
+	Duplicated      int           `json:"duplicated"`
+	OrderViolations int           `json:"order_violations"`
+	OTPp99          time.Duration `json:"otp_p99_ns"`
+	// Links: redirects of existing codes that were not 302, and clicks
+	// missing against redirects made.
+	BadRedirects  int   `json:"bad_redirects"`
+	MissingClicks int64 `json:"missing_clicks"`
+}
+
+// Summary is the checkers' verdict on a history: a row per fault, and the
+// violations of a promise (each a sentence naming the fault and the
+// numbers); a run passes when Violations is empty.
+type Summary struct {
+	Seed       int64    `json:"seed"`
+	Rows       []Row    `json:"rows"`
+	Violations []string `json:"violations"`
+}
