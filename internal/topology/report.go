@@ -27,6 +27,7 @@ func Summarize(h *History, b Bounds) Summary {
 	r := newRun(h, b)
 	for _, check := range []func(*run){
 		checkAvailability,
+		checkRateLimits,
 	} {
 		check(r)
 	}
