@@ -28,6 +28,7 @@ func Summarize(h *History, b Bounds) Summary {
 	for _, check := range []func(*run){
 		checkAvailability,
 		checkRateLimits,
+		checkNotifications,
 	} {
 		check(r)
 	}
