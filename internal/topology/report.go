@@ -29,6 +29,7 @@ func Summarize(h *History, b Bounds) Summary {
 		checkAvailability,
 		checkRateLimits,
 		checkNotifications,
+		checkLinks,
 	} {
 		check(r)
 	}
