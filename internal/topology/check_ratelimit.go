@@ -6,7 +6,8 @@ import (
 
 // checkRateLimits holds the allowed Check operations to their limits.
 //
-// Allowed checks are grouped by key and Window: each key of a multi-key
+// Allowed checks are grouped by key and Window (the harness must set
+// Window: checks without one all fall in one window): each key of a multi-key
 // check counts once per allowed check. A window's extent runs from its
 // Window (or its first check's Start, if earlier) to the End of its last
 // allowed check; it is "during" every fault whose widened interval

@@ -3,7 +3,9 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -22,7 +24,8 @@ const NoFault = "none"
 // row and adds a sentence to Violations for each broken promise. The
 // matching rules are in each checker's doc comment.
 //
-// Summarize only reads h; it may run while nothing else adds to h.
+// Summarize reads a snapshot of h taken under its lock: it is safe to call
+// while operations are still being added, which it then does not see.
 func Summarize(h *History, b Bounds) Summary {
 	r := newRun(h, b)
 	for _, check := range []func(*run){
@@ -133,4 +136,35 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// WriteTable writes s as a Markdown table, a row per fault: requests,
+// errors (and their share), the longest error streak (count and ms),
+// overshoot, lost, duplicated, order violations, OTP p99, bad redirects
+// and missing clicks; then the violations as a list, or "no violations".
+func (s Summary) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| fault | requests | errors | longest error streak | overshoot | lost | duplicated | order violations | OTP p99 | bad redirects | missing clicks |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, row := range s.Rows {
+		pct := 0.0
+		if row.Requests > 0 {
+			pct = 100 * float64(row.Errors) / float64(row.Requests)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d (%.2f%%) | %d (%d ms) | %.2f | %d | %d | %d | %d ms | %d | %d |\n",
+			strings.ReplaceAll(row.Fault, "|", `\|`), row.Requests, row.Errors, pct,
+			row.LongestStreak, row.StreakTime.Milliseconds(), row.Overshoot,
+			row.Lost, row.Duplicated, row.OrderViolations, row.OTPp99.Milliseconds(),
+			row.BadRedirects, row.MissingClicks)
+	}
+	if len(s.Violations) == 0 {
+		b.WriteString("\nno violations\n")
+	} else {
+		fmt.Fprintf(&b, "\n%d violations:\n", len(s.Violations))
+		for _, v := range s.Violations {
+			fmt.Fprintf(&b, "- %s\n", v)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
