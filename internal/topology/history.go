@@ -44,6 +44,9 @@ const (
 	Clicks Kind = "clicks"
 	// Create is one short link creation.
 	Create Kind = "create"
+	// Delete is one short link deletion: the checkers stop judging the
+	// code's redirects from its Start.
+	Delete Kind = "delete"
 )
 
 // Op is one recorded client operation: a request and its answer, or an
