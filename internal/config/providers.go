@@ -116,11 +116,6 @@ type APNsConfig struct {
 	Rate    float64 `yaml:"rate" flag:"apns-rate" usage:"messages per second; 0 does not pace"`
 }
 
-// any reports whether a real provider is configured.
-func (p ProvidersConfig) any() bool {
-	return p.SMTP.Addr != "" || p.Twilio.AccountSID != "" || p.FCM.CredentialsFile != "" || p.APNs.KeyFile != ""
-}
-
 func defaultProviders() ProvidersConfig {
 	return ProvidersConfig{
 		Timeout: 10 * time.Second, CriticalShare: 0.2, MaxPacingWait: 2 * time.Second,

@@ -144,13 +144,6 @@ func (r *keyedRunner) heldMsgs(buf []jetstream.Msg) []jetstream.Msg {
 	return buf
 }
 
-// holding returns how many messages the runner holds.
-func (r *keyedRunner) holding() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.held)
-}
-
 // close waits for the tasks in flight and those queued behind them (handed
 // back when stop is closed), then stops the workers and the keep-alive,
 // which runs until the last worker is done. Call it after the last
