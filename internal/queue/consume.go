@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -256,7 +257,13 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 
 func (q *NotifyQueue) handleMsg(ctx context.Context, t task, handle Handler) {
 	if err := handle(ctx, t.job); err != nil {
-		q.log.Warn("job failed; it will be delivered again", "job", t.job.MsgID(), logKeyError, err)
+		// A copy of a job another worker is sending waits for that
+		// worker's claim: expected after a redelivery, not a failure.
+		level := slog.LevelWarn
+		if errors.Is(err, notify.ErrInFlight) {
+			level = slog.LevelDebug
+		}
+		q.log.Log(ctx, level, "job not done; it will be delivered again", "job", t.job.MsgID(), logKeyError, err)
 		_ = t.msg.NakWithDelay(2 * time.Second)
 		return
 	}
