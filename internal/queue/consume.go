@@ -37,7 +37,20 @@ type Handler func(ctx context.Context, j notify.Job) error
 // then it stops fetching, lets the jobs in flight finish (their context is
 // not cancelled), hands back the ones not started, gives up the partitions
 // it was pinned to and returns.
+//
+// With partition consumers (NATS 2.11+), the nodes running the queue
+// share out the partitions of each stream (see balance.go): Run pulls only
+// this node's share and hands a partition over when the nodes change.
 func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
+	var m *members // nil: pull every consumer
+	if q.pinned {
+		p, err := q.startPresence(ctx)
+		if err != nil {
+			return err
+		}
+		defer p.wait()
+		m = p.m
+	}
 	var wg sync.WaitGroup
 	jobCtx := context.WithoutCancel(ctx)
 	for _, l := range q.lanes {
@@ -46,7 +59,7 @@ func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 			var pulls sync.WaitGroup
 			pins := make([]string, len(l.consumers))
 			for i := range l.consumers {
-				pulls.Go(func() { pins[i] = q.consume(ctx, l, i, r) })
+				pulls.Go(func() { pins[i] = q.partition(ctx, l, i, r, m) })
 			}
 			pulls.Wait()
 			r.close()
