@@ -55,13 +55,19 @@ func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 	jobCtx := context.WithoutCancel(ctx)
 	for _, l := range q.lanes {
 		wg.Go(func() {
-			r := newKeyedRunner(l.workers, q.o.AckWait/3, ctx.Done(), func(t task) { q.handleMsg(jobCtx, t, handle) })
+			// The jobs not started are handed back only once every pull
+			// has stopped: a job handed back while its subscription drains
+			// comes straight back to it, and may then run after the
+			// user's next job, once another node has the partition.
+			stop := make(chan struct{})
+			r := newKeyedRunner(l.workers, q.o.AckWait/3, stop, func(t task) { q.handleMsg(jobCtx, t, handle) })
 			var pulls sync.WaitGroup
 			pins := make([]string, len(l.consumers))
 			for i := range l.consumers {
 				pulls.Go(func() { pins[i] = q.partition(ctx, l, i, r, m) })
 			}
 			pulls.Wait()
+			close(stop)
 			r.close()
 			q.unpin(jobCtx, l, pins)
 		})
@@ -81,11 +87,15 @@ func (q *NotifyQueue) unpin(ctx context.Context, l *lane, pins []string) {
 	}
 }
 
-// unpinOne unpins consumer i of l if it is still pinned to pin.
+// unpinOne unpins consumer i of l if it is still pinned to pin, after
+// flushing l.sub: the acknowledgements and hand-backs sent so far reach
+// the server first, so the next node is not served after a job this one
+// still appears to hold.
 func (q *NotifyQueue) unpinOne(ctx context.Context, l *lane, i int, pin string) {
 	if pin == "" {
 		return
 	}
+	_ = flush(ctx, l.sub)
 	name := l.consumers[i].Durable
 	c, err := l.str.Consumer(ctx, name)
 	if err != nil {
