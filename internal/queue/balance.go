@@ -52,9 +52,12 @@ func (q *NotifyQueue) partition(ctx context.Context, l *lane, i int, r *keyedRun
 				cancel()
 			}
 		}()
+		watched := make(chan struct{})
+		go func() { defer close(watched); q.watchPin(pctx, l, i) }()
 		pin = q.consume(pctx, l, i, r)
 		cancel()
 		<-released
+		<-watched
 		if ctx.Err() != nil || l.sub.IsClosed() {
 			return pin
 		}
@@ -85,4 +88,56 @@ func (q *NotifyQueue) handOver(ctx context.Context, l *lane, i int, r *keyedRunn
 	defer cancel()
 	q.unpinOne(uctx, l, i, pin)
 	return true
+}
+
+// pinCheck is how often a node checks a partition it owns for a pin that
+// no node uses (see watchPin).
+const pinCheck = pullExpiry
+
+// watchPin unpins partition i of l, which this node owns and pulls, when
+// the server keeps it pinned to a client that is not served: nats-server
+// pins a partition to the first pull request waiting when a job arrives,
+// even one whose subscriber is gone (a node that stopped pulling leaves
+// its requests waiting until they expire), then drops that request and
+// keeps the pin, so the partition stalls until pinnedTTL. When two checks
+// pinCheck apart see the same pin, jobs waiting, none out to any node and
+// none received here, no node holds a job of the partition, so unpinning
+// it cannot put a user's jobs on two nodes; the server then pins one of
+// this node's requests. It returns when ctx ends.
+func (q *NotifyQueue) watchPin(ctx context.Context, l *lane, i int) {
+	tick := time.NewTicker(pinCheck)
+	defer tick.Stop()
+	name := l.consumers[i].Durable
+	var suspect string // the pin seen unserved at the last check
+	seen := l.received[i].Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n := l.received[i].Load(); n != seen {
+			seen, suspect = n, ""
+			continue
+		}
+		c, err := l.str.Consumer(ctx, name)
+		if err != nil {
+			continue
+		}
+		info, stalled := c.CachedInfo(), ""
+		for _, g := range info.PriorityGroups {
+			if g.Group == pinGroup && g.PinnedClientID != "" && info.NumPending > 0 && info.NumAckPending == 0 {
+				stalled = g.PinnedClientID
+			}
+		}
+		if stalled != "" && stalled == suspect && l.received[i].Load() == seen {
+			q.log.Info("queue: unpinning a partition pinned to a client that is not served",
+				"stream", q.streamName(l.key), "consumer", name)
+			if err := l.str.UnpinConsumer(ctx, name, pinGroup); err != nil {
+				q.log.Debug("queue: unpin", "consumer", name, logKeyError, err)
+			}
+			stalled = ""
+		}
+		suspect = stalled
+	}
 }

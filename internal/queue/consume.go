@@ -213,6 +213,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 			continue
 		}
 		missed, resubscribed = 0, 0
+		l.received[i].Add(1)
 		if p := m.Headers().Get("Nats-Pin-Id"); p != "" {
 			pin = p
 		}

@@ -108,6 +108,8 @@ type lane struct {
 	// holds[i] is set while this node pulls from consumers[i] or still
 	// holds jobs of it (see partition).
 	holds []atomic.Bool
+	// received[i] counts the jobs this node received from consumers[i].
+	received []atomic.Int64
 }
 
 type streamKey struct {
@@ -176,6 +178,7 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 	}
 	l.consumers = q.consumerConfigs(k, workers)
 	l.holds = make([]atomic.Bool, len(l.consumers))
+	l.received = make([]atomic.Int64, len(l.consumers))
 	if err = q.ensureConsumers(ctx, l); err != nil {
 		return nil, fmt.Errorf("queue: consumers of %s: %w", q.streamName(k), err)
 	}
