@@ -38,18 +38,37 @@ type Handler func(ctx context.Context, j notify.Job) error
 // then it stops fetching, lets the jobs in flight finish (their context is
 // not cancelled), hands back the ones not started, gives up the partitions
 // it was pinned to and returns.
+//
+// With partition consumers (NATS 2.11+), the nodes running the queue
+// share out the partitions of each stream (see balance.go): Run pulls only
+// this node's share and hands a partition over when the nodes change.
 func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
+	var m *members // nil: pull every consumer
+	if q.pinned {
+		p, err := q.startPresence(ctx)
+		if err != nil {
+			return err
+		}
+		defer p.wait()
+		m = p.m
+	}
 	var wg sync.WaitGroup
 	jobCtx := context.WithoutCancel(ctx)
 	for _, l := range q.lanes {
 		wg.Go(func() {
-			r := newKeyedRunner(l.workers, q.o.AckWait/3, ctx.Done(), func(t task) { q.handleMsg(jobCtx, t, handle) })
+			// The jobs not started are handed back only once every pull
+			// has stopped: a job handed back while its subscription drains
+			// comes straight back to it, and may then run after the
+			// user's next job, once another node has the partition.
+			stop := make(chan struct{})
+			r := newKeyedRunner(l.workers, q.o.AckWait/3, stop, func(t task) { q.handleMsg(jobCtx, t, handle) })
 			var pulls sync.WaitGroup
 			pins := make([]string, len(l.consumers))
-			for i, cfg := range l.consumers {
-				pulls.Go(func() { pins[i] = q.consume(ctx, l, cfg, r) })
+			for i := range l.consumers {
+				pulls.Go(func() { pins[i] = q.partition(ctx, l, i, r, m) })
 			}
 			pulls.Wait()
+			close(stop)
 			r.close()
 			q.unpin(jobCtx, l, pins)
 		})
@@ -65,29 +84,42 @@ func (q *NotifyQueue) unpin(ctx context.Context, l *lane, pins []string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for i, pin := range pins {
-		if pin == "" {
-			continue
-		}
-		name := l.consumers[i].Durable
-		c, err := l.str.Consumer(ctx, name)
-		if err != nil {
-			continue
-		}
-		for _, g := range c.CachedInfo().PriorityGroups {
-			if g.Group == pinGroup && g.PinnedClientID == pin {
-				if err := l.str.UnpinConsumer(ctx, name, pinGroup); err != nil {
-					q.log.Debug("queue: unpin", "consumer", name, logKeyError, err)
-				}
+		q.unpinOne(ctx, l, i, pin)
+	}
+}
+
+// unpinOne unpins consumer i of l if it is still pinned to pin, after
+// flushing l.sub: the acknowledgements and hand-backs sent so far reach
+// the server first, so the next node is not served after a job this one
+// still appears to hold.
+func (q *NotifyQueue) unpinOne(ctx context.Context, l *lane, i int, pin string) {
+	if pin == "" {
+		return
+	}
+	_ = flush(ctx, l.sub)
+	name := l.consumers[i].Durable
+	c, err := l.str.Consumer(ctx, name)
+	if err != nil {
+		return
+	}
+	for _, g := range c.CachedInfo().PriorityGroups {
+		if g.Group == pinGroup && g.PinnedClientID == pin {
+			if err := l.str.UnpinConsumer(ctx, name, pinGroup); err != nil {
+				q.log.Debug("queue: unpin", "consumer", name, logKeyError, err)
 			}
 		}
 	}
 }
 
-// consume pulls from one consumer of l's stream into r until ctx ends,
+// consume pulls from consumer i of l's stream into r until ctx ends,
 // and returns the pin id the server last gave this node ("" if none). It
 // subscribes again when the server stops answering, and makes the
-// consumer again when it was deleted or stays stuck.
-func (q *NotifyQueue) consume(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig, r *keyedRunner) (pin string) {
+// consumer again when it was deleted or stays stuck. When ctx ends it
+// drains the subscription: the jobs the server already sent are
+// dispatched to r too, none is left unseen in the client's buffer (where
+// it would wait out AckWait, behind the user's later jobs).
+func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunner) (pin string) {
+	cfg := l.consumers[i]
 	stream := q.streamName(l.key)
 	log := q.log.With("stream", stream, "consumer", cfg.Durable)
 	var (
@@ -98,7 +130,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, cfg jetstream.Consum
 		mu.Lock()
 		defer mu.Unlock()
 		if it != nil {
-			it.Stop()
+			it.Drain()
 		}
 	})
 	defer stop()
@@ -113,14 +145,13 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, cfg jetstream.Consum
 					it.Stop()
 				}
 				it = next
-				mu.Unlock()
-				if ctx.Err() != nil {
-					next.Stop()
-					return false
+				if ctx.Err() != nil { // the AfterFunc may have run before
+					next.Drain()
 				}
+				mu.Unlock()
 				return true
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || l.sub.IsClosed() {
 				return false
 			}
 			log.Warn("queue: subscribe", logKeyError, err)
@@ -183,6 +214,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, cfg jetstream.Consum
 			continue
 		}
 		missed, resubscribed = 0, 0
+		l.received[i].Add(1)
 		if p := m.Headers().Get("Nats-Pin-Id"); p != "" {
 			pin = p
 		}
@@ -195,7 +227,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, cfg jetstream.Consum
 		if md, err := m.Metadata(); err != nil || md.NumDelivered > 1 {
 			j.Redelivered = true
 		}
-		r.dispatch(task{job: j, msg: m})
+		r.dispatch(task{job: j, msg: m, part: i})
 	}
 }
 

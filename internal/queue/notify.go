@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,10 +58,14 @@ type NotifyOptions struct {
 // 2.11 and later, each partition of a stream has a consumer of its own
 // with a pinned-client priority group: the server hands a partition to one
 // node at a time, and to another only when that node stops pulling
-// ([PinnedTTL]) or hands it back on shutdown, so the order holds across
-// every node consuming the queue. On older servers (detected from the
-// server's INFO) the streams keep one shared consumer and the order holds
-// per node only: two jobs of one user may run at once on two nodes.
+// (pinnedTTL) or hands it back on shutdown, so the order holds across
+// every node consuming the queue. The nodes running the queue share the
+// partitions of each stream out among themselves, at most
+// ceil(partitions/nodes) each, and move partitions when a node joins or
+// leaves (see balance.go), so delivery work spreads over the nodes. On
+// older servers (detected from the server's INFO) the streams keep one
+// shared consumer and the order holds per node only: two jobs of one user
+// may run at once on two nodes.
 // Retries trade the order away on purpose: a failed attempt is
 // acknowledged and republished when its backoff is due, so the user's
 // later messages may overtake it instead of stalling behind a provider
@@ -90,6 +95,7 @@ type NotifyQueue struct {
 // and one stream's publishes still keep their order.
 type lane struct {
 	key     streamKey
+	index   int // in notify.Channels x notify.Categories, the same on every node
 	workers int
 	pub     *nats.Conn
 	js      jetstream.JetStream // on pub
@@ -99,6 +105,11 @@ type lane struct {
 	// consumers are the stream's consumers: one per partition when pinned,
 	// else one.
 	consumers []jetstream.ConsumerConfig
+	// holds[i] is set while this node pulls from consumers[i] or still
+	// holds jobs of it (see partition).
+	holds []atomic.Bool
+	// received[i] counts the jobs this node received from consumers[i].
+	received []atomic.Int64
 }
 
 type streamKey struct {
@@ -139,6 +150,7 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 				q.Close()
 				return nil, err
 			}
+			l.index = len(q.lanes)
 			q.lanes[k] = l
 		}
 	}
@@ -165,6 +177,8 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 		return nil, err
 	}
 	l.consumers = q.consumerConfigs(k, workers)
+	l.holds = make([]atomic.Bool, len(l.consumers))
+	l.received = make([]atomic.Int64, len(l.consumers))
 	if err = q.ensureConsumers(ctx, l); err != nil {
 		return nil, fmt.Errorf("queue: consumers of %s: %w", q.streamName(k), err)
 	}

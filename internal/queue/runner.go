@@ -11,9 +11,10 @@ import (
 
 // task is a fetched job and its message.
 type task struct {
-	job notify.Job
-	msg jetstream.Msg
-	id  uint64 // the runner's handle in held
+	job  notify.Job
+	msg  jetstream.Msg
+	part int    // the partition (consumer) it came from
+	id   uint64 // the runner's handle in held
 }
 
 // keyedRunner runs tasks on a fixed pool of worker goroutines, with at most
@@ -35,6 +36,7 @@ type keyedRunner struct {
 	busy   map[string][]task // users in flight (or ready) -> tasks waiting behind them
 	ready  []task            // users' next tasks, for any idle worker, in arrival order
 	held   map[uint64]jetstream.Msg
+	parts  map[int]int // partition -> tasks of it held
 	seq    uint64
 	closed bool
 
@@ -46,7 +48,7 @@ type keyedRunner struct {
 }
 
 func newKeyedRunner(workers int, keepAlive time.Duration, stop <-chan struct{}, run func(task)) *keyedRunner {
-	r := &keyedRunner{busy: map[string][]task{}, held: map[uint64]jetstream.Msg{}, stop: stop, run: run,
+	r := &keyedRunner{busy: map[string][]task{}, held: map[uint64]jetstream.Msg{}, parts: map[int]int{}, stop: stop, run: run,
 		done: make(chan struct{})}
 	r.cond = sync.NewCond(&r.mu)
 	for range workers {
@@ -64,6 +66,7 @@ func (r *keyedRunner) dispatch(t task) {
 	r.seq++
 	t.id = r.seq
 	r.held[t.id] = t.msg
+	r.parts[t.part]++
 	if waiting, ok := r.busy[t.job.UserID]; ok {
 		r.busy[t.job.UserID] = append(waiting, t)
 		return
@@ -99,6 +102,9 @@ func (r *keyedRunner) work() {
 			key := t.job.UserID
 			r.mu.Lock()
 			delete(r.held, t.id)
+			if r.parts[t.part]--; r.parts[t.part] == 0 {
+				delete(r.parts, t.part)
+			}
 			waiting := r.busy[key]
 			if len(waiting) == 0 {
 				delete(r.busy, key)
@@ -142,6 +148,14 @@ func (r *keyedRunner) heldMsgs(buf []jetstream.Msg) []jetstream.Msg {
 		buf = append(buf, m)
 	}
 	return buf
+}
+
+// holdingPart returns how many messages of partition part the runner
+// holds: waiting, queued behind their user's task or running.
+func (r *keyedRunner) holdingPart(part int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parts[part]
 }
 
 // close waits for the tasks in flight and those queued behind them (handed

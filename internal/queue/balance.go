@@ -1,0 +1,143 @@
+package queue
+
+import (
+	"context"
+	"time"
+)
+
+// Sharing partitions out. With pinned partition consumers alone, the
+// server pins each partition to whichever node pulls first, so one node
+// usually held every partition of a stream while the others idled. So the
+// nodes running a queue also know each other (presence.go: a heartbeat on
+// core NATS, a goodbye on shutdown), and each pulls only the partitions
+// that owner assigns to it in the sorted list of live nodes: a stream's
+// partitions go round the nodes, at most ceil(partitions/nodes) each.
+//
+// When the nodes change, a node stops pulling a partition no longer its
+// own, lets the jobs it holds of it finish (it keeps those alive and the
+// pin stays with it meanwhile), and only then unpins it: the new owner,
+// already pulling, is pinned next. A user's jobs therefore never run on
+// two nodes at once, and their order holds across the move, as it does
+// across a shutdown (as there, a job still running pinnedTTL after its
+// partition stopped pulling loses the pin for it). Nodes that disagree for a moment on the list cost a
+// pause, not the order: two nodes pulling one partition are still served
+// one at a time by the pin, and a partition nobody pulls waits until the
+// lists agree again (within presenceTimeout). A node alone holds every
+// partition; the partitions of a node that died are pulled by the others
+// once it is presumed dead, and served to them once the server unpins it
+// after pinnedTTL without pulls.
+
+// handOverPoll is how often a partition being handed over checks whether
+// the jobs this node holds of it are done.
+const handOverPoll = 10 * time.Millisecond
+
+// partition consumes partition i of l into r whenever m assigns it to
+// this node, until ctx ends, and returns the pin the server gave this node
+// that is still to be handed back ("" if none). With m nil, every
+// partition is this node's.
+func (q *NotifyQueue) partition(ctx context.Context, l *lane, i int, r *keyedRunner, m *members) (pin string) {
+	defer l.holds[i].Store(false)
+	if m == nil {
+		l.holds[i].Store(true)
+		return q.consume(ctx, l, i, r)
+	}
+	mine := func(view []string) bool { return view[owner(view, l.index, i)] == m.self }
+	for m.wait(ctx, mine) {
+		l.holds[i].Store(true)
+		pctx, cancel := context.WithCancel(ctx)
+		released := make(chan struct{})
+		go func() {
+			defer close(released)
+			if m.wait(pctx, func(view []string) bool { return !mine(view) }) {
+				cancel()
+			}
+		}()
+		watched := make(chan struct{})
+		go func() { defer close(watched); q.watchPin(pctx, l, i) }()
+		pin = q.consume(pctx, l, i, r)
+		cancel()
+		<-released
+		<-watched
+		if ctx.Err() != nil || l.sub.IsClosed() {
+			return pin
+		}
+		q.log.Debug("queue: handing a partition over", "stream", q.streamName(l.key), "consumer", l.consumers[i].Durable)
+		if !q.handOver(ctx, l, i, r, pin) {
+			return pin
+		}
+		l.holds[i].Store(false)
+		pin = ""
+	}
+	return pin
+}
+
+// handOver waits until r holds no job of partition i, then unpins it from
+// pin. It reports false, with the partition still pinned, if ctx ended
+// first.
+func (q *NotifyQueue) handOver(ctx context.Context, l *lane, i int, r *keyedRunner, pin string) bool {
+	tick := time.NewTicker(handOverPoll)
+	defer tick.Stop()
+	for r.holdingPart(i) > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	q.unpinOne(uctx, l, i, pin)
+	return true
+}
+
+// pinCheck is how often a node checks a partition it owns for a pin that
+// no node uses (see watchPin).
+const pinCheck = pullExpiry
+
+// watchPin unpins partition i of l, which this node owns and pulls, when
+// the server keeps it pinned to a client that is not served: nats-server
+// pins a partition to the first pull request waiting when a job arrives,
+// even one whose subscriber is gone (a node that stopped pulling leaves
+// its requests waiting until they expire), then drops that request and
+// keeps the pin, so the partition stalls until pinnedTTL. When two checks
+// pinCheck apart see the same pin, jobs waiting, none out to any node and
+// none received here, no node holds a job of the partition, so unpinning
+// it cannot put a user's jobs on two nodes; the server then pins one of
+// this node's requests. It returns when ctx ends.
+func (q *NotifyQueue) watchPin(ctx context.Context, l *lane, i int) {
+	tick := time.NewTicker(pinCheck)
+	defer tick.Stop()
+	name := l.consumers[i].Durable
+	var suspect string // the pin seen unserved at the last check
+	seen := l.received[i].Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n := l.received[i].Load(); n != seen {
+			seen, suspect = n, ""
+			continue
+		}
+		c, err := l.str.Consumer(ctx, name)
+		if err != nil {
+			continue
+		}
+		info, stalled := c.CachedInfo(), ""
+		for _, g := range info.PriorityGroups {
+			if g.Group == pinGroup && g.PinnedClientID != "" && info.NumPending > 0 && info.NumAckPending == 0 {
+				stalled = g.PinnedClientID
+			}
+		}
+		if stalled != "" && stalled == suspect && l.received[i].Load() == seen {
+			q.log.Info("queue: unpinning a partition pinned to a client that is not served",
+				"stream", q.streamName(l.key), "consumer", name)
+			if err := l.str.UnpinConsumer(ctx, name, pinGroup); err != nil {
+				q.log.Debug("queue: unpin", "consumer", name, logKeyError, err)
+			}
+			stalled = ""
+		}
+		suspect = stalled
+	}
+}

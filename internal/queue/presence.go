@@ -1,0 +1,184 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Presence timings. A running queue announces itself every
+// presenceInterval; a peer not heard for presenceTimeout is taken for
+// dead. presenceTimeout is well under pinnedTTL, so a dead node's
+// partitions are pulled by the others before the server unpins them.
+const (
+	presenceInterval = time.Second
+	presenceTimeout  = 3*presenceInterval + presenceInterval/2
+)
+
+// Presence announcements: "<kind> <node id>".
+const (
+	presenceHello = "hello" // a node starts: everyone answers with alive at once
+	presenceAlive = "alive"
+	presenceBye   = "bye" // a node stops: its partitions are for the others now
+)
+
+// members is what one node knows of the nodes running the queue: itself
+// and the peers it heard from within presenceTimeout. It is safe for
+// concurrent use.
+type members struct {
+	self string
+
+	mu      sync.Mutex
+	seen    map[string]time.Time // peer -> when last heard
+	view    []string             // sorted node ids, self included
+	changed chan struct{}        // closed, and replaced, when view changes
+}
+
+func newMembers(self string) *members {
+	return &members{self: self, seen: map[string]time.Time{}, view: []string{self}, changed: make(chan struct{})}
+}
+
+// heard records that peer id was alive at t.
+func (m *members) heard(id string, t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[id] = t
+	m.update()
+}
+
+// left forgets peer id at once.
+func (m *members) left(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.seen, id)
+	m.update()
+}
+
+// expire forgets the peers not heard within presenceTimeout of now.
+func (m *members) expire(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, t := range m.seen {
+		if now.Sub(t) > presenceTimeout {
+			delete(m.seen, id)
+		}
+	}
+	m.update()
+}
+
+// update recomputes view and signals a change. Call it with mu held.
+func (m *members) update() {
+	view := []string{m.self}
+	for id := range m.seen {
+		view = append(view, id)
+	}
+	slices.Sort(view)
+	if slices.Equal(view, m.view) {
+		return
+	}
+	m.view = view
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// current returns the sorted node ids and a channel closed at the next
+// change.
+func (m *members) current() ([]string, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.view, m.changed
+}
+
+// wait blocks until cond holds for the current view or ctx ends, and
+// reports whether cond holds.
+func (m *members) wait(ctx context.Context, cond func(view []string) bool) bool {
+	for {
+		view, changed := m.current()
+		if cond(view) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
+// owner returns the index in a sorted view of the node that should hold
+// partition p of the lane at index lane: partitions go round the nodes,
+// each lane starting one node further, so every node holds
+// floor(partitions/nodes) or one more of each stream, and the extra ones
+// are spread over the nodes across streams. The assignment depends only
+// on the view: nodes that agree on it agree on every owner.
+func owner(view []string, lane, p int) int { return (lane + p) % len(view) }
+
+// presence announces this node on subject and keeps m up to date from the
+// other nodes' announcements, until ctx ends; it then says goodbye, so the
+// others start pulling its partitions while it hands them over.
+type presence struct {
+	nc      *nats.Conn
+	subject string
+	m       *members
+	sub     *nats.Subscription
+	done    chan struct{}
+}
+
+// startPresence subscribes to the queue's presence subject, says hello
+// and starts announcing itself every presenceInterval until ctx ends.
+// Call stop to wait for the goodbye.
+func (q *NotifyQueue) startPresence(ctx context.Context) (*presence, error) {
+	p := &presence{nc: q.c.nc, subject: q.c.Name("notify.nodes"), m: newMembers(rand.Text()), done: make(chan struct{})}
+	var err error
+	p.sub, err = p.nc.Subscribe(p.subject, func(msg *nats.Msg) {
+		kind, id, ok := strings.Cut(string(msg.Data), " ")
+		if !ok || id == p.m.self {
+			return
+		}
+		switch kind {
+		case presenceHello:
+			p.m.heard(id, time.Now())
+			p.announce(presenceAlive)
+		case presenceAlive:
+			p.m.heard(id, time.Now())
+		case presenceBye:
+			p.m.left(id)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: presence: %w", err)
+	}
+	p.announce(presenceHello)
+	go p.run(ctx)
+	return p, nil
+}
+
+func (p *presence) announce(kind string) { _ = p.nc.Publish(p.subject, []byte(kind+" "+p.m.self)) }
+
+func (p *presence) run(ctx context.Context) {
+	defer close(p.done)
+	tick := time.NewTicker(presenceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			_ = p.sub.Unsubscribe()
+			p.announce(presenceBye)
+			_ = flush(context.WithoutCancel(ctx), p.nc)
+			return
+		case now := <-tick.C:
+			p.announce(presenceAlive)
+			p.m.expire(now)
+		}
+	}
+}
+
+// wait returns once the goodbye is sent; ctx passed to startPresence
+// must have ended.
+func (p *presence) wait() { <-p.done }
