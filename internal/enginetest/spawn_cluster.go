@@ -26,7 +26,8 @@ type RedisCluster struct {
 
 // StartRedisCluster runs masters cluster-enabled redis-servers plus
 // replicas replicas of each, joins them into one cluster covering every
-// slot, and returns once every node reports cluster_state:ok. Nodes time
+// slot, and returns once every node reports cluster_state:ok and every
+// replica has synced with its master. Nodes time
 // out peers after 2 s (cluster-node-timeout 2000), so a replica takes over
 // a killed master within a few seconds. It skips the test (fails it when
 // CI=true) if redis-server or redis-cli is missing; the nodes are stopped
@@ -41,8 +42,12 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 			path: "redis-server",
 			url:  func(addr string) string { return "redis://" + addr },
 			args: func(port int, dir, _ string) []string {
+				// A replica takes over however long its master was gone
+				// (validity factor 0), and syncs without the diskless
+				// delay, so a test may kill a master soon after start.
 				return append(redisArgs(port, dir), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-					"--cluster-node-timeout", "2000")
+					"--cluster-node-timeout", "2000", "--cluster-replica-validity-factor", "0",
+					"--repl-diskless-sync-delay", "0")
 			},
 			ready: redisReady,
 		}, t.TempDir()))
@@ -60,7 +65,30 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 	for _, n := range c.Nodes {
 		c.waitOK(ctx, cli, n)
 	}
+	for _, n := range c.Nodes[masters:] {
+		c.waitSynced(ctx, cli, n)
+	}
 	return c
+}
+
+// waitSynced polls replica n until its link to its master is up: before
+// that, killing the master leaves the replica with no data to take over.
+func (c *RedisCluster) waitSynced(ctx context.Context, cli string, n *Process) {
+	c.t.Helper()
+	host, port, _ := strings.Cut(n.Addr(), ":")
+	var last string
+	for {
+		out, err := exec.CommandContext(ctx, cli, "-h", host, "-p", port, "info", "replication").CombinedOutput()
+		last = string(out)
+		if err == nil && strings.Contains(last, "master_link_status:up") {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("redis cluster replica %s never synced with its master:\n%s", n.Addr(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // waitOK polls n until it reports cluster_state:ok with every slot served.
