@@ -22,10 +22,10 @@ import (
 func StartRedis(t testing.TB) *Process {
 	t.Helper()
 	return startProcess(t, spec{
-		name: "redis-server",
-		path: "redis-server",
-		url:  func(addr string) string { return "redis://" + addr },
-		args: func(port int, dir, _ string) []string { return redisArgs(port, dir) },
+		name:  "redis-server",
+		path:  "redis-server",
+		url:   func(addr string) string { return "redis://" + addr },
+		args:  func(port int, dir, _ string) []string { return redisArgs(port, dir) },
 		ready: redisReady,
 	}, t.TempDir())
 }
