@@ -25,7 +25,9 @@ type HAProxy struct {
 	// (option httpchk GET HealthCheck, every 500 ms; two failures take a
 	// server out, two successes bring it back), and a request whose
 	// connection to a server fails is retried on another (option
-	// redispatch, retries 2). Empty: no health checks.
+	// redispatch, retries 2); the frontend then also serves HAProxy's
+	// statistics at /haproxy-stats (";csv" for CSV), where a test can
+	// wait for every server to be UP. Empty: no health checks.
 	HealthCheck string
 	// GRPCAddr and GRPCBackends, if set, add a second frontend for gRPC:
 	// HTTP/2 without TLS (h2c) on GRPCAddr ("127.0.0.1:port", see
@@ -74,9 +76,11 @@ frontend fe
   bind 127.0.0.1:%d
   monitor-uri /%s
   default_backend be
-backend be
-  balance roundrobin
 `, port, tag)
+	if cfg.HealthCheck != "" {
+		b.WriteString("  stats enable\n  stats uri /haproxy-stats\n")
+	}
+	b.WriteString("backend be\n  balance roundrobin\n")
 	if cfg.ForwardFor {
 		b.WriteString("  option forwardfor\n")
 	}
@@ -103,7 +107,9 @@ backend be_grpc
 			fmt.Fprintf(&b, "  server g%d %s proto h2", i, addr)
 			if cfg.HealthCheck != "" && i < len(cfg.Backends) {
 				_, hport, _ := strings.Cut(cfg.Backends[i], ":")
-				fmt.Fprintf(&b, " check port %s", hport)
+				// The check is HTTP/1 on the HTTP port, not h2 as the
+				// server line's proto would make it.
+				fmt.Fprintf(&b, " check port %s check-proto h1", hport)
 			}
 			b.WriteString("\n")
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -159,25 +160,32 @@ func startTopology(t *testing.T, out string, h *History) *topology {
 	return tp
 }
 
-// waitBalanced polls HAProxy's /readyz until ten answers in a row are
-// 200, so every node is in rotation before the workload starts.
+// waitBalanced polls HAProxy's statistics until every HTTP and gRPC
+// server is UP, so every node is in rotation before the workload starts.
 func (tp *topology) waitBalanced() {
 	tp.t.Helper()
 	deadline := time.Now().Add(nodeReadyTimeout)
 	client := &http.Client{Timeout: 5 * time.Second}
-	for streak := 0; streak < 10; {
-		if time.Now().After(deadline) {
-			tp.t.Fatalf("HAProxy %s: /readyz not 200 ten times in a row within %s", tp.lb.URL(), nodeReadyTimeout)
-		}
-		resp, err := client.Get(tp.lb.URL() + "/readyz")
-		if err == nil {
+	want := 2 * len(tp.nodes)
+	var up int
+	for {
+		up = 0
+		if resp, err := client.Get(tp.lb.URL() + "/haproxy-stats;csv"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				f := strings.Split(line, ",")
+				if len(f) > 17 && (f[0] == "be" || f[0] == "be_grpc") && f[1] != "BACKEND" && f[17] == "UP" {
+					up++
+				}
+			}
 		}
-		if err == nil && resp.StatusCode == http.StatusOK {
-			streak++
-			continue
+		if up == want {
+			return
 		}
-		streak = 0
+		if time.Now().After(deadline) {
+			tp.t.Fatalf("HAProxy %s: %d of %d servers UP after %s", tp.lb.URL(), up, want, nodeReadyTimeout)
+		}
 		time.Sleep(pollEvery) // polling interval
 	}
 }
