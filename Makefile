@@ -5,7 +5,7 @@
 STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help test test-race lint bench fuzz ci
+.PHONY: help test test-race lint bench fuzz ci topology
 
 help: ## print the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-10s %s\n", $$1, $$2}'
@@ -30,3 +30,9 @@ fuzz: ## run every fuzz target briefly (bash .ci/fuzz)
 
 ci: ## what CI runs: start the engines, then gofmt, vet, the race tests and fuzzing (bash .ci/run)
 	bash .ci/run
+
+DURATION ?= 10m
+OUT ?= topology-out
+topology: ## run the production topology under faults for DURATION (default 10m); the summary is printed and written to OUT/summary.json
+	SLUICE_TOPOLOGY=1 go test -count=1 -timeout 2h -run TestTopology -v ./internal/topology/ -args -topology.duration $(DURATION) -topology.out $(abspath $(OUT))
+	@cat $(OUT)/summary.txt

@@ -241,6 +241,17 @@ func newTag() string {
 
 var tagSeq atomic.Int64
 
+// SpareAddr returns "127.0.0.1:port" with a loopback TCP port that was
+// free a moment ago, for a listener the test starts (or configures) itself.
+func SpareAddr(t testing.TB) string {
+	t.Helper()
+	port, err := sparePort()
+	if err != nil {
+		t.Fatalf("pick a spare port: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
 // sparePort returns a loopback TCP port that was free a moment ago.
 func sparePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -21,6 +21,24 @@ type HAProxy struct {
 	// ForwardFor appends the client's address to X-Forwarded-For
 	// (option forwardfor).
 	ForwardFor bool
+	// HealthCheck, if set, is the path HAProxy polls on every backend
+	// (option httpchk GET HealthCheck, every 500 ms; two failures take a
+	// server out, two successes bring it back), and a request whose
+	// connection to a server fails is retried on another (option
+	// redispatch, retries 2); the frontend then also serves HAProxy's
+	// statistics at /haproxy-stats (";csv" for CSV), where a test can
+	// wait for every server to be UP. Every server is listed again as an
+	// unchecked backup, used (all of them) only while no checked server
+	// is up. Empty: no health checks.
+	HealthCheck string
+	// GRPCAddr and GRPCBackends, if set, add a second frontend for gRPC:
+	// HTTP/2 without TLS (h2c) on GRPCAddr ("127.0.0.1:port", see
+	// [SpareAddr]), balancing each request round robin over GRPCBackends.
+	// With HealthCheck, GRPCBackends[i] is checked through the HTTP
+	// port of Backends[i] (the same server's HTTP listener), so the two
+	// lists must be the same length.
+	GRPCAddr     string
+	GRPCBackends []string
 }
 
 // StartHAProxy runs Debian's haproxy for the calling test on a spare
@@ -60,20 +78,82 @@ frontend fe
   bind 127.0.0.1:%d
   monitor-uri /%s
   default_backend be
-backend be
-  balance roundrobin
 `, port, tag)
+	if cfg.HealthCheck != "" {
+		b.WriteString("  stats enable\n  stats uri /haproxy-stats\n")
+	}
+	b.WriteString("backend be\n  balance roundrobin\n")
 	if cfg.ForwardFor {
 		b.WriteString("  option forwardfor\n")
 	}
+	healthChecks(&b, cfg)
 	for i, addr := range cfg.Backends {
 		fmt.Fprintf(&b, "  server s%d %s", i, addr)
 		if cfg.SendProxyV2 {
 			b.WriteString(" send-proxy-v2")
 		}
+		if cfg.HealthCheck != "" {
+			b.WriteString(" check")
+		}
 		b.WriteString("\n")
 	}
+	backups(&b, cfg, cfg.Backends, "s", func(string) string {
+		if cfg.SendProxyV2 {
+			return " send-proxy-v2"
+		}
+		return ""
+	})
+	if cfg.GRPCAddr != "" {
+		fmt.Fprintf(&b, `frontend fe_grpc
+  bind %s proto h2
+  default_backend be_grpc
+backend be_grpc
+  balance roundrobin
+`, cfg.GRPCAddr)
+		healthChecks(&b, cfg)
+		for i, addr := range cfg.GRPCBackends {
+			fmt.Fprintf(&b, "  server g%d %s proto h2", i, addr)
+			if cfg.HealthCheck != "" && i < len(cfg.Backends) {
+				_, hport, _ := strings.Cut(cfg.Backends[i], ":")
+				// The check is HTTP/1 on the HTTP port, not h2 as the
+				// server line's proto would make it.
+				fmt.Fprintf(&b, " check port %s check-proto h1", hport)
+			}
+			b.WriteString("\n")
+		}
+		backups(&b, cfg, cfg.GRPCBackends, "g", func(string) string { return " proto h2" })
+	}
 	return b.String()
+}
+
+// backups lists addrs again as unchecked backup servers when cfg health
+// checks: a shared engine's outage (PostgreSQL restarting) fails every
+// node's /readyz at once, and with no server up HAProxy would answer 503
+// itself; "option allbackups" sends to every node then, which still
+// serves what does not need that engine (docs/operations.md).
+func backups(b *strings.Builder, cfg HAProxy, addrs []string, prefix string, opts func(addr string) string) {
+	if cfg.HealthCheck == "" || len(addrs) == 0 {
+		return
+	}
+	b.WriteString("  option allbackups\n")
+	for i, addr := range addrs {
+		fmt.Fprintf(b, "  server %s%db %s%s backup\n", prefix, i, addr, opts(addr))
+	}
+}
+
+// healthChecks writes a backend's health check and retry settings, if cfg
+// asks for them.
+func healthChecks(b *strings.Builder, cfg HAProxy) {
+	if cfg.HealthCheck == "" {
+		return
+	}
+	fmt.Fprintf(b, `  option httpchk GET %s
+  http-check expect status 200
+  default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 2
+  timeout check 1s
+  option redispatch
+  retries 2
+`, cfg.HealthCheck)
 }
 
 // haproxyReady asks for the monitor URI, which only our process answers

@@ -5,10 +5,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pires/go-proxyproto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // TestHAProxy: HAProxy forwards to its backend, with X-Forwarded-For under
@@ -56,5 +62,64 @@ func TestHAProxy(t *testing.T) {
 				t.Errorf("backend saw %q, want %q", b, tt.want)
 			}
 		})
+	}
+}
+
+// TestHAProxyHealthCheck: a backend whose health check fails gets no
+// requests, and the gRPC frontend forwards h2c calls to a gRPC backend.
+func TestHAProxyHealthCheck(t *testing.T) {
+	t.Parallel()
+	var backends []string
+	for _, ready := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/readyz" {
+				w.WriteHeader(ready)
+				return
+			}
+			fmt.Fprint(w, ready)
+		}))
+		t.Cleanup(srv.Close)
+		backends = append(backends, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	gln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	go gs.Serve(gln)
+	t.Cleanup(gs.Stop)
+	cfg := HAProxy{Backends: backends, HealthCheck: "/readyz", GRPCAddr: SpareAddr(t),
+		GRPCBackends: []string{gln.Addr().String(), gln.Addr().String()}}
+	hp := StartHAProxy(t, cfg)
+
+	// Poll until ten answers in a row come from the ready backend.
+	deadline := time.Now().Add(20 * time.Second)
+	for streak := 0; streak < 10; {
+		if time.Now().After(deadline) {
+			t.Fatal("the unready backend still gets requests after 20s")
+		}
+		resp, err := http.Get(hp.URL() + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) == "200" {
+			streak++
+		} else {
+			streak = 0
+			time.Sleep(50 * time.Millisecond) // polling interval
+		}
+	}
+
+	conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health through haproxy = %v, %v; want SERVING", resp, err)
 	}
 }

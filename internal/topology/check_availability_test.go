@@ -10,7 +10,7 @@ func TestCheckAvailability(t *testing.T) {
 	only := func(r Row) Row {
 		return Row{Fault: r.Fault, Requests: r.Requests, Errors: r.Errors, LongestStreak: r.LongestStreak, StreakTime: r.StreakTime}
 	}
-	kill := fault("kill -9 node 2", 1000, 2000)
+	kill := mkFault("kill -9 node 2", 1000, 2000)
 	runChecks(t, []checkTest{
 		{
 			name:          "no errors",

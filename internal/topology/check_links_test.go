@@ -7,8 +7,8 @@ func TestCheckLinks(t *testing.T) {
 	only := func(r Row) Row {
 		return Row{Fault: r.Fault, BadRedirects: r.BadRedirects, MissingClicks: r.MissingClicks}
 	}
-	kill := fault("kill -9 node 2", 1000, 2000)
-	pg := fault("postgres stopped", 3000, 4000)
+	kill := mkFault("kill -9 node 2", 1000, 2000)
+	pg := mkFault("postgres stopped", 3000, 4000)
 	loss := Bounds{ClickLoss: 5}
 	runChecks(t, []checkTest{
 		{

@@ -54,7 +54,8 @@ func acceptedNotify(o Op) bool {
 //     copy's Start falls in (the job in flight when the fault struck, or
 //     its redelivery), or in the NoFault row when none does. More than
 //     b.InFlight in a fault's row, or any outside faults, is a violation.
-//   - OrderViolations: for each User and Channel, the pairs of accepted
+//   - OrderViolations: for each User, Channel and Category (one queue),
+//     the pairs of accepted
 //     notifications a, b where a's Notify ended before b's began
 //     (sequential acceptance) but b's first delivery started before a's. A
 //     pair counts in the rows of its two Notify and two first Deliver ops'
@@ -207,7 +208,8 @@ func (r *run) checkDuplicates(find func(Op) *notification) {
 }
 
 func (r *run) checkOrder(ns []*notification) {
-	type stream struct{ user, channel string }
+	// One user's order holds per queue: a channel x category stream.
+	type stream struct{ user, channel, category string }
 	type item struct {
 		n       *notification
 		deliver Op
@@ -216,7 +218,7 @@ func (r *run) checkOrder(ns []*notification) {
 	var order []stream
 	for _, n := range ns {
 		for _, ch := range sortedKeys(n.deliveries) {
-			s := stream{n.accepted.User, ch}
+			s := stream{n.accepted.User, ch, n.accepted.Category}
 			if streams[s] == nil {
 				order = append(order, s)
 			}
@@ -241,8 +243,8 @@ func (r *run) checkOrder(ns []*notification) {
 				}
 				for _, row := range r.rowsAt(first.n.accepted.Start, second.n.accepted.Start, first.deliver.Start, second.deliver.Start) {
 					if perRow[row]++; example[row] == "" {
-						example[row] = fmt.Sprintf("user %q on %s got seq %d (%s) before seq %d (%s), accepted before it",
-							s.user, s.channel, second.n.accepted.Seq, second.n.key, first.n.accepted.Seq, first.n.key)
+						example[row] = fmt.Sprintf("user %q on %s (%s) got seq %d (%s) before seq %d (%s), accepted before it",
+							s.user, s.channel, s.category, second.n.accepted.Seq, second.n.key, first.n.accepted.Seq, first.n.key)
 					}
 				}
 			}

@@ -10,7 +10,7 @@ func TestCheckNotifications(t *testing.T) {
 	only := func(r Row) Row {
 		return Row{Fault: r.Fault, Lost: r.Lost, Duplicated: r.Duplicated, OrderViolations: r.OrderViolations, OTPp99: r.OTPp99}
 	}
-	kill := fault("kill -9 node 2", 1000, 2000)
+	kill := mkFault("kill -9 node 2", 1000, 2000)
 	inFlight := Bounds{InFlight: 2}
 	runChecks(t, []checkTest{
 		{
@@ -24,7 +24,7 @@ func TestCheckNotifications(t *testing.T) {
 					notify(200, "", 4, func(o *Op) { o.Status = 503 }),  // refused: nothing promised
 					notify(300, "", 5, failed),
 					notify(400, "n6", 6, func(o *Op) { o.Channel = "" }), // no receiver watches it
-					status("n6", "suppressed"),
+					statusOp("n6", "suppressed"),
 				},
 			),
 			rows: []Row{{Fault: kill.Name}, {Fault: NoFault}},
@@ -38,7 +38,7 @@ func TestCheckNotifications(t *testing.T) {
 		{
 			name:       "accepted, status not terminal",
 			faults:     []Fault{kill},
-			ops:        []Op{notify(1500, "n1", 1), status("n1", "queued"), deliver(1550, "n1")},
+			ops:        []Op{notify(1500, "n1", 1), statusOp("n1", "queued"), deliver(1550, "n1")},
 			rows:       []Row{{Fault: kill.Name, Lost: 1}, {Fault: NoFault}},
 			violations: []string{`notification during "kill -9 node 2": n1 accepted but its webhook status is "queued", not terminal`},
 		},
@@ -53,19 +53,19 @@ func TestCheckNotifications(t *testing.T) {
 			ops: []Op{
 				notify(0, "n1", 1), deliver(50, "n1"),
 				op(Status, 90_000, 200, func(o *Op) { o.ID, o.Channel, o.Final = "n1", "webhook", "sending" }),
-				status("n1", "sent"),
+				statusOp("n1", "sent"),
 			},
 			rows: []Row{{Fault: NoFault}},
 		},
 		{
 			name:       "accepted and sent, never delivered",
-			ops:        []Op{notify(0, "n1", 1), status("n1", "sent")},
+			ops:        []Op{notify(0, "n1", 1), statusOp("n1", "sent")},
 			rows:       []Row{{Fault: NoFault, Lost: 1}},
 			violations: []string{`n1 accepted but never delivered on webhook`},
 		},
 		{
 			name: "a delivery without an ID matches by user and seq",
-			ops: []Op{notify(0, "n1", 1), status("n1", "sent"),
+			ops: []Op{notify(0, "n1", 1), statusOp("n1", "sent"),
 				op(Deliver, 50, 200, func(o *Op) { o.User, o.Seq, o.Channel = "u", 1, "webhook" })},
 			rows: []Row{{Fault: NoFault}},
 		},
@@ -107,19 +107,27 @@ func TestCheckNotifications(t *testing.T) {
 		{
 			name: "an order inversion",
 			ops: []Op{
-				notify(0, "n1", 1), status("n1", "sent"), deliver(60, "n1"),
-				notify(20, "n2", 2), status("n2", "sent"), deliver(40, "n2"),
+				notify(0, "n1", 1), statusOp("n1", "sent"), deliver(60, "n1"),
+				notify(20, "n2", 2), statusOp("n2", "sent"), deliver(40, "n2"),
 			},
 			rows:       []Row{{Fault: NoFault, OrderViolations: 1}},
-			violations: []string{`notification order outside faults: 1 inversions, first: user "u" on webhook got seq 2 (n2) before seq 1 (n1)`},
+			violations: []string{`notification order outside faults: 1 inversions, first: user "u" on webhook (orders) got seq 2 (n2) before seq 1 (n1)`},
+		},
+		{
+			name: "no order across categories: two queues",
+			ops: []Op{
+				notify(0, "n1", 1), statusOp("n1", "sent"), deliver(60, "n1"),
+				notify(20, "n2", 2, func(o *Op) { o.Category = "critical" }), statusOp("n2", "sent"), deliver(40, "n2"),
+			},
+			rows: []Row{{Fault: NoFault, OTPp99: 10 * time.Millisecond}},
 		},
 		{
 			name:   "inversions counted by pair, in the fault's row",
 			faults: []Fault{kill},
 			ops: []Op{
-				notify(1000, "n1", 1), status("n1", "sent"), deliver(1300, "n1"),
-				notify(1020, "n2", 2), status("n2", "sent"), deliver(1100, "n2"),
-				notify(1040, "n3", 3), status("n3", "sent"), deliver(1200, "n3"),
+				notify(1000, "n1", 1), statusOp("n1", "sent"), deliver(1300, "n1"),
+				notify(1020, "n2", 2), statusOp("n2", "sent"), deliver(1100, "n2"),
+				notify(1040, "n3", 3), statusOp("n3", "sent"), deliver(1200, "n3"),
 			},
 			rows:       []Row{{Fault: kill.Name, OrderViolations: 2}, {Fault: NoFault}},
 			violations: []string{`notification order during "kill -9 node 2": 2 inversions`},
@@ -127,16 +135,16 @@ func TestCheckNotifications(t *testing.T) {
 		{
 			name: "notifications accepted concurrently have no order",
 			ops: []Op{
-				notify(0, "n1", 1, func(o *Op) { o.End = at(30) }), status("n1", "sent"), deliver(60, "n1"),
-				notify(20, "n2", 2), status("n2", "sent"), deliver(40, "n2"),
+				notify(0, "n1", 1, func(o *Op) { o.End = at(30) }), statusOp("n1", "sent"), deliver(60, "n1"),
+				notify(20, "n2", 2), statusOp("n2", "sent"), deliver(40, "n2"),
 			},
 			rows: []Row{{Fault: NoFault}},
 		},
 		{
 			name: "order is per user and channel",
 			ops: []Op{
-				notify(0, "n1", 1), status("n1", "sent"), deliver(60, "n1"),
-				notify(20, "n2", 1, func(o *Op) { o.User = "v" }), status("n2", "sent"), deliver(40, "n2"),
+				notify(0, "n1", 1), statusOp("n1", "sent"), deliver(60, "n1"),
+				notify(20, "n2", 1, func(o *Op) { o.User = "v" }), statusOp("n2", "sent"), deliver(40, "n2"),
 				notify(40, "n3", 2, func(o *Op) { o.Channel = "email" }), op(Status, 90_000, 200, func(o *Op) { o.ID, o.Channel, o.Final = "n3", "email", "sent" }),
 				op(Deliver, 50, 200, func(o *Op) { o.ID, o.Channel = "n3", "email" }),
 			},
@@ -150,11 +158,11 @@ func TestCheckNotifications(t *testing.T) {
 				for i := range 10 { // accepted during the fault: 10 ms to 100 ms
 					id := string(rune('a' + i))
 					n := notify(1000+i*5, id, i+1, func(o *Op) { o.Category = "critical"; o.End = o.Start })
-					ops = append(ops, n, status(id, "sent"), deliver(1000+i*5+(i+1)*10, id))
+					ops = append(ops, n, statusOp(id, "sent"), deliver(1000+i*5+(i+1)*10, id))
 				}
 				ops = append(ops, notify(5000, "late", 11, func(o *Op) { o.Category = "critical"; o.End = o.Start }),
-					status("late", "sent"), deliver(5007, "late"))
-				ops = append(ops, notify(6000, "order", 12), status("order", "sent"), deliver(9000, "order"))
+					statusOp("late", "sent"), deliver(5007, "late"))
+				ops = append(ops, notify(6000, "order", 12), statusOp("order", "sent"), deliver(9000, "order"))
 				return ops
 			}(),
 			rows: []Row{{Fault: kill.Name, OTPp99: 100 * time.Millisecond}, {Fault: NoFault, OTPp99: 7 * time.Millisecond}},

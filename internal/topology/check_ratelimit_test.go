@@ -10,7 +10,7 @@ func TestCheckRateLimits(t *testing.T) {
 	only := func(r Row) Row { return Row{Fault: r.Fault, Overshoot: r.Overshoot} }
 	// Redis lost for a second: on 3 nodes a limit of 10 may admit 10 + 3 × 3,
 	// and never less than 2 × 10.
-	redis := fault("redis stopped", 1000, 2000)
+	redis := mkFault("redis stopped", 1000, 2000)
 	runChecks(t, []checkTest{
 		{
 			name:  "the limit and no more outside faults",
@@ -43,7 +43,7 @@ func TestCheckRateLimits(t *testing.T) {
 		{
 			name:   "a window overlapping the grace is during the fault",
 			nodes:  3,
-			faults: []Fault{fault("redis stopped", 1000, 1900)},
+			faults: []Fault{mkFault("redis stopped", 1000, 1900)},
 			bounds: Bounds{FaultGrace: 200 * time.Millisecond},
 			ops:    join(checks(15, 2050, true, "k")), // window 2000-3000
 			rows:   []Row{{Fault: redis.Name, Overshoot: 1.5}, {Fault: NoFault}},
@@ -51,7 +51,7 @@ func TestCheckRateLimits(t *testing.T) {
 		{
 			name:       "a window after the grace is not",
 			nodes:      3,
-			faults:     []Fault{fault("redis stopped", 1000, 1900)},
+			faults:     []Fault{mkFault("redis stopped", 1000, 1900)},
 			bounds:     Bounds{FaultGrace: 50 * time.Millisecond},
 			ops:        join(checks(15, 2050, true, "k")),
 			rows:       []Row{{Fault: redis.Name}, {Fault: NoFault, Overshoot: 1.5}},

@@ -13,7 +13,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
-func fault(name string, fromMS, toMS int) Fault {
+func mkFault(name string, fromMS, toMS int) Fault {
 	return Fault{Name: name, Start: at(fromMS), End: at(toMS)}
 }
 
@@ -58,7 +58,7 @@ func notify(ms int, id string, seq int, with ...func(*Op)) Op {
 
 // status is the final status of id on the webhook channel, read after the
 // run.
-func status(id, final string) Op {
+func statusOp(id, final string) Op {
 	return op(Status, 100_000, 200, func(o *Op) { o.ID, o.Channel, o.Final = id, "webhook", final })
 }
 
@@ -69,7 +69,7 @@ func deliver(ms int, id string) Op {
 
 // sent is a notification accepted at ms, sent, and delivered at ms+50.
 func sent(ms int, id string, seq int) []Op {
-	return []Op{notify(ms, id, seq), status(id, "sent"), deliver(ms+50, id)}
+	return []Op{notify(ms, id, seq), statusOp(id, "sent"), deliver(ms+50, id)}
 }
 
 func create(ms int, code string) Op {
@@ -185,7 +185,7 @@ func violationsMatch(got, want []string) bool {
 func TestFaultMembershipWithGrace(t *testing.T) {
 	t.Parallel()
 	grace := Bounds{FaultGrace: 100 * time.Millisecond}
-	kill, slow := fault("kill", 1000, 2000), fault("slow", 1900, 3000)
+	kill, slow := mkFault("kill", 1000, 2000), mkFault("slow", 1900, 3000)
 	only := func(r Row) Row { return Row{Fault: r.Fault, Requests: r.Requests} }
 	runChecks(t, []checkTest{
 		{
@@ -227,7 +227,7 @@ func TestFaultMembershipWithGrace(t *testing.T) {
 func TestSummaryIsDeterministic(t *testing.T) {
 	t.Parallel()
 	h := &History{Nodes: 3}
-	h.AddFault(fault("kill -9 node 2", 1000, 2000))
+	h.AddFault(mkFault("kill -9 node 2", 1000, 2000))
 	for _, o := range join(checks(25, 1000, true, "a", "b"), checks(12, 5000, true, "c"),
 		[]Op{notify(0, "n1", 1), deliver(10, "n1"), deliver(20, "n1")}) {
 		h.Add(o)

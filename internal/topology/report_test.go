@@ -50,7 +50,7 @@ func TestWriteTable(t *testing.T) {
 func TestSummaryJSON(t *testing.T) {
 	t.Parallel()
 	h := &History{Seed: 42, Nodes: 3}
-	h.AddFault(fault("kill -9 node 2", 1000, 2000))
+	h.AddFault(mkFault("kill -9 node 2", 1000, 2000))
 	for _, o := range join(checks(3, 1000, true, "k"), []Op{op(Check, 1500, 503), op(Check, 1600, 0, failed)}) {
 		h.Add(o)
 	}
@@ -78,7 +78,7 @@ func TestSummaryJSON(t *testing.T) {
 func TestSummarizeReadHistory(t *testing.T) {
 	t.Parallel()
 	h := &History{Seed: 3, Nodes: 3}
-	h.AddFault(fault("kill -9 node 2", 1000, 2000))
+	h.AddFault(mkFault("kill -9 node 2", 1000, 2000))
 	for _, o := range join(checks(25, 1000, true, "k"), sent(0, "n1", 1), []Op{deliver(70, "n1")},
 		[]Op{create(0, "abc"), redirect(1500, "abc", 503)}) {
 		h.Add(o)
