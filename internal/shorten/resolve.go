@@ -101,18 +101,27 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 	}
 	e := &entry{id: l.ID, url: l.URL, expiresAt: micros(l.ExpiresAt), until: now.Add(s.opts.CacheTTL).UnixMicro()}
 	s.links.put(code, e)
-	if sh := s.opts.Shared; sh != nil && !l.Expired(now) {
-		ttl := s.opts.CacheTTL
-		if !l.ExpiresAt.IsZero() {
-			ttl = min(ttl, l.ExpiresAt.Sub(now)) // the shared entry never outlives the link
-		}
-		cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}
-		if err := sh.Set(ctx, code, cl, ttl); err != nil {
-			s.metrics.SharedError()
-			s.log.Debug("shared link cache set failed", slog.String("code", code), slog.Any("error", err))
-		}
-	}
+	s.share(ctx, l, now)
 	return e, nil
+}
+
+// share puts l in the shared cache for links.cache_ttl (never past its
+// expiry). Creating a link shares it too, so every node can redirect it
+// from Redis even while the database is down, before its first visit.
+func (s *Service) share(ctx context.Context, l Link, now time.Time) {
+	sh := s.opts.Shared
+	if sh == nil || l.Expired(now) {
+		return
+	}
+	ttl := s.opts.CacheTTL
+	if !l.ExpiresAt.IsZero() {
+		ttl = min(ttl, l.ExpiresAt.Sub(now)) // the shared entry never outlives the link
+	}
+	cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}
+	if err := sh.Set(ctx, l.Code, cl, ttl); err != nil {
+		s.metrics.SharedError()
+		s.log.Debug("shared link cache set failed", slog.String("code", l.Code), slog.Any("error", err))
+	}
 }
 
 // unknownCode charges client for a lookup of an unknown code.

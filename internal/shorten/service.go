@@ -215,6 +215,7 @@ func (s *Service) create(ctx context.Context, nl NewLink, onTaken func() (Link, 
 		}
 		if ok {
 			s.metrics.Created()
+			s.share(ctx, l, s.now())
 			return l, nil
 		}
 		existing, found, err := onTaken()
