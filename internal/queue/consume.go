@@ -61,7 +61,7 @@ func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 			// comes straight back to it, and may then run after the
 			// user's next job, once another node has the partition.
 			stop := make(chan struct{})
-			r := newKeyedRunner(l.workers, q.o.AckWait/3, stop, func(t task) { q.handleMsg(jobCtx, t, handle) })
+			r := newKeyedRunner(l.workers, q.o.AckWait/3, stop, func(t task) { q.handleMsg(jobCtx, ctx, t, handle) })
 			var pulls sync.WaitGroup
 			pins := make([]string, len(l.consumers))
 			for i := range l.consumers {
@@ -287,19 +287,40 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 	return nc.FlushWithContext(ctx)
 }
 
-func (q *NotifyQueue) handleMsg(ctx context.Context, t task, handle Handler) {
-	if err := handle(ctx, t.job); err != nil {
-		// A copy of a job another worker is sending waits for that
-		// worker's claim: expected after a redelivery, not a failure.
+// inFlightPoll is how often a copy of a job whose delivery another worker
+// has claimed asks again.
+const inFlightPoll = time.Second
+
+// handleMsg runs t's job on ctx and acknowledges it. A copy of a job whose
+// delivery another worker holds the claim of (notify.ErrInFlight: its
+// node stopped answering, so the job was delivered again) stays here,
+// asking again every inFlightPoll until the claim is given up or lapses,
+// so the user's later jobs on this node wait behind it and keep their
+// order; it is handed back (NAK) only when run ends (the node stops).
+func (q *NotifyQueue) handleMsg(ctx, run context.Context, t task, handle Handler) {
+	for {
+		err := handle(ctx, t.job)
+		if err == nil {
+			if err := t.msg.Ack(); err != nil {
+				q.log.Warn("ack failed; the job may run again", "job", t.job.MsgID(), logKeyError, err)
+			}
+			return
+		}
+		inFlight := errors.Is(err, notify.ErrInFlight)
+		if inFlight && run.Err() == nil {
+			q.log.Debug("job's delivery claimed elsewhere; waiting for the claim", "job", t.job.MsgID(), logKeyError, err)
+			select {
+			case <-run.Done():
+			case <-time.After(inFlightPoll):
+				continue
+			}
+		}
 		level := slog.LevelWarn
-		if errors.Is(err, notify.ErrInFlight) {
+		if inFlight {
 			level = slog.LevelDebug
 		}
 		q.log.Log(ctx, level, "job not done; it will be delivered again", "job", t.job.MsgID(), logKeyError, err)
 		_ = t.msg.NakWithDelay(2 * time.Second)
 		return
-	}
-	if err := t.msg.Ack(); err != nil {
-		q.log.Warn("ack failed; the job may run again", "job", t.job.MsgID(), logKeyError, err)
 	}
 }

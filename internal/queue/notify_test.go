@@ -55,6 +55,7 @@ func TestNotifyQueue(t *testing.T) {
 				testQueueOrder(t, tt.open(t), NotifyOptions{Unconfirmed: true})
 			})
 			t.Run("NakRedelivers", func(t *testing.T) { t.Parallel(); testQueueNak(t, tt.open(t)) })
+			t.Run("InFlightCopyKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, tt.open(t)) })
 			t.Run("Horizon", func(t *testing.T) { t.Parallel(); testQueueHorizon(t, tt.open(t)) })
 		})
 	}
@@ -205,5 +206,54 @@ func TestNotifyQueueOpenFails(t *testing.T) {
 	if q, err := c.NotifyQueue(ctx, NotifyOptions{}); err == nil {
 		q.Close()
 		t.Fatal("NotifyQueue with a cancelled context succeeded")
+	}
+}
+
+// testQueueInFlight: a job whose delivery another worker holds the claim
+// of (notify.ErrInFlight) is asked again in place, not handed back, so the
+// same user's next job runs only after it, and the server delivered it
+// once.
+func testQueueInFlight(t *testing.T, c *Conn) {
+	q := notifyQueue(t, c, NotifyOptions{})
+	first := notify.Job{NotificationID: "n1", Channel: notify.SMS, UserID: "u1", Category: notify.Critical}
+	second := notify.Job{NotificationID: "n2", Channel: notify.SMS, UserID: "u1", Category: notify.Critical}
+	for _, j := range []notify.Job{first, second} {
+		if err := q.Publish(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var handled []string
+	claimed := 2 // the first job's claim is held for two asks
+	done := make(chan struct{})
+	handle := func(_ context.Context, j notify.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if j.NotificationID == "n1" && claimed > 0 {
+			claimed--
+			return fmt.Errorf("%w: held elsewhere", notify.ErrInFlight)
+		}
+		handled = append(handled, j.NotificationID)
+		if len(handled) == 2 {
+			close(done)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	runDone := make(chan struct{})
+	defer func() { cancel(); <-runDone }()
+	go func() {
+		defer close(runDone)
+		_ = q.Run(ctx, handle)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the jobs were not handled")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(handled, []string{"n1", "n2"}) {
+		t.Errorf("handled %v, want n1 (once its claim was given up) before n2", handled)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -243,13 +244,39 @@ func (c *Conn) Replicas() int { return c.opts.Replicas }
 // already exists, and returns it. cfg.Name and cfg.Subjects are used as given:
 // build them with [Conn.Name]. A zero cfg.Replicas is [Conn.Replicas], so a
 // change of Options.Replicas reaches existing streams here.
+//
+// A stream that already has cfg's settings is not updated: nodes starting
+// together would otherwise send an update each while another creates the
+// stream, which NATS 2.9 servers answer by crashing.
 func (c *Conn) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	cfg.Replicas = cmp.Or(cfg.Replicas, c.opts.Replicas)
-	s, err := c.js.CreateOrUpdateStream(ctx, cfg)
+	s, err := c.js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if s, err = c.js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = c.js.Stream(ctx, cfg.Name) // another node made it first
+		}
+	}
+	if err == nil && !sameStream(s.CachedInfo().Config, cfg) {
+		s, err = c.js.UpdateStream(ctx, cfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: ensure stream %q: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// sameStream reports whether the stream's settings, as the server reports
+// them, already are those Sluice asks for in want: every field want sets
+// has the server's value (fields want leaves zero take the server's
+// default, which an update would not change).
+func sameStream(have, want jetstream.StreamConfig) bool {
+	w, h := reflect.ValueOf(&want).Elem(), reflect.ValueOf(have)
+	for i := range w.NumField() {
+		if w.Field(i).IsZero() {
+			w.Field(i).Set(h.Field(i))
+		}
+	}
+	return reflect.DeepEqual(want, have)
 }
 
 // Close drains the connection (pending publishes are flushed and
