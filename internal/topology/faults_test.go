@@ -46,7 +46,8 @@ func (tp *topology) faults(rng *rand.Rand) []fault {
 	node := func() int { return rng.IntN(len(tp.nodes)) }
 	ki, si, ni := node(), node(), rng.IntN(tp.nats.Len())
 	var killedRedis int
-	var toxicProxy *toxiproxy.Proxy
+	// Each toxic fault remembers its own proxy: paired, they may differ.
+	var lagProxy, holeProxy *toxiproxy.Proxy
 	return []fault{
 		{kind: "kill-node", target: tp.nodes[ki].name, hold: killHold,
 			inject: func(*testing.T) string { tp.nodes[ki].kill(); return "kill -9 sluice " + tp.nodes[ki].name },
@@ -87,20 +88,20 @@ func (tp *topology) faults(rng *rand.Rand) []fault {
 		{kind: "redis-latency", hold: toxicHold,
 			inject: func(t *testing.T) string {
 				i := tp.redisMaster(t, rng)
-				toxicProxy = tp.redisProxies[i]
-				addToxic(t, toxicProxy, fmt.Sprintf(`{"name":"lag","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, redisLag.Milliseconds()))
+				lagProxy = tp.redisProxies[i]
+				addToxic(t, lagProxy, fmt.Sprintf(`{"name":"lag","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, redisLag.Milliseconds()))
 				return fmt.Sprintf("redis latency %s redis master %d", redisLag, i)
 			},
-			heal: func(t *testing.T) { removeToxics(t, toxicProxy, false, "lag") }},
+			heal: func(t *testing.T) { removeToxics(t, lagProxy, false, "lag") }},
 		{kind: "redis-blackhole", hold: toxicHold,
 			inject: func(t *testing.T) string {
 				i := tp.redisMaster(t, rng)
-				toxicProxy = tp.redisProxies[i]
-				addToxic(t, toxicProxy, `{"name":"hole_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)
-				addToxic(t, toxicProxy, `{"name":"hole_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
+				holeProxy = tp.redisProxies[i]
+				addToxic(t, holeProxy, `{"name":"hole_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)
+				addToxic(t, holeProxy, `{"name":"hole_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
 				return fmt.Sprintf("redis black hole redis master %d", i)
 			},
-			heal: func(t *testing.T) { removeToxics(t, toxicProxy, true, "hole_up", "hole_down") }},
+			heal: func(t *testing.T) { removeToxics(t, holeProxy, true, "hole_up", "hole_down") }},
 		{kind: "restart-postgres", hold: pgHold,
 			inject: func(*testing.T) string { tp.pg.Stop(); return "restart postgres" },
 			heal:   func(*testing.T) { tp.pg.Start() }},
