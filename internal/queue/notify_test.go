@@ -157,13 +157,7 @@ func testQueueNak(t *testing.T, c *Conn) {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	runDone := make(chan struct{})
-	defer func() { cancel(); <-runDone }()
-	go func() {
-		defer close(runDone)
-		_ = q.Run(ctx, handle)
-	}()
+	runQueue(t, q, handle)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -239,13 +233,7 @@ func testQueueInFlight(t *testing.T, c *Conn) {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	runDone := make(chan struct{})
-	defer func() { cancel(); <-runDone }()
-	go func() {
-		defer close(runDone)
-		_ = q.Run(ctx, handle)
-	}()
+	runQueue(t, q, handle)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):

@@ -209,33 +209,8 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// sluiceBinary builds cmd/sluice once per test run (without -race: the
-// nodes are the system under test, not the test's own code).
-func sluiceBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-topology-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/sluicehq/sluice/cmd/sluice").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// sluiceBinary builds cmd/sluice once per test run.
+func sluiceBinary(t *testing.T) string { return enginetest.SluiceBinary(t) }
 
 // node is one `sluice serve` process on fixed ports (HAProxy's backends),
 // logging to a file kept with the run's results. Its methods are safe for

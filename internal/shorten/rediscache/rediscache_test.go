@@ -11,8 +11,9 @@ import (
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
-func TestCache(t *testing.T) {
-	t.Parallel()
+// client connects to the test Redis for the test.
+func client(t *testing.T) rueidis.Client {
+	t.Helper()
 	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +24,12 @@ func TestCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.Close)
+	return rc
+}
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+	rc := client(t)
 	ctx := t.Context()
 	c := New(rc, fmt.Sprintf("sluice-test:%d:", time.Now().UnixNano()))
 	if _, ok, err := c.Get(ctx, "absent"); ok || err != nil {

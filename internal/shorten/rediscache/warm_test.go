@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
-	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -20,17 +17,7 @@ import (
 // visit, as while PostgreSQL is down.
 func TestNewLinkRedirectsFromRedis(t *testing.T) {
 	t.Parallel()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	rc, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
-	shared := New(rc, fmt.Sprintf("sluice-test:%d:", time.Now().UnixNano()))
+	shared := New(client(t), fmt.Sprintf("sluice-test:%d:", time.Now().UnixNano()))
 	node := func() *shorten.Service {
 		db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
 		if err != nil {
