@@ -34,12 +34,6 @@ func TestNotifyBenchmark(t *testing.T) {
 	if os.Getenv("SLUICE_NOTIFY_BENCH") == "" {
 		t.Skip("set SLUICE_NOTIFY_BENCH=1 to measure (see docs/benchmarks.md)")
 	}
-	env := func(name string, def int) int {
-		if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-			return v
-		}
-		return def
-	}
 	cfg := testConfig(t)
 	cfg.ShutdownTimeout = 60 * time.Second
 	engines := "embedded (SQLite + JetStream in process)"
@@ -61,7 +55,7 @@ func TestNotifyBenchmark(t *testing.T) {
 	t.Logf("engines: %s, group commit: %v", engines, cfg.Notify.GroupCommit)
 
 	// Phase 1: single POSTs from many clients.
-	seconds, clients := env("BENCH_SECONDS", 10), env("BENCH_CLIENTS", 64)
+	seconds, clients := benchEnv("BENCH_SECONDS", 10), benchEnv("BENCH_CLIENTS", 64)
 	var accepted atomic.Int64
 	var latMu sync.Mutex
 	var lats []time.Duration
@@ -144,7 +138,7 @@ func TestNotifyBenchmark(t *testing.T) {
 	t.Logf("group commit: %.0f transactions, %.1f writes each, writer busy %.0f%% of the time", commits,
 		writes/max(commits, 1), 100*busy/drained.Seconds())
 
-	campaign := env("BENCH_CAMPAIGN", 100000)
+	campaign := benchEnv("BENCH_CAMPAIGN", 100000)
 	if campaign == 0 {
 		return
 	}
@@ -297,4 +291,13 @@ func scanMetrics(t *testing.T, hc *http.Client, base string, each func(line stri
 	for sc.Scan() {
 		each(sc.Text())
 	}
+}
+
+// benchEnv reads a benchmark knob: the integer in the environment variable
+// name, or def.
+func benchEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,13 +29,7 @@ func TestNotifyNodesBenchmark(t *testing.T) {
 	if os.Getenv("SLUICE_BENCH_NODES") == "" {
 		t.Skip("set SLUICE_BENCH_NODES=1 to measure (see docs/benchmarks.md)")
 	}
-	env := func(name string, def int) int {
-		if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-			return v
-		}
-		return def
-	}
-	seconds, clients, campaign := env("BENCH_SECONDS", 10), env("BENCH_CLIENTS", 64), env("BENCH_CAMPAIGN", 20000)
+	seconds, clients, campaign := benchEnv("BENCH_SECONDS", 10), benchEnv("BENCH_CLIENTS", 64), benchEnv("BENCH_CAMPAIGN", 20000)
 	cluster := enginetest.StartNATSCluster(t, 3)
 	pg := enginetest.PostgresURL(t)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 60 * time.Second}
