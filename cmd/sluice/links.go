@@ -48,6 +48,7 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		CacheSize:         cfg.CacheSize,
 		NegativeCacheSize: cfg.NegativeCacheSize,
 		CacheTTL:          cfg.CacheTTL,
+		StaleTTL:          cfg.StaleTTL,
 		NegativeTTL:       cfg.NegativeTTL,
 		ClickBuffer:       cfg.ClickBuffer,
 		FlushInterval:     cfg.FlushInterval,

@@ -18,6 +18,7 @@ type LinksConfig struct {
 	CacheSize         int           `yaml:"cache_size" flag:"links-cache-size" usage:"links cached in process for redirects"`
 	NegativeCacheSize int           `yaml:"negative_cache_size" flag:"links-negative-cache-size" usage:"unknown codes remembered in process"`
 	CacheTTL          time.Duration `yaml:"cache_ttl" flag:"links-cache-ttl" usage:"how long a cached link is trusted; bounds how long a link deleted on another node still redirects here if the deletion's announcement is lost"`
+	StaleTTL          time.Duration `yaml:"stale_ttl" flag:"links-stale-ttl" usage:"how long past links.cache_ttl a link stays cached (in process and in Redis) to keep redirecting while the database fails; 0: not kept"`
 	NegativeTTL       time.Duration `yaml:"negative_ttl" flag:"links-negative-ttl" usage:"how long an unknown code is remembered as unknown"`
 	ClickBuffer       int           `yaml:"click_buffer" flag:"links-click-buffer" usage:"hits held between flushes; beyond it hits are dropped and counted, never slowing a redirect"`
 	FlushInterval     time.Duration `yaml:"flush_interval" flag:"links-flush-interval" usage:"time between writes of buffered hits"`
@@ -33,6 +34,7 @@ func DefaultLinks() LinksConfig {
 		CacheSize:         100_000,
 		NegativeCacheSize: 10_000,
 		CacheTTL:          30 * time.Second,
+		StaleTTL:          24 * time.Hour,
 		NegativeTTL:       5 * time.Second,
 		ClickBuffer:       100_000,
 		FlushInterval:     time.Second,
@@ -118,6 +120,9 @@ func (l LinksConfig) validate(bad func(flag, format string, args ...any)) {
 		if d.v <= 0 {
 			bad(d.flag, "must be positive")
 		}
+	}
+	if l.StaleTTL < 0 {
+		bad("links-stale-ttl", "must not be negative")
 	}
 }
 

@@ -19,7 +19,7 @@ func NewLinks(reg prometheus.Registerer) *shorten.Metrics {
 	}, []string{"result"})
 	cacheLookups := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_links_cache_lookups_total",
-		Help: "Redirect-path cache lookups, by level (local, shared) and result (hit, miss, error).",
+		Help: "Redirect-path cache lookups, by level (local, shared, stale: an entry past links.cache_ttl answered because the store failed) and result (hit, miss, error).",
 	}, []string{"level", "result"})
 	clicks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_links_hits_recorded_total",
@@ -46,6 +46,7 @@ func NewLinks(reg prometheus.Registerer) *shorten.Metrics {
 		SharedHit:   cacheLookups.WithLabelValues("shared", "hit").Inc,
 		SharedMiss:  cacheLookups.WithLabelValues("shared", "miss").Inc,
 		SharedError: cacheLookups.WithLabelValues("shared", "error").Inc,
+		StaleHit:    cacheLookups.WithLabelValues("stale", "hit").Inc,
 		Recorded: func(humans, bots int) {
 			bot.Add(float64(bots))
 			human.Add(float64(humans))

@@ -21,9 +21,11 @@ type entry struct {
 	expiresAt int64 // Unix microseconds; 0: never
 	notFound  bool
 	// until is when the entry stops being trusted (Unix microseconds), so
-	// that changes made on other nodes (a delete) are seen within the TTL.
-	until   int64
-	visited atomic.Bool
+	// that changes made on other nodes (a delete) are seen within the TTL;
+	// keep is when it stops answering at all, even while the store fails
+	// (StaleTTL past until; 0: at until).
+	until, keep int64
+	visited     atomic.Bool
 }
 
 // expired reports whether the link behind e has expired at now.
@@ -73,6 +75,19 @@ func (c *cache) get(code string, now int64) *entry {
 	}
 	if !e.visited.Load() {
 		e.visited.Store(true)
+	}
+	return e
+}
+
+// stale returns the entry for code if it is past its trust but still
+// kept at now (Options.StaleTTL), for answering while the store fails.
+func (c *cache) stale(code string, now int64) *entry {
+	sh := c.shard(code)
+	sh.mu.RLock()
+	e := sh.m[code]
+	sh.mu.RUnlock()
+	if e == nil || e.notFound || now >= max(e.until, e.keep) {
+		return nil
 	}
 	return e
 }

@@ -16,6 +16,9 @@ type Metrics struct {
 	// and SharedError each failed get or set there.
 	LocalHit, LocalMiss                func()
 	SharedHit, SharedMiss, SharedError func()
+	// StaleHit is told each lookup answered from an entry past its
+	// CacheTTL (local or shared) because the store failed.
+	StaleHit func()
 	// Recorded is told each batch of hits written to the store: how many
 	// were human clicks and how many bot hits.
 	Recorded func(human, bots int)
@@ -45,7 +48,7 @@ func (m *Metrics) bound() Metrics {
 	}
 	nop, nopN := func() {}, func(int) {}
 	for _, f := range []*func(){&b.Found, &b.Expired, &b.NotFound, &b.Limited, &b.LocalHit, &b.LocalMiss,
-		&b.SharedHit, &b.SharedMiss, &b.SharedError, &b.BufferFull, &b.Created} {
+		&b.SharedHit, &b.SharedMiss, &b.SharedError, &b.StaleHit, &b.BufferFull, &b.Created} {
 		if *f == nil {
 			*f = nop
 		}

@@ -72,20 +72,28 @@ func (s *Service) target(e *entry, now int64) Target {
 	return Target{LinkID: e.id, URL: e.url}
 }
 
-// load reads code from the shared cache or the store and caches the answer.
+// staleRetry is how long a stale entry answered because the store failed
+// is trusted again before the store is asked anew.
+const staleRetry = time.Second
+
+// load reads code from the shared cache or the store and caches the
+// answer. When the store fails, an entry past its CacheTTL but within its
+// StaleTTL (this node's, else the shared cache's) answers instead.
 func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 	now := s.now()
+	var stale *CachedLink
 	if sh := s.opts.Shared; sh != nil {
 		cl, ok, err := sh.Get(ctx, code)
 		switch {
 		case err != nil:
 			s.metrics.SharedError()
 			s.log.Debug("shared link cache get failed", slog.String("code", code), slog.Any("error", err))
-		case ok:
+		case ok && (cl.FreshUntil.IsZero() || now.Before(cl.FreshUntil)):
 			s.metrics.SharedHit()
-			e := &entry{id: cl.ID, url: cl.URL, expiresAt: micros(cl.ExpiresAt), until: now.Add(s.opts.CacheTTL).UnixMicro()}
-			s.links.put(code, e)
-			return e, nil
+			return s.cacheLink(code, cl.ID, cl.URL, cl.ExpiresAt, now), nil
+		case ok:
+			stale = &cl
+			s.metrics.SharedMiss()
 		default:
 			s.metrics.SharedMiss()
 		}
@@ -97,27 +105,54 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 		return e, nil
 	}
 	if err != nil {
-		return nil, err
+		return s.staleEntry(code, stale, now, err)
 	}
-	e := &entry{id: l.ID, url: l.URL, expiresAt: micros(l.ExpiresAt), until: now.Add(s.opts.CacheTTL).UnixMicro()}
-	s.links.put(code, e)
+	e := s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, now)
 	s.share(ctx, l, now)
 	return e, nil
 }
 
-// share puts l in the shared cache for links.cache_ttl (never past its
-// expiry). Creating a link shares it too, so every node can redirect it
-// from Redis even while the database is down, before its first visit.
+// cacheLink caches a link read from the shared cache or the store, trusted
+// for CacheTTL and kept for StaleTTL more.
+func (s *Service) cacheLink(code string, id int64, url string, expiresAt time.Time, now time.Time) *entry {
+	until := now.Add(s.opts.CacheTTL)
+	e := &entry{id: id, url: url, expiresAt: micros(expiresAt), until: until.UnixMicro(), keep: until.Add(s.opts.StaleTTL).UnixMicro()}
+	s.links.put(code, e)
+	return e
+}
+
+// staleEntry answers a lookup whose store read failed with err: this
+// node's stale entry for code, else the shared cache's (stale, if not
+// nil), trusted for staleRetry so the store is asked again soon; else err.
+func (s *Service) staleEntry(code string, stale *CachedLink, now time.Time, err error) (*entry, error) {
+	e := s.links.stale(code, now.UnixMicro())
+	if e == nil && stale != nil {
+		e = &entry{id: stale.ID, url: stale.URL, expiresAt: micros(stale.ExpiresAt)}
+	}
+	if e == nil {
+		return nil, err
+	}
+	s.metrics.StaleHit()
+	s.log.Debug("link store failed: answering from a stale cache entry", slog.String("code", code), slog.Any("error", err))
+	retry := &entry{id: e.id, url: e.url, expiresAt: e.expiresAt, until: now.Add(staleRetry).UnixMicro(), keep: max(e.keep, e.until)}
+	s.links.put(code, retry)
+	return retry, nil
+}
+
+// share puts l in the shared cache, fresh for links.cache_ttl and kept for
+// links.stale_ttl more (never past its expiry). Creating a link shares it
+// too, so every node can redirect it from Redis even while the database is
+// down, before its first visit.
 func (s *Service) share(ctx context.Context, l Link, now time.Time) {
 	sh := s.opts.Shared
 	if sh == nil || l.Expired(now) {
 		return
 	}
-	ttl := s.opts.CacheTTL
+	ttl := s.opts.CacheTTL + s.opts.StaleTTL
 	if !l.ExpiresAt.IsZero() {
 		ttl = min(ttl, l.ExpiresAt.Sub(now)) // the shared entry never outlives the link
 	}
-	cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}
+	cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, FreshUntil: now.Add(s.opts.CacheTTL)}
 	if err := sh.Set(ctx, l.Code, cl, ttl); err != nil {
 		s.metrics.SharedError()
 		s.log.Debug("shared link cache set failed", slog.String("code", l.Code), slog.Any("error", err))

@@ -32,6 +32,10 @@ type CachedLink struct {
 	ID        int64
 	URL       string
 	ExpiresAt time.Time // zero: never
+	// FreshUntil is when the entry stops being trusted without asking the
+	// store; past it, it answers only while the store fails (StaleTTL).
+	// Zero: fresh for as long as the shared cache keeps it.
+	FreshUntil time.Time
 }
 
 // Limiter limits unknown-code lookups per client; a ratelimit.PolicyLimiter
@@ -64,6 +68,13 @@ type Options struct {
 	// seen here when its announcement (Announce) is lost (default 30s).
 	// NegativeTTL is the same for unknown codes (default 5s).
 	CacheTTL, NegativeTTL time.Duration
+	// StaleTTL is how long past CacheTTL a link stays cached (here and in
+	// the shared cache) to answer its redirects while the store fails (a
+	// database restart): stale-if-error. Links do not change once created,
+	// so a stale entry is wrong only for a link deleted while its delete
+	// could not reach the caches. If zero, entries are not kept past
+	// CacheTTL.
+	StaleTTL time.Duration
 	// Announce tells every node, this one included, that the link with
 	// code was deleted, so that each calls Forget rather than redirect it
 	// until CacheTTL runs out. Delete calls it once the link is gone from

@@ -32,12 +32,16 @@ type countingStore struct {
 	*store.DB
 	lookups atomic.Int64
 	gate    chan struct{} // when set, lookups wait for it
+	down    atomic.Bool   // when set, lookups fail as a database restarting would
 }
 
 func (s *countingStore) LinkByCode(ctx context.Context, code string) (shorten.Link, error) {
 	s.lookups.Add(1)
 	if s.gate != nil {
 		<-s.gate
+	}
+	if s.down.Load() {
+		return shorten.Link{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 	}
 	return s.DB.LinkByCode(ctx, code)
 }
@@ -491,5 +495,46 @@ func TestRunFlushesOnStop(t *testing.T) {
 	got, _ := b.svc.Get(t.Context(), shorten.Caller{Admin: true}, l.Code)
 	if got.Clicks != 1 {
 		t.Errorf("clicks after Run stopped = %d, want 1 (flushed on stop)", got.Clicks)
+	}
+}
+
+// TestStaleIfError: past links.cache_ttl a cached link is read again, but
+// while the store fails it still redirects, up to links.stale_ttl; when
+// the store answers, the fresh answer wins.
+func TestStaleIfError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *shorten.Options) { o.CacheTTL, o.StaleTTL = 30*time.Second, time.Hour })
+	ctx := t.Context()
+	l := b.create(t, shorten.CreateRequest{URL: "https://example.com/stale"})
+	if _, err := b.svc.Resolve(ctx, l.Code, "c"); err != nil {
+		t.Fatal(err)
+	}
+	b.store.down.Store(true)
+	b.clock.Add(time.Minute)
+	before := b.store.lookups.Load()
+	if got, err := b.svc.Resolve(ctx, l.Code, "c"); err != nil || got.URL != "https://example.com/stale" {
+		t.Fatalf("Resolve while the store fails = %+v, %v; want the stale entry", got, err)
+	}
+	if b.store.lookups.Load() == before {
+		t.Error("a stale entry answered without asking the store first")
+	}
+	if _, err := b.svc.Resolve(ctx, l.Code, "c"); err != nil {
+		t.Errorf("second Resolve while the store fails = %v", err)
+	}
+	b.clock.Add(2 * time.Hour) // past the stale TTL
+	if _, err := b.svc.Resolve(ctx, l.Code, "c"); err == nil || errors.Is(err, shorten.ErrNotFound) {
+		t.Errorf("Resolve past the stale TTL while the store fails = %v, want the store's error", err)
+	}
+
+	// Without a stale TTL, past the cache TTL the store's error is the answer.
+	nb := setup(t, func(o *shorten.Options) { o.CacheTTL = 30 * time.Second })
+	nl := nb.create(t, shorten.CreateRequest{URL: "https://example.com/nostale"})
+	if _, err := nb.svc.Resolve(ctx, nl.Code, "c"); err != nil {
+		t.Fatal(err)
+	}
+	nb.store.down.Store(true)
+	nb.clock.Add(time.Minute)
+	if _, err := nb.svc.Resolve(ctx, nl.Code, "c"); err == nil {
+		t.Error("Resolve with StaleTTL 0 past the cache TTL while the store fails succeeded")
 	}
 }

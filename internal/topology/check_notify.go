@@ -60,7 +60,12 @@ func acceptedNotify(o Op) bool {
 //     (sequential acceptance) but b's first delivery started before a's. A
 //     pair counts in the rows of its two Notify and two first Deliver ops'
 //     Starts. Any inversion is a violation: the harness runs on a NATS
-//     server that keeps one user's order on one channel.
+//     server that keeps one user's order on one channel. A pair whose
+//     earlier notification was retried on that channel (its last Status
+//     op reads Attempts > 1) is not an inversion: later messages overtake
+//     a retry on purpose (docs/notifications.md, "Ordering, and its
+//     trade-off with retries"). A delivery handed to another node after
+//     its node died is not a retry (no attempt failed) and stays judged.
 //   - OTPp99: the 99th percentile (nearest rank) of first Deliver Start
 //     minus accepted Notify End, over the delivered notifications of
 //     Category "critical" accepted in the row.
@@ -238,7 +243,7 @@ func (r *run) checkOrder(ns []*notification) {
 				} else if !a.n.accepted.End.Before(b.n.accepted.Start) {
 					continue // accepted concurrently: no order promised
 				}
-				if !second.deliver.Start.Before(first.deliver.Start) {
+				if !second.deliver.Start.Before(first.deliver.Start) || first.n.final[s.channel].Attempts > 1 {
 					continue
 				}
 				for _, row := range r.rowsAt(first.n.accepted.Start, second.n.accepted.Start, first.deliver.Start, second.deliver.Start) {

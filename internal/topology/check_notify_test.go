@@ -114,6 +114,25 @@ func TestCheckNotifications(t *testing.T) {
 			violations: []string{`notification order outside faults: 1 inversions, first: user "u" on webhook (orders) got seq 2 (n2) before seq 1 (n1)`},
 		},
 		{
+			// n1's first attempt failed: n2 overtaking its retry is the
+			// documented trade-off, not an inversion.
+			name: "a retried notification may be overtaken",
+			ops: []Op{
+				notify(0, "n1", 1), op(Status, 100_000, 200, func(o *Op) { o.ID, o.Channel, o.Final, o.Attempts = "n1", "webhook", "sent", 2 }), deliver(60, "n1"),
+				notify(20, "n2", 2), statusOp("n2", "sent"), deliver(40, "n2"),
+			},
+			rows: []Row{{Fault: NoFault}},
+		},
+		{
+			name: "a retried later notification still may not pass an earlier one",
+			ops: []Op{
+				notify(0, "n1", 1), statusOp("n1", "sent"), deliver(60, "n1"),
+				notify(20, "n2", 2), op(Status, 100_000, 200, func(o *Op) { o.ID, o.Channel, o.Final, o.Attempts = "n2", "webhook", "sent", 2 }), deliver(40, "n2"),
+			},
+			rows:       []Row{{Fault: NoFault, OrderViolations: 1}},
+			violations: []string{`got seq 2 (n2) before seq 1 (n1)`},
+		},
+		{
 			name: "no order across categories: two queues",
 			ops: []Op{
 				notify(0, "n1", 1), statusOp("n1", "sent"), deliver(60, "n1"),

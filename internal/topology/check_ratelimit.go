@@ -21,7 +21,9 @@ import (
 //     lose Redis decide on local limiters at limit / nodes each (at least
 //     1), so N = h.Nodes nodes admit up to N × max(1, limit/N) more, and
 //     never less than limit more: at most 2 × limit in all for limits
-//     that the nodes divide.
+//     that the nodes divide. A node restarted during the window (a
+//     fault's Restarts) starts its local limiters empty, so each restart
+//     of a fault overlapping the window adds max(1, limit/N) more.
 //
 // Row.Overshoot is the worst admitted/limit among the windows of the row
 // (0 when the row has none).
@@ -74,12 +76,20 @@ func checkRateLimits(r *run) {
 			from = w.start
 		}
 		ratio := float64(w.allowed) / float64(w.limit)
-		for _, i := range r.rowsOverlapping(from, w.last) {
+		rows := r.rowsOverlapping(from, w.last)
+		share := max(1, w.limit/nodes)
+		var restarts int64
+		for _, i := range rows {
+			if i != r.none() {
+				restarts += int64(r.faults[i].Restarts)
+			}
+		}
+		for _, i := range rows {
 			row := &r.rows[i]
 			row.Overshoot = max(row.Overshoot, ratio)
 			bound := w.limit
 			if i != r.none() {
-				bound += max(w.limit, nodes*max(1, w.limit/nodes))
+				bound += max(w.limit, nodes*share) + restarts*share
 			}
 			if w.allowed > bound {
 				r.violate("rate limit %s: key %q window %s admitted %d of limit %d (%.2fx), over the bound %d",

@@ -80,6 +80,23 @@ func TestCheckRateLimits(t *testing.T) {
 			violations: []string{`key "a" window 2026-12-01T10:00:02Z admitted 11`},
 		},
 		{
+			// Redis lost while a node is killed and restarted: the
+			// restarted node's local limiter starts at 0, one more share.
+			name:   "a node restarted during the outage adds its share once more",
+			nodes:  3,
+			faults: []Fault{redis, {Name: "kill -9 node 1", Start: at(1010), End: at(1500), Restarts: 1}},
+			ops:    join(checks(23, 1000, true, "k")),
+			rows:   []Row{{Fault: redis.Name, Overshoot: 2.3}, {Fault: "kill -9 node 1", Overshoot: 2.3}, {Fault: NoFault}},
+		},
+		{
+			name:       "past that share once more",
+			nodes:      3,
+			faults:     []Fault{redis, {Name: "kill -9 node 1", Start: at(1010), End: at(1500), Restarts: 1}},
+			ops:        join(checks(24, 1000, true, "k")),
+			rows:       []Row{{Fault: redis.Name, Overshoot: 2.4}, {Fault: "kill -9 node 1", Overshoot: 2.4}, {Fault: NoFault}},
+			violations: []string{`over the bound 23`, `over the bound 23`},
+		},
+		{
 			name:   "a small limit on many nodes admits at least one per node",
 			nodes:  5,
 			faults: []Fault{redis},

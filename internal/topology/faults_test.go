@@ -33,11 +33,12 @@ const (
 // on the test's goroutine and fail the test when they cannot do their
 // part.
 type fault struct {
-	kind   string // for choosing compatible overlaps
-	target string // the Sluice node struck, "" if none
-	hold   time.Duration
-	inject func(t *testing.T) string
-	heal   func(t *testing.T)
+	kind     string // for choosing compatible overlaps
+	target   string // the Sluice node struck, "" if none
+	restarts int    // Sluice node processes it starts afresh (Fault.Restarts)
+	hold     time.Duration
+	inject   func(t *testing.T) string
+	heal     func(t *testing.T)
 }
 
 // faults returns every fault the issue lists, once each, with its
@@ -49,7 +50,7 @@ func (tp *topology) faults(rng *rand.Rand) []fault {
 	// Each toxic fault remembers its own proxy: paired, they may differ.
 	var lagProxy, holeProxy *toxiproxy.Proxy
 	return []fault{
-		{kind: "kill-node", target: tp.nodes[ki].name, hold: killHold,
+		{kind: "kill-node", target: tp.nodes[ki].name, restarts: 1, hold: killHold,
 			inject: func(*testing.T) string { tp.nodes[ki].kill(); return "kill -9 sluice " + tp.nodes[ki].name },
 			heal: func(t *testing.T) {
 				if err := tp.nodes[ki].restart(); err != nil {
@@ -161,7 +162,7 @@ func (tp *topology) runRound(t *testing.T, h *History, r round) {
 		}
 		f.heal(t)
 		end := time.Now()
-		h.AddFault(Fault{Name: names[e.i], Start: began[e.i], End: end})
+		h.AddFault(Fault{Name: names[e.i], Start: began[e.i], End: end, Restarts: f.restarts})
 		t.Logf("%s: healed %q after %s", end.Format("15:04:05.000"), names[e.i], end.Sub(began[e.i]).Round(time.Millisecond))
 	}
 	time.Sleep(settle) // the fault schedule: a quiet gap between rounds

@@ -80,6 +80,9 @@ type Op struct {
 	Channel  string `json:"channel,omitempty"`
 	ID       string `json:"id,omitempty"`
 	Final    string `json:"final,omitempty"`
+	// Attempts is, on a Status op, the delivery's attempts as the API
+	// reports them: more than 1 means an attempt failed and was retried.
+	Attempts int `json:"attempts,omitempty"`
 
 	// Links: the code and, for Clicks, the count read back.
 	Code  string `json:"code,omitempty"`
@@ -95,6 +98,11 @@ type Fault struct {
 	Name  string    `json:"name"` // e.g. "kill -9 node 2", "redis latency 500ms node 1"
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// Restarts is how many Sluice node processes the fault started
+	// afresh (a node killed and restarted: 1). A restarted node's local
+	// fallback limiters start empty, so each restart adds one node's
+	// share to the fail-open allowance of the windows it overlaps.
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // During reports whether t falls within the fault, widened by grace on

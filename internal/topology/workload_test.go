@@ -330,7 +330,10 @@ func (w *workload) readStatuses(ctx context.Context, deadline time.Duration) {
 }
 
 func (w *workload) readStatus(ctx context.Context, id, user, category string, seq int) {
-	type delivery struct{ Channel, Status string }
+	type delivery struct {
+		Channel, Status string
+		Attempts        int
+	}
 	var last []delivery
 	var lastOp Op
 	for {
@@ -368,7 +371,7 @@ func (w *workload) readStatus(ctx context.Context, id, user, category string, se
 	}
 	for _, d := range last {
 		op := lastOp
-		op.Channel, op.Final = d.Channel, d.Status
+		op.Channel, op.Final, op.Attempts = d.Channel, d.Status, d.Attempts
 		w.h.Add(op)
 	}
 }

@@ -18,8 +18,12 @@ import (
 
 var _ shorten.SharedCache = (*Cache)(nil)
 
-// Cache keeps links under Prefix + code as "id expiry-micros url". It is
-// safe for concurrent use.
+// Cache keeps links under Prefix + code as "2:id expiry-micros
+// fresh-until-micros url" (0 for a time not set). The "2:" makes an older
+// node, which wrote and read "id expiry-micros url", take the entry for
+// malformed and read the database instead of redirecting to a wrong URL;
+// entries in the older form are still read (fresh for as long as they
+// live). It is safe for concurrent use.
 type Cache struct {
 	client rueidis.Client
 	prefix string
@@ -71,25 +75,44 @@ func (c *Cache) Delete(ctx context.Context, code string) error {
 	return nil
 }
 
+// version marks the current encoding.
+const version = "2:"
+
 func encode(l shorten.CachedLink) string {
-	var exp int64
-	if !l.ExpiresAt.IsZero() {
-		exp = l.ExpiresAt.UnixMicro()
+	return version + strconv.FormatInt(l.ID, 10) + " " + micros(l.ExpiresAt) + " " + micros(l.FreshUntil) + " " + l.URL
+}
+
+func micros(t time.Time) string {
+	if t.IsZero() {
+		return "0"
 	}
-	return strconv.FormatInt(l.ID, 10) + " " + strconv.FormatInt(exp, 10) + " " + l.URL
+	return strconv.FormatInt(t.UnixMicro(), 10)
 }
 
 func decode(s string) (shorten.CachedLink, error) {
-	id, rest, ok1 := strings.Cut(s, " ")
-	exp, url, ok2 := strings.Cut(rest, " ")
-	n, err1 := strconv.ParseInt(id, 10, 64)
-	e, err2 := strconv.ParseInt(exp, 10, 64)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil || url == "" {
+	rest, current := strings.CutPrefix(s, version)
+	fields := 2 // id, expiry, then the URL
+	if current {
+		fields = 3 // and fresh-until
+	}
+	var nums [3]int64
+	for i := range fields {
+		f, r, ok := strings.Cut(rest, " ")
+		n, err := strconv.ParseInt(f, 10, 64)
+		if !ok || err != nil {
+			return shorten.CachedLink{}, fmt.Errorf("malformed cached link %q", s)
+		}
+		nums[i], rest = n, r
+	}
+	if rest == "" {
 		return shorten.CachedLink{}, fmt.Errorf("malformed cached link %q", s)
 	}
-	l := shorten.CachedLink{ID: n, URL: url}
-	if e != 0 {
-		l.ExpiresAt = time.UnixMicro(e).UTC()
+	l := shorten.CachedLink{ID: nums[0], URL: rest}
+	if nums[1] != 0 {
+		l.ExpiresAt = time.UnixMicro(nums[1]).UTC()
+	}
+	if nums[2] != 0 {
+		l.FreshUntil = time.UnixMicro(nums[2]).UTC()
 	}
 	return l, nil
 }

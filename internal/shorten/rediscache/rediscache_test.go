@@ -39,6 +39,7 @@ func TestCache(t *testing.T) {
 	tests := []shorten.CachedLink{
 		{ID: 42, URL: "https://example.com/a b?c=d e", ExpiresAt: exp},
 		{ID: 7, URL: "https://example.com/"},
+		{ID: 9, URL: "https://example.com/9", FreshUntil: exp.Add(-time.Hour)},
 	}
 	for i, want := range tests {
 		code := fmt.Sprint("code", i)
@@ -71,5 +72,24 @@ func TestCache(t *testing.T) {
 	}
 	if _, _, err := c.Get(ctx, "junk"); err == nil {
 		t.Error("Get of a malformed value succeeded, want an error")
+	}
+}
+
+// An entry written by an older node ("id expiry url") still reads, fresh;
+// one written now carries a version an older node's parse refuses.
+func TestCacheEncodings(t *testing.T) {
+	t.Parallel()
+	got, err := decode("42 0 https://example.com/x")
+	if want := (shorten.CachedLink{ID: 42, URL: "https://example.com/x"}); err != nil || got != want {
+		t.Errorf("decode(old form) = %+v, %v; want %+v", got, err, want)
+	}
+	enc := encode(shorten.CachedLink{ID: 42, URL: "https://example.com/x", FreshUntil: time.UnixMicro(5)})
+	if enc != "2:42 0 5 https://example.com/x" {
+		t.Errorf("encode = %q", enc)
+	}
+	for _, bad := range []string{"2:42 0 https://example.com/x", "2:42 0 5 ", "x 0 https://e", "2:"} {
+		if l, err := decode(bad); err == nil {
+			t.Errorf("decode(%q) = %+v, want an error", bad, l)
+		}
 	}
 }

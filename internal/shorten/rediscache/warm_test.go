@@ -1,6 +1,8 @@
 package rediscache
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -46,5 +48,60 @@ func TestNewLinkRedirectsFromRedis(t *testing.T) {
 	got, err := b.Resolve(t.Context(), l.Code, "client")
 	if err != nil || got.URL != "https://example.com/new" {
 		t.Fatalf("Resolve(%s) on a node whose database lacks it = %+v, %v; want the link from Redis", l.Code, got, err)
+	}
+}
+
+// downStore is a link store that cannot be reached, as during a database
+// restart.
+type downStore struct{ *store.DB }
+
+func (downStore) LinkByCode(context.Context, string) (shorten.Link, error) {
+	return shorten.Link{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
+// TestStaleSharedEntryWhileTheStoreFails: a node that never redirected a
+// link, asked for it past links.cache_ttl while its database fails, answers
+// from the shared entry kept for links.stale_ttl; with its database up, the
+// stale shared entry is not trusted.
+func TestStaleSharedEntryWhileTheStoreFails(t *testing.T) {
+	t.Parallel()
+	shared := New(client(t), fmt.Sprintf("sluice-test:%d:", time.Now().UnixNano()))
+	later := time.Now().Add(time.Minute)
+	node := func(down bool, now func() time.Time) *shorten.Service {
+		db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if _, err := db.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		codec, err := shorten.NewCodec([]byte("test key"), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st shorten.Store = db
+		if down {
+			st = downStore{db}
+		}
+		svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt", Shared: shared,
+			CacheTTL: 30 * time.Second, StaleTTL: time.Hour, Now: now, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	l, err := node(false, nil).Create(t.Context(), shorten.CreateRequest{URL: "https://example.com/kept"})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	got, err := node(true, func() time.Time { return later }).Resolve(t.Context(), l.Code, "client")
+	if err != nil || got.URL != "https://example.com/kept" {
+		t.Errorf("Resolve past the cache TTL while the store fails = %+v, %v; want the stale shared entry", got, err)
+	}
+	// A database that answers (this one never saw the link) wins over the
+	// stale shared entry.
+	if got, err := node(false, func() time.Time { return later }).Resolve(t.Context(), l.Code, "client"); !errors.Is(err, shorten.ErrNotFound) {
+		t.Errorf("Resolve past the cache TTL with the store up = %+v, %v; want the store's answer (not found)", got, err)
 	}
 }
