@@ -287,17 +287,28 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 	return nc.FlushWithContext(ctx)
 }
 
-// inFlightPoll is how often a copy of a job whose delivery another worker
-// has claimed asks again.
-const inFlightPoll = time.Second
+// Asking again in place. inFlightPoll is how often a copy of a job whose
+// delivery another worker has claimed asks again; a job that failed
+// otherwise (the store unreachable) is tried again after retryPauseMin,
+// doubling up to retryPauseMax, for up to retryInPlace in all.
+const (
+	inFlightPoll  = time.Second
+	retryPauseMin = 250 * time.Millisecond
+	retryPauseMax = 2 * time.Second
+	retryInPlace  = 30 * time.Second
+)
 
-// handleMsg runs t's job on ctx and acknowledges it. A copy of a job whose
-// delivery another worker holds the claim of (notify.ErrInFlight: its
-// node stopped answering, so the job was delivered again) stays here,
-// asking again every inFlightPoll until the claim is given up or lapses,
-// so the user's later jobs on this node wait behind it and keep their
-// order; it is handed back (NAK) only when run ends (the node stops).
+// handleMsg runs t's job on ctx and acknowledges it. A job that fails
+// stays here and is tried again, so the user's later jobs on this node
+// wait behind it and keep their order: a copy of a job whose delivery
+// another worker holds the claim of (notify.ErrInFlight: its node stopped
+// answering, so the job was delivered again) asks every inFlightPoll until
+// the claim is given up or lapses; a job that failed otherwise (the store
+// restarting) is tried with a growing pause for up to retryInPlace, then
+// handed back (NAK) to be delivered again later, as it is at once when run
+// ends (the node stops).
 func (q *NotifyQueue) handleMsg(ctx, run context.Context, t task, handle Handler) {
+	began, pause := time.Now(), retryPauseMin
 	for {
 		err := handle(ctx, t.job)
 		if err == nil {
@@ -307,11 +318,15 @@ func (q *NotifyQueue) handleMsg(ctx, run context.Context, t task, handle Handler
 			return
 		}
 		inFlight := errors.Is(err, notify.ErrInFlight)
-		if inFlight && run.Err() == nil {
-			q.log.Debug("job's delivery claimed elsewhere; waiting for the claim", "job", t.job.MsgID(), logKeyError, err)
+		wait := inFlightPoll
+		if !inFlight {
+			wait, pause = pause, min(2*pause, retryPauseMax)
+		}
+		if run.Err() == nil && ctx.Err() == nil && (inFlight || time.Since(began)+wait <= retryInPlace) {
+			q.log.Debug("job not done; trying again in place", "job", t.job.MsgID(), "in_flight", inFlight, logKeyError, err)
 			select {
 			case <-run.Done():
-			case <-time.After(inFlightPoll):
+			case <-time.After(wait):
 				continue
 			}
 		}

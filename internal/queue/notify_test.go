@@ -55,7 +55,8 @@ func TestNotifyQueue(t *testing.T) {
 				testQueueOrder(t, tt.open(t), NotifyOptions{Unconfirmed: true})
 			})
 			t.Run("NakRedelivers", func(t *testing.T) { t.Parallel(); testQueueNak(t, tt.open(t)) })
-			t.Run("InFlightCopyKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, tt.open(t)) })
+			t.Run("InFlightCopyKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, tt.open(t), errInFlight) })
+			t.Run("FailedJobKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, tt.open(t), errStoreDown) })
 			t.Run("Horizon", func(t *testing.T) { t.Parallel(); testQueueHorizon(t, tt.open(t)) })
 		})
 	}
@@ -203,11 +204,16 @@ func TestNotifyQueueOpenFails(t *testing.T) {
 	}
 }
 
-// testQueueInFlight: a job whose delivery another worker holds the claim
-// of (notify.ErrInFlight) is asked again in place, not handed back, so the
-// same user's next job runs only after it, and the server delivered it
-// once.
-func testQueueInFlight(t *testing.T, c *Conn) {
+var (
+	errInFlight  = fmt.Errorf("%w: held elsewhere", notify.ErrInFlight)
+	errStoreDown = errors.New("claim delivery: dial tcp 127.0.0.1:5432: connection refused")
+)
+
+// testQueueInFlight: a job whose handler fails with fail (a delivery
+// another worker holds the claim of, notify.ErrInFlight; or a store that
+// cannot be reached, as while PostgreSQL restarts) is tried again in
+// place, not handed back, so the same user's next job runs only after it.
+func testQueueInFlight(t *testing.T, c *Conn, fail error) {
 	q := notifyQueue(t, c, NotifyOptions{})
 	first := notify.Job{NotificationID: "n1", Channel: notify.SMS, UserID: "u1", Category: notify.Critical}
 	second := notify.Job{NotificationID: "n2", Channel: notify.SMS, UserID: "u1", Category: notify.Critical}
@@ -225,7 +231,7 @@ func testQueueInFlight(t *testing.T, c *Conn) {
 		defer mu.Unlock()
 		if j.NotificationID == "n1" && claimed > 0 {
 			claimed--
-			return fmt.Errorf("%w: held elsewhere", notify.ErrInFlight)
+			return fail
 		}
 		handled = append(handled, j.NotificationID)
 		if len(handled) == 2 {
