@@ -93,7 +93,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
-	routes  []string
+	routes  []route // the route table, in registration order
 	auth    *authenticator
 	clients httplimit.Identifier
 	metrics *httpMetrics
@@ -164,10 +164,18 @@ func withService[S any](svc S, missing string) func(serviceHandler[S]) handlerFu
 	}
 }
 
+// route is one entry of the route table: a pattern and the scope it
+// requires (public: none). The table is what the security tests walk
+// (routescope_test.go), so every route declares its scope in one place.
+type route struct {
+	pattern string
+	scope   auth.Scope
+}
+
 // Handle registers h for pattern (a ServeMux method pattern such as
 // "GET /v1/keys/{id}"), requiring scope unless scope is public.
 func (s *Server) Handle(pattern string, scope auth.Scope, h handlerFunc) {
-	s.routes = append(s.routes, pattern)
+	s.routes = append(s.routes, route{pattern: pattern, scope: scope})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if scope != public {
 			key, err := s.auth.authorize(r, scope)
@@ -188,7 +196,10 @@ func (s *Server) Handle(pattern string, scope auth.Scope, h handlerFunc) {
 
 // Routes returns the registered patterns, sorted.
 func (s *Server) Routes() []string {
-	out := slices.Clone(s.routes)
+	out := make([]string, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = rt.pattern
+	}
 	slices.Sort(out)
 	return out
 }
