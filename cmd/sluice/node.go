@@ -198,9 +198,12 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,
+		AllowedHosts:   cfg.AllowedHosts,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
-		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
+		log.Warn("no API keys configured: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins; " +
+			"a reverse proxy on this host makes every client it forwards look local unless it is in --trusted-proxies and names the client; " +
+			"create a key with `sluice keys create --scope admin`")
 	}
 
 	n.grpc = grpc.NewServer()

@@ -45,6 +45,9 @@ type Config struct {
 	// through load balancers (proxies.go).
 	TrustedProxies []string `yaml:"trusted_proxies" flag:"trusted-proxies" usage:"comma-separated addresses or CIDRs of the load balancers in front of Sluice: their X-Forwarded-For and Forwarded headers, and PROXY protocol headers, name the client"`
 	ProxyProtocol  bool     `yaml:"proxy_protocol" flag:"proxy-protocol" usage:"the HTTP and gateway listeners accept a PROXY protocol v1/v2 header (HAProxy send-proxy-v2), from --trusted-proxies only when set"`
+	// AllowedHosts are the names a keyless node answers to besides
+	// loopback ones (the DNS rebinding guard, docs/security.md).
+	AllowedHosts []string `yaml:"allowed_hosts" flag:"allowed-hosts" usage:"comma-separated host names, besides localhost and loopback addresses, that the API answers to while no API key is configured (the Host header; a guard against DNS rebinding)"`
 
 	// Links configures the URL shortener (links.go).
 	Links LinksConfig `yaml:"links"`

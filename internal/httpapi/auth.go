@@ -42,8 +42,10 @@ type authenticator struct {
 	signer      signer
 	crossOrigin *http.CrossOriginProtection
 	// local reports a client on this host, the only kind served while no
-	// key is configured (Server.localClient).
-	local func(r *http.Request) bool
+	// key is configured (Server.localClient); hostAllowed, whether it
+	// names this host as it may while no key is configured (hosts.go).
+	local       func(r *http.Request) bool
+	hostAllowed func(r *http.Request) bool
 
 	mu        sync.Mutex
 	byHash    map[string]cachedKey
@@ -65,9 +67,10 @@ func newAuthenticator(keys KeyStore, now func() time.Time, secret []byte) *authe
 }
 
 // authorize admits r for scope or returns an Unauthorized/Forbidden error.
-// With no active key stored, only loopback clients are served, as a caller
-// with the zero Key (see callerOf); browsers among them only from the same
-// origin, so a web page cannot drive a keyless local server. Without a
+// With no active key stored, only loopback clients naming a loopback or
+// allowed host are served (hosts.go), as a caller with the zero Key (see
+// callerOf); browsers among them only from the same origin, so a web page
+// cannot drive a keyless local server. Without a
 // bearer key, a dashboard session cookie stands for its key (session.go).
 func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, error) {
 	ctx := r.Context()
@@ -76,13 +79,16 @@ func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, 
 		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
 	}
 	if !configured {
-		if a.local(r) {
-			if !safeMethod(r.Method) && a.crossOrigin.Check(r) != nil {
-				return auth.Key{}, errCrossOrigin
-			}
-			return auth.Key{}, nil
+		if !a.local(r) {
+			return auth.Key{}, apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
 		}
-		return auth.Key{}, apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
+		if !a.hostAllowed(r) {
+			return auth.Key{}, errForeignHost(r)
+		}
+		if !safeMethod(r.Method) && a.crossOrigin.Check(r) != nil {
+			return auth.Key{}, errCrossOrigin
+		}
+		return auth.Key{}, nil
 	}
 	secret, ok := bearer(r)
 	if !ok {

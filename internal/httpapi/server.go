@@ -84,6 +84,9 @@ type Options struct {
 	// for the access log, the unknown-code limit of redirects and the
 	// keyless loopback check. None: the client is the peer.
 	TrustedProxies []netip.Prefix
+	// AllowedHosts are the names, besides loopback ones, a keyless
+	// server answers to (the Host header, port ignored; see hostAllowed).
+	AllowedHosts []string
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -127,6 +130,7 @@ func New(opts Options) *Server {
 		reqPfx:  hex.EncodeToString(pfx[:]),
 	}
 	s.auth.local = s.localClient
+	s.auth.hostAllowed = func(r *http.Request) bool { return hostAllowed(r, s.opts.AllowedHosts) }
 	s.registerOps()
 	s.registerKeys()
 	s.registerRatelimit()
