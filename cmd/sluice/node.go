@@ -183,6 +183,10 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if cfg.ProxyProtocol && len(n.proxies) == 0 {
 		log.Warn("--proxy-protocol without --trusted-proxies: any peer can name the client address it likes; list the load balancers")
 	}
+	authFailures, err := n.authFailureLimiter()
+	if err != nil {
+		return nil, fmt.Errorf("--auth-failures-per-minute: %w", err)
+	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
@@ -199,6 +203,8 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,
 		AllowedHosts:   cfg.AllowedHosts,
+		AuthFailures:   authFailures,
+		MetricsAuth:    cfg.MetricsAuth,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins; " +

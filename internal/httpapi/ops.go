@@ -23,7 +23,11 @@ func (s *Server) registerOps() {
 	})
 	s.Handle("GET /readyz", public, s.readyz)
 	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{ErrorLog: nil})
-	s.Handle("GET /metrics", public, func(w http.ResponseWriter, r *http.Request) error {
+	metricsScope := public
+	if s.opts.MetricsAuth {
+		metricsScope = anyScope
+	}
+	s.Handle("GET /metrics", metricsScope, func(w http.ResponseWriter, r *http.Request) error {
 		metrics.ServeHTTP(w, r)
 		return nil
 	})

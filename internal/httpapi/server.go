@@ -87,6 +87,13 @@ type Options struct {
 	// AllowedHosts are the names, besides loopback ones, a keyless
 	// server answers to (the Host header, port ignored; see hostAllowed).
 	AllowedHosts []string
+	// AuthFailures limits failed authentications (unknown or revoked API
+	// keys, in a bearer header or the dashboard's sign-in) per client
+	// (authlimit.go). If nil, failures are not limited.
+	AuthFailures AuthFailureLimiter
+	// MetricsAuth makes /metrics require a valid API key, of any scope,
+	// or a dashboard session. If false, /metrics is public.
+	MetricsAuth bool
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -130,6 +137,8 @@ func New(opts Options) *Server {
 		reqPfx:  hex.EncodeToString(pfx[:]),
 	}
 	s.auth.local = s.localClient
+	s.auth.failures = authFailures{limiter: opts.AuthFailures, client: s.clients.ClientIP, log: opts.Logger,
+		now: opts.Now, blocked: make(map[string]time.Time)}
 	s.auth.hostAllowed = func(r *http.Request) bool { return hostAllowed(r, s.opts.AllowedHosts) }
 	s.registerOps()
 	s.registerKeys()
@@ -144,8 +153,12 @@ func New(opts Options) *Server {
 	return s
 }
 
-// public marks a route that needs no API key.
-const public auth.Scope = ""
+// public marks a route that needs no API key; anyScope, one that needs a
+// valid key (or session) whatever its scopes (/metrics with MetricsAuth).
+const (
+	public   auth.Scope = ""
+	anyScope auth.Scope = "*"
+)
 
 // handlerFunc is an HTTP handler that returns its error for the frame to
 // render as problem+json.

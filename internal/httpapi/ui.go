@@ -167,12 +167,9 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 	if secret == "" {
 		return fieldErrors(apperr.Unprocessable, "key", "is required: paste an API key made by `sluice keys create`")
 	}
-	key, found, err := s.auth.lookup(r.Context(), auth.HashSecret(secret))
+	key, err := s.auth.checkSecret(r, secret)
 	if err != nil {
-		return apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
-	}
-	if !found || !key.Active() {
-		return apperr.New(apperr.Unauthorized, "invalid or revoked API key")
+		return err
 	}
 	value, ss := s.auth.signer.newSession(key.ID, s.opts.Now().Add(s.opts.UI.SessionTTL))
 	http.SetCookie(w, sessionCookieFor(r, value, int(s.opts.UI.SessionTTL/time.Second), s.opts.UI.SecureCookies))
