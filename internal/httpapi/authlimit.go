@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
@@ -63,6 +64,9 @@ type authFailures struct {
 
 	mu      sync.Mutex
 	blocked map[string]time.Time // client key -> until
+	// any is set once blocked has an entry, so that until a client is
+	// ever limited, authenticated requests pay no lock for the check.
+	any atomic.Bool
 }
 
 // clientKey is the limiter key of r's client: "auth_fail:" and its IPv4
@@ -80,7 +84,7 @@ func (f *authFailures) clientKey(r *http.Request) string {
 
 // check returns the refusal of a client still over its limit, or nil.
 func (f *authFailures) check(r *http.Request) error {
-	if f.limiter == nil {
+	if f.limiter == nil || !f.any.Load() {
 		return nil
 	}
 	k := f.clientKey(r)
@@ -119,6 +123,7 @@ func (f *authFailures) failed(r *http.Request, why string, unauthorized error) e
 		clear(f.blocked) // bounded and crude: the limiter still refuses them on their next failure
 	}
 	f.blocked[k] = f.now().Add(d.RetryAfter)
+	f.any.Store(true)
 	f.mu.Unlock()
 	f.log.LogAttrs(r.Context(), slog.LevelWarn, "client over its failed-authentication limit",
 		slog.String("remote", f.client(r).String()), slog.Duration("retry_after", d.RetryAfter))
