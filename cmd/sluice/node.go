@@ -183,6 +183,10 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if cfg.ProxyProtocol && len(n.proxies) == 0 {
 		log.Warn("--proxy-protocol without --trusted-proxies: any peer can name the client address it likes; list the load balancers")
 	}
+	authFailures, err := n.authFailureLimiter()
+	if err != nil {
+		return nil, fmt.Errorf("--auth-failures-per-minute: %w", err)
+	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
@@ -198,9 +202,14 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,
+		AllowedHosts:   cfg.AllowedHosts,
+		AuthFailures:   authFailures,
+		MetricsAuth:    cfg.MetricsAuth,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
-		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
+		log.Warn("no API keys configured: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins; " +
+			"a reverse proxy on this host makes every client it forwards look local unless it is in --trusted-proxies and names the client; " +
+			"create a key with `sluice keys create --scope admin`")
 	}
 
 	n.grpc = grpc.NewServer()

@@ -79,7 +79,7 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series, bl
 		}
 		m := ser
 		if it.rule.detailed {
-			m = s.m.series(ser.domain, descriptorPath(ser.domain, it.desc.Entries))
+			m = s.m.detailedSeries(ser.domain, descriptorPath(ser.domain, it.desc.Entries))
 		}
 		m.requests.Inc()
 		if it.kind == unlimited {

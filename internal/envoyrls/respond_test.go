@@ -3,6 +3,7 @@ package envoyrls_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -120,6 +121,39 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("%s%v = %v, want %v", tt.metric, tt.labels, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDetailedMetricValuesBounded: detailed_metric labels the first
+// DetailedMetricValues distinct descriptors of a domain; later ones are
+// counted under "other", so a client sending fresh values cannot grow
+// /metrics without bound or read other clients' identifiers there.
+func TestDetailedMetricValuesBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{DetailedMetricValues: 3})
+	for _, v := range []string{"a", "b", "a", "c", "d", "e", "a", "d"} {
+		b.call(t, req("api", desc("detailed", v)))
+	}
+	want := map[string]float64{"api.detailed_a": 3, "api.detailed_b": 1, "api.detailed_c": 1,
+		"api.detailed_d": 0, "api.detailed_e": 0, "other": 3}
+	for label, n := range want {
+		if got := b.metric(t, "sluice_envoy_requests_total", "domain", "api", "descriptor", label); got != n {
+			t.Errorf("sluice_envoy_requests_total{descriptor=%q} = %v, want %v", label, got, n)
+		}
+	}
+}
+
+func TestDetailedMetricValuesDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{})
+	for i := range 101 {
+		b.call(t, req("api", desc("detailed", fmt.Sprint("v", i))))
+	}
+	if got := b.metric(t, "sluice_envoy_requests_total", "domain", "api", "descriptor", "api.detailed_v99"); got != 1 {
+		t.Errorf("the 100th value's series = %v, want 1", got)
+	}
+	if got := b.metric(t, "sluice_envoy_requests_total", "domain", "api", "descriptor", "other"); got != 1 {
+		t.Errorf("other = %v, want 1 (the 101st value)", got)
 	}
 }
 

@@ -31,7 +31,7 @@ func TestPreferenceLinks(t *testing.T) {
 	srv, _ := setupPreferences(t, now)
 	do := func(method, path, token, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.RemoteAddr = "127.0.0.1:1"
+		req.RemoteAddr, req.Host = "127.0.0.1:1", "localhost"
 		if token != "" {
 			req.Header.Set(headerPreferenceToken, token)
 		}
@@ -84,7 +84,7 @@ func TestPreferencePageChangesSettings(t *testing.T) {
 	do := func(method, path, token, body string) (int, []byte) {
 		t.Helper()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.RemoteAddr = "127.0.0.1:1"
+		req.RemoteAddr, req.Host = "127.0.0.1:1", "localhost"
 		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("X-Preference-Token", token)

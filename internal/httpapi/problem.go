@@ -141,6 +141,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		WriteProblem(w, r, NewProblem(StatusClientClosedRequest, "client-closed-request", "Client closed request", ""))
 		return
 	}
+	if le, ok := errors.AsType[*authLimitedError](err); ok {
+		writeAuthLimited(w, r, le)
+		return
+	}
 	p := problemOf(err)
 	if p.Status >= 500 {
 		log.LogAttrs(r.Context(), slog.LevelError, "request failed",

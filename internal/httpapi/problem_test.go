@@ -56,7 +56,7 @@ func TestAccessLogLevels(t *testing.T) {
 	srv := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Keys: db, Notify: acceptAll{}})
 	post := func(body string) int {
-		req := httptest.NewRequest(http.MethodPost, "/v1/notifications", strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/v1/notifications", strings.NewReader(body))
 		req.RemoteAddr = "127.0.0.1:5555"
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
@@ -97,7 +97,7 @@ func TestBatchItemProblems(t *testing.T) {
 	db := setup(t).db
 	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Keys: db, Notify: refuseByUser{}})
 	body := `{"notifications":[{"user_id":"ok","type":"otp"},{"user_id":"busy","type":"otp"},{"user_id":"bug","type":"otp"},{"user_id":"bad","type":"otp"}]}`
-	req := httptest.NewRequest(http.MethodPost, "/v1/notifications/batch", strings.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/v1/notifications/batch", strings.NewReader(body))
 	req.RemoteAddr = "127.0.0.1:5555"
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()

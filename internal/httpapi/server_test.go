@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -55,6 +56,7 @@ type call struct {
 	method, path, body string
 	key                string
 	remote             string
+	host               string // Host header; default localhost (a loopback name)
 	contentType        string
 	userAgent          string
 	header             http.Header // added to the request's
@@ -70,6 +72,7 @@ func (b *bundle) do(c call) *http.Response {
 	if c.remote != "" {
 		req.RemoteAddr = c.remote
 	}
+	req.Host = cmp.Or(c.host, "localhost")
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
