@@ -198,6 +198,8 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,
+		// /openapi.json names ui.public_url as its server, if set.
+		PublicURL: cfg.UI.PublicURL,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")

@@ -84,6 +84,10 @@ type Options struct {
 	// for the access log, the unknown-code limit of redirects and the
 	// keyless loopback check. None: the client is the peer.
 	TrustedProxies []netip.Prefix
+	// PublicURL, if set, is the root URL clients reach this service at
+	// (ui.public_url), named as the server of /openapi.json; if empty,
+	// the document names the scheme and Host each request used.
+	PublicURL string
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -94,6 +98,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	routes  []string
+	scopes  map[string]auth.Scope // by pattern
 	auth    *authenticator
 	clients httplimit.Identifier
 	metrics *httpMetrics
@@ -121,6 +126,7 @@ func New(opts Options) *Server {
 		opts:    opts,
 		log:     opts.Logger,
 		mux:     http.NewServeMux(),
+		scopes:  make(map[string]auth.Scope),
 		auth:    newAuthenticator(opts.Keys, opts.Now, opts.UI.Secret),
 		clients: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
 		metrics: newHTTPMetrics(opts.Registry),
@@ -168,6 +174,7 @@ func withService[S any](svc S, missing string) func(serviceHandler[S]) handlerFu
 // "GET /v1/keys/{id}"), requiring scope unless scope is public.
 func (s *Server) Handle(pattern string, scope auth.Scope, h handlerFunc) {
 	s.routes = append(s.routes, pattern)
+	s.scopes[pattern] = scope
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if scope != public {
 			key, err := s.auth.authorize(r, scope)
