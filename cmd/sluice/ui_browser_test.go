@@ -65,7 +65,7 @@ func seedDashboard(t *testing.T, n *testNode) string {
 			}
 			req, _ := http.NewRequest("GET", n.httpURL+"/"+l.Code, nil)
 			req.Header.Set("User-Agent", ua)
-			resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+			resp, err := (&http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,15 +67,20 @@ func TestValidatorFailsOnDrift(t *testing.T) {
 	b := setup(t)
 	mux := http.NewServeMux()
 	mux.Handle("/", b.srv)
-	// Drifted answers, registered over the real routes.
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	// Drifted answers, registered over the real routes (with the request
+	// id the server's frame adds to every answer).
+	drifted := http.NewServeMux()
+	mux.Handle("/healthz", withRequestID(drifted))
+	mux.Handle("/readyz", withRequestID(drifted))
+	mux.Handle("POST /v1/links", withRequestID(drifted))
+	drifted.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	drifted.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status": 7, "checks": "none"}`))
 	})
-	mux.HandleFunc("POST /v1/links", func(w http.ResponseWriter, r *http.Request) {
+	drifted.HandleFunc("POST /v1/links", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"code": "abc"}`))
@@ -123,6 +128,13 @@ func TestValidatorFailsOnDrift(t *testing.T) {
 	}
 }
 
+func withRequestID(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headerRequestID, "drifted-1")
+		h.ServeHTTP(w, r)
+	})
+}
+
 // TestSettingsSchema checks the Settings schema against what the server
 // answers: user_id, updated_at and a null quiet_hours are allowed, a field
 // it does not name is not.
@@ -131,7 +143,7 @@ func TestSettingsSchema(t *testing.T) {
 	v := apitest.Must(openAPIDoc)
 	check := func(body string) error {
 		req := httptest.NewRequest("GET", "/v1/users/ann/settings", nil)
-		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}}
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}, headerRequestID: {"r-1"}}}
 		return v.Check(req, nil, resp, []byte(body))
 	}
 	base := `"user_id":"ann","channels":{"email":true},"categories":{"critical":true},"contacts":{},"locale":"en","timezone":"UTC"`

@@ -91,7 +91,7 @@ func Must(doc []byte) *Validator {
 type Stats struct {
 	Exchanges int64 // responses validated
 	Requests  int64 // requests validated (those answered 2xx)
-	Unrouted  int64 // exchanges the document has no operation for
+	Unrouted  int64 // exchanges the document has no operation for, or not with the API
 	Failures  int64 // exchanges that disagreed with the document
 }
 
@@ -120,7 +120,7 @@ func (v *Validator) Failures() []string {
 // also recorded for Failures, or nil.
 func (v *Validator) Check(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) error {
 	route, params, err := v.router.FindRoute(req)
-	if err != nil {
+	if err != nil || resp.Header.Get("X-Request-Id") == "" {
 		v.unrouted.Add(1)
 		return nil
 	}
