@@ -149,6 +149,7 @@ func checkTraffic(t *testing.T, n *testNode, key string) {
 			}
 			body, _ := json.Marshal(map[string]any{"policy": policy, "key": "user-" + string(rune('a'+i%3))})
 			req, _ := http.NewRequest("POST", n.httpURL+"/v1/ratelimit/check", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+key)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				resp.Body.Close()

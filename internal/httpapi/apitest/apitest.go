@@ -148,7 +148,8 @@ func (v *Validator) Check(req *http.Request, reqBody []byte, resp *http.Response
 	if len(errs) == 0 {
 		return nil
 	}
-	err = fmt.Errorf("%s %s (operation %s %s): %w", req.Method, req.URL.RequestURI(), route.Method, route.Path, errors.Join(errs...))
+	err = fmt.Errorf("%s %s (operation %s %s; Content-Type %q, %d body bytes): %w", req.Method, req.URL.RequestURI(), route.Method, route.Path,
+		req.Header.Get("Content-Type"), len(reqBody), errors.Join(errs...))
 	v.mu.Lock()
 	if len(v.failures) < maxFailures {
 		v.failures = append(v.failures, err.Error())
