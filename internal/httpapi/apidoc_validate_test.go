@@ -112,8 +112,9 @@ func TestValidatorFailsOnDrift(t *testing.T) {
 	get("/healthz")
 	get("/readyz")
 	post("/v1/links", "application/json", `{"url": 5}`) // accepted with 201: the request is validated too
-	want := []string{"GET /healthz (operation GET /healthz): response 418", "GET /readyz (operation GET /readyz): response 200",
-		"POST /v1/links (operation POST /v1/links): request"}
+	want := []string{"GET /healthz (operation GET /healthz; Content-Type \"\", 0 body bytes): response 418",
+		"GET /readyz (operation GET /readyz; Content-Type \"\", 0 body bytes): response 200",
+		"POST /v1/links (operation POST /v1/links; Content-Type \"application/json\", 10 body bytes): request"}
 	got := v.Failures()
 	if len(got) != len(want) {
 		t.Fatalf("failures = %q, want %d", got, len(want))
