@@ -205,6 +205,8 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		AllowedHosts:   cfg.AllowedHosts,
 		AuthFailures:   authFailures,
 		MetricsAuth:    cfg.MetricsAuth,
+		// /openapi.json names ui.public_url as its server, if set.
+		PublicURL: cfg.UI.PublicURL,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins; " +

@@ -255,3 +255,31 @@ func TestForwardedHeader(t *testing.T) {
 		t.Errorf("upstream got Forwarded %q from an untrusted client, want it dropped", fwd)
 	}
 }
+
+// TestRefusalHeadersReportWhatRemains: two policies, 3 a minute and 1,000
+// a day; the fourth request is refused by the minute and charges nothing,
+// so the day's r is what remains of it, 997, as its state says.
+func TestRefusalHeadersReportWhatRemains(t *testing.T) {
+	t.Parallel()
+	cfg := config.Gateway{Routes: []config.GatewayRoute{{Path: "/", Policies: []string{"tiny", "daily"}}}}
+	gs, _, svc := setup(t, cfg, nil)
+	for _, p := range []limits.NamedPolicy{
+		{Name: "tiny", Algorithm: ratelimit.TokenBucket, Limit: 3, Period: limits.Period(time.Minute)},
+		{Name: "daily", Algorithm: ratelimit.TokenBucket, Limit: 1000, Period: limits.Period(24 * time.Hour)},
+	} {
+		if _, err := svc.PutPolicy(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var resp *http.Response
+	for range 4 {
+		resp = do(t, gs, req{path: "/a"})
+	}
+	if want := `"tiny";r=0;t=60, "daily";r=997;t=260`; resp.StatusCode != 429 || resp.Header.Get("RateLimit") != want {
+		t.Errorf("4th request = %d RateLimit %q, want 429 %q", resp.StatusCode, resp.Header.Get("RateLimit"), want)
+	}
+	st, err := svc.Peek(t.Context(), "daily", "ip:127.0.0.1")
+	if err != nil || st.Remaining != 997 {
+		t.Errorf("the daily key's state = %+v, %v; want 997 remaining", st, err)
+	}
+}

@@ -54,7 +54,7 @@ func setupAuthLimit(t *testing.T, limit int64) (*bundle, *syncBuffer) {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return &bundle{db: db, srv: New(Options{Logger: log, Keys: db, AuthFailures: lim})}, logs
+	return &bundle{t: t, db: db, srv: New(Options{Logger: log, Keys: db, AuthFailures: lim})}, logs
 }
 
 // TestFailedAuthenticationsLimitedPerClient: a client guessing keys gets

@@ -33,7 +33,7 @@ func (s *Server) registerOps() {
 	})
 	s.Handle("GET /openapi.json", public, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
-		_, err := w.Write(openAPIDoc)
+		_, err := w.Write(OpenAPI(s.openAPIServer(r)))
 		return err
 	})
 }
@@ -94,7 +94,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(failing) > 0 {
-		p := NewProblem(http.StatusServiceUnavailable, "not-ready", "Not ready", "not ready: "+strings.Join(failing, "; "))
+		p := NewProblem(http.StatusServiceUnavailable, "not-ready", "", "not ready: "+strings.Join(failing, "; "))
 		p.Ext = map[string]any{"checks": results}
 		w.Header().Set("Retry-After", "1")
 		WriteProblem(w, r, p)

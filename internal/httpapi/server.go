@@ -94,6 +94,10 @@ type Options struct {
 	// MetricsAuth makes /metrics require a valid API key, of any scope,
 	// or a dashboard session. If false, /metrics is public.
 	MetricsAuth bool
+	// PublicURL, if set, is the root URL clients reach this service at
+	// (ui.public_url), named as the server of /openapi.json; if empty,
+	// the document names the scheme and Host each request used.
+	PublicURL string
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register

@@ -179,7 +179,20 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 	l.consumers = q.consumerConfigs(k, workers)
 	l.holds = make([]atomic.Bool, len(l.consumers))
 	l.received = make([]atomic.Int64, len(l.consumers))
-	if err = q.ensureConsumers(ctx, l); err != nil {
+	// A stream just created in a cluster may not be known yet to the
+	// server answering its consumer calls ("stream not found"): ask again
+	// for a few seconds.
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		err = q.ensureConsumers(ctx, l)
+		if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) || wait > 2*time.Second {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("queue: consumers of %s: %w", q.streamName(k), err)
 	}
 	name := strings.ToLower(string(k.ch) + "-" + string(k.cat))
