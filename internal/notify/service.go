@@ -199,18 +199,36 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		}
 		return Accepted{NotificationID: existing.ID, Duplicate: true}, nil
 	}
+	s.publish(ctx, n, ds)
+	return Accepted{NotificationID: n.ID}, nil
+}
+
+// publish queues the jobs of n's deliveries ds that are due now: confirmed
+// by the queue before Send answers when it can confirm (QueueConfirmer).
+// A job the queue did not take is logged; the recovery sweep republishes
+// it.
+func (s *Service) publish(ctx context.Context, n Notification, ds []Delivery) {
+	var jobs []Job
 	for _, d := range ds {
 		if d.Status == StatusQueued && d.NextAttemptAt.IsZero() {
 			// Known fresh before the publish, so a worker that picks the
 			// job up at once finds it.
 			s.fresh.add(d.Key())
-			if err := s.opts.Queue.Publish(ctx, JobFor(n, d)); err != nil {
-				s.log.Warn("publish failed; the recovery sweep will retry", logKeyNotification, n.ID,
-					logKeyChannel, d.Channel, logKeyError, err)
-			}
+			jobs = append(jobs, JobFor(n, d))
 		}
 	}
-	return Accepted{NotificationID: n.ID}, nil
+	if qc, ok := s.opts.Queue.(QueueConfirmer); ok && len(jobs) > 0 {
+		if err := qc.PublishConfirmed(context.WithoutCancel(ctx), jobs); err != nil {
+			s.log.Warn("publish not confirmed; the recovery sweep will retry", logKeyNotification, n.ID, logKeyError, err)
+		}
+		return
+	}
+	for _, j := range jobs {
+		if err := s.opts.Queue.Publish(ctx, j); err != nil {
+			s.log.Warn("publish failed; the recovery sweep will retry", logKeyNotification, n.ID,
+				logKeyChannel, j.Channel, logKeyError, err)
+		}
+	}
 }
 
 // resolveDuplicate handles a request_id the fast path has seen: a
