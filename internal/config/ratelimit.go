@@ -64,6 +64,9 @@ type GatewayRoute struct {
 	Policies []string `yaml:"policies"`
 	// RequireKey refuses requests without a known API key (401).
 	RequireKey bool `yaml:"require_key"`
+	// Streaming exempts the route from the listener's read and write
+	// timeouts (server-sent events, long polls, large downloads).
+	Streaming bool `yaml:"streaming"`
 	// IPPolicy, if set, is checked keyed by the client IP even when an API
 	// key is present (login routes).
 	IPPolicy string `yaml:"ip_policy"`

@@ -59,6 +59,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Transport reaches the upstream. If nil, http.DefaultTransport.
 	Transport http.RoundTripper
+	// HTTP bounds slow clients on Serve's listener; zero fields take
+	// config.DefaultHTTP's.
+	HTTP config.HTTP
 	// Keys is the API key store: an active stored key is a known client
 	// (default_tier, unless gateway.tiers names it). If nil, only the keys
 	// named in gateway.tiers are known.
@@ -77,6 +80,7 @@ type Gateway struct {
 	mw     *httplimit.Middleware
 	h      http.Handler
 	keys   *keyCache // nil without Options.Keys
+	http   config.HTTP
 	warned sync.Map  // policy names already reported unknown
 }
 
@@ -89,7 +93,8 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil || up.Host == "" {
 		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
 	}
-	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies}}
+	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
+		http: opts.HTTP}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +135,12 @@ func New(opts Options) (*Gateway, error) {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rt, ok := g.route(r); ok && rt.Streaming {
+		// Exempt from Serve's read and write timeouts, explicitly.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 	g.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientCtxKey{}, g.resolve(r))))
 }
 
@@ -221,10 +232,11 @@ func (g *Gateway) decide(ctx context.Context, ls []httplimit.Limit) ([]ratelimit
 }
 
 // Serve serves the gateway on ln until ctx ends, then drains within
-// shutdown.
+// shutdown. Slow clients are cut off by Options.HTTP's timeouts (routes
+// with streaming: true excepted).
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener, shutdown time.Duration) error {
-	hs := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: g, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	g.http.Apply(hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
