@@ -81,7 +81,7 @@ type Gateway struct {
 	h      http.Handler
 	keys   *keyCache // nil without Options.Keys
 	http   config.HTTP
-	warned sync.Map  // policy names already reported unknown
+	warned sync.Map // policy names already reported unknown
 }
 
 // New builds the gateway; it fails on an invalid upstream.
