@@ -81,7 +81,9 @@ type Gateway struct {
 	h      http.Handler
 	keys   *keyCache // nil without Options.Keys
 	http   config.HTTP
-	warned sync.Map // policy names already reported unknown
+	// writeTimeout bounds a non-streaming request's upstream call.
+	writeTimeout time.Duration
+	warned       sync.Map // policy names already reported unknown
 }
 
 // New builds the gateway; it fails on an invalid upstream.
@@ -129,6 +131,9 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Keys != nil {
 		g.keys = newKeyCache(opts.Keys)
 	}
+	var hs http.Server
+	g.http.Apply(&hs)
+	g.writeTimeout = hs.WriteTimeout
 	g.h = g.mw.Wrap(g.requireKey(g.proxy))
 	return g, nil
 }
@@ -140,6 +145,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
+	} else {
+		// Past the write timeout the client's connection is useless: the
+		// upstream call ends then too, rather than when the upstream
+		// answers.
+		ctx, cancel := context.WithTimeout(r.Context(), g.writeTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
 	}
 	g.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientCtxKey{}, g.resolve(r))))
 }

@@ -151,3 +151,28 @@ func TestStreamingRouteOutlivesTheWriteTimeout(t *testing.T) {
 		t.Errorf("ordinary route: events %q, want only the first (cut at the write timeout)", got)
 	}
 }
+
+// TestHungUpstreamIsCutAtTheWriteTimeout: an upstream that never answers
+// does not hold the gateway's request (and its upstream connection) past
+// the write timeout.
+func TestHungUpstreamIsCutAtTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	released := make(chan struct{})
+	addr := serve(t, config.Gateway{AnonymousPolicy: "free"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // hung until the gateway gives up
+		close(released)
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream request still open 10s after the 300ms write timeout")
+	}
+}
