@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -220,7 +219,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	envoy.Register(n.grpc)
 
 	if cfg.Gateway.Listen != "" {
-		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Logger: log}); err != nil {
+		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP, Logger: log}); err != nil {
 			return nil, err
 		}
 	}
@@ -272,13 +271,11 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 		return "", fmt.Errorf("http listen: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           n.api,
-		ConnContext:       edge.ConnContext, // the TCP peer, for the keyless check and the access log
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+		Handler:     n.api,
+		ConnContext: edge.ConnContext, // the TCP peer, for the keyless check and the access log
+		ErrorLog:    slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
+	n.cfg.HTTP.Apply(hs) // slow clients are cut off; the API has no streaming endpoint to exempt
 	go func() {
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

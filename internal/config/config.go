@@ -39,6 +39,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long shutdown waits for in-flight requests and workers"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes" flag:"max-body-bytes" usage:"largest accepted request body; larger ones get 413"`
 	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
+	HTTP            HTTP          `yaml:"http"` // listener timeouts and header limit (http.go)
 	Ratelimit       Ratelimit     `yaml:"ratelimit"`
 	Gateway         Gateway       `yaml:"gateway"`
 
@@ -77,6 +78,7 @@ func Default() Config {
 		MaxBodyBytes:    1 << 20,
 		EnvoyDetailed:   100,
 		AuthFailures:    20,
+		HTTP:            DefaultHTTP(),
 		Ratelimit:       defaultRatelimit(),
 		Links:           DefaultLinks(),
 		UI:              DefaultUI(),
@@ -100,6 +102,7 @@ func (c Config) Validate() error {
 			bad("nats-listen", "%q is not host:port", c.NATSListen)
 		}
 	}
+	c.HTTP.validate(bad)
 	if c.DataDir == "" && (c.DatabaseURL == "" || c.NATSURL == "") {
 		bad("data-dir", "must be set while SQLite or NATS run embedded")
 	}

@@ -38,6 +38,11 @@ type Options struct {
 	// Dedupe is the request_id fast path. If nil, a MemoryDedupe of
 	// 100,000 keys.
 	Dedupe Dedupe
+	// DedupeTimeout bounds each call of the fast path on a request (a
+	// Redis that stops answering costs a request this long at most, then
+	// the store's unique request_id decides). If zero,
+	// DefaultDedupeTimeout.
+	DedupeTimeout time.Duration
 	// MarketingCap, if not nil, caps marketing notifications per user (the
 	// key is the user id): a refused one is suppressed as throttled.
 	MarketingCap ratelimit.Limiter
@@ -95,6 +100,10 @@ const (
 	logKeyError        = "error"
 )
 
+// DefaultDedupeTimeout is how long a request waits for the request_id fast
+// path (Options.DedupeTimeout) before going on without it.
+const DefaultDedupeTimeout = 250 * time.Millisecond
+
 // NewService returns a Service with opts' defaults filled in.
 func NewService(opts Options) *Service {
 	if opts.Now == nil {
@@ -119,6 +128,7 @@ func NewService(opts Options) *Service {
 	opts.SendTimeout = cmp.Or(opts.SendTimeout, 15*time.Second)
 	opts.ClaimFor = cmp.Or(opts.ClaimFor, 2*opts.SendTimeout)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
+	opts.DedupeTimeout = cmp.Or(opts.DedupeTimeout, DefaultDedupeTimeout)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,7 +168,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	claimed := false
 	if req.RequestID != "" {
 		key := "notify:req:" + req.RequestID
-		existing, ok, err := s.opts.Dedupe.Claim(ctx, key, n.ID+" "+hash)
+		dctx, cancel := context.WithTimeout(ctx, s.opts.DedupeTimeout)
+		existing, ok, err := s.opts.Dedupe.Claim(dctx, key, n.ID+" "+hash)
+		cancel()
 		if err != nil {
 			s.log.Warn("request_id fast path failed; relying on the store", logKeyError, err)
 		}
@@ -170,7 +182,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		}
 		defer func() {
 			if claimed { // nothing of ours was saved: let the next request ask the store
-				_ = s.opts.Dedupe.Release(context.WithoutCancel(ctx), key)
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.DedupeTimeout)
+				_ = s.opts.Dedupe.Release(rctx, key)
+				cancel()
 			}
 		}()
 	}
