@@ -8,12 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/edge"
@@ -54,7 +53,9 @@ type node struct {
 
 	api     http.Handler
 	grpc    *grpc.Server
-	health  *health.Server
+	health  *grpcHealth
+	// draining is set once shutdown starts: /readyz answers 503 from then.
+	draining atomic.Bool
 	gateway *gateway.Gateway // nil without gateway.listen
 
 	// serving, when not nil, is told the bound addresses once Run serves.
@@ -203,10 +204,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
 	}
 
-	n.grpc = grpc.NewServer()
-	n.health = health.NewServer()
-	healthpb.RegisterHealthServer(n.grpc, n.health)
-	envoy.Register(n.grpc)
+	n.grpc, n.health = newGRPCServer(envoy, cfg.GRPCReflection)
 
 	if cfg.Gateway.Listen != "" {
 		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Logger: log}); err != nil {
@@ -234,11 +232,13 @@ func (n *node) Run(ctx context.Context) error {
 	if err := n.serveGateway(ctx); err != nil {
 		return err
 	}
-	// Added last so it runs first: health checks answer NOT_SERVING while
-	// the servers drain, and load balancers stop sending.
-	n.onStop("grpc health", func(context.Context) error { n.health.Shutdown(); return nil })
+	// Added last so it runs first: /readyz answers 503 and gRPC health
+	// NOT_SERVING for --drain-delay while the servers still serve, so load
+	// balancers stop sending before the listeners close.
+	n.onStop("drain", n.drain)
 
-	n.log.Info("sluice serving", "http", httpAddr, "grpc", grpcAddr, "version", buildVersion())
+	n.log.Info("sluice serving", "http", httpAddr, "grpc", grpcAddr, "version", buildVersion(),
+		"grpc_services", grpcServices(n.grpc), "grpc_reflection", n.cfg.GRPCReflection)
 	if n.serving != nil {
 		n.serving(httpAddr, grpcAddr)
 	}
@@ -261,7 +261,7 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 		return "", fmt.Errorf("http listen: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           n.api,
+		Handler:           n.drainingReadyz(n.api),
 		ConnContext:       edge.ConnContext, // the TCP peer, for the keyless check and the access log
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -299,7 +299,7 @@ func (n *node) serveGRPC(errc chan<- error) (addr string, err error) {
 			errc <- err
 		}
 	}()
-	n.onStop("grpc server", func(ctx context.Context) error { stopGRPC(ctx, n.grpc); return nil })
+	n.onStop("grpc server", func(ctx context.Context) error { stopGRPC(ctx, n.grpc, n.health); return nil })
 	return ln.Addr().String(), nil
 }
 
@@ -327,14 +327,34 @@ func (n *node) serveGateway(ctx context.Context) error {
 	return nil
 }
 
-// stopGRPC drains gRPC calls, or cuts them when ctx ends first.
-func stopGRPC(ctx context.Context, gs *grpc.Server) {
-	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		gs.Stop()
-		<-done
+// drain marks the node as stopping (/readyz 503, every gRPC health service
+// NOT_SERVING) and keeps serving for --drain-delay, or until ctx ends.
+func (n *node) drain(ctx context.Context) error {
+	n.draining.Store(true)
+	n.health.drain()
+	if n.cfg.DrainDelay <= 0 {
+		return nil
 	}
+	n.log.Info("draining: reporting not ready before the listeners close", "drain_delay", n.cfg.DrainDelay)
+	t := time.NewTimer(n.cfg.DrainDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// drainingReadyz answers GET /readyz with 503 once the node drains; every
+// other request goes on to next.
+func (n *node) drainingReadyz(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.draining.Load() && r.URL.Path == "/readyz" {
+			w.Header().Set("Retry-After", "1")
+			httpapi.WriteProblem(w, r, httpapi.NewProblem(http.StatusServiceUnavailable, "not-ready", "Not ready",
+				"not ready: the node is shutting down"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
