@@ -51,12 +51,12 @@ type node struct {
 	// proxies are the trusted load balancers (config.Config.Proxies).
 	proxies []netip.Prefix
 
-	api     http.Handler
-	grpc    *grpc.Server
-	health  *grpcHealth
+	api    http.Handler
+	grpc   *grpc.Server
+	health *grpcHealth
 	// draining is set once shutdown starts: /readyz answers 503 from then.
 	draining atomic.Bool
-	gateway *gateway.Gateway // nil without gateway.listen
+	gateway  *gateway.Gateway // nil without gateway.listen
 
 	// serving, when not nil, is told the bound addresses once Run serves.
 	serving listening
