@@ -17,16 +17,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/config"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
 
 // command is one subcommand: its one-line summary and its body.
 type command struct {
@@ -118,39 +113,4 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-func runVersion(_ context.Context, env *environment, _ []string) error {
-	fmt.Fprintln(env.stdout, "sluice", buildVersion())
-	return nil
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "dev"
-	}
-	v := "dev-" + rev[:min(12, len(rev))]
-	if dirty {
-		v += "-dirty"
-	}
-	return strings.TrimSpace(v)
 }

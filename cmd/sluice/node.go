@@ -153,6 +153,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
 	n.reg = metrics.NewRegistry()
 	metrics.RegisterStore(n.reg, n.db.BatchStats())
+	registerBuildInfo(n.reg)
 
 	limiter, err := n.startRatelimit(ctx)
 	if err != nil {
