@@ -41,7 +41,7 @@ var commands = map[string]command{
 	"migrate": {"apply pending database migrations and exit", runMigrate},
 	"keys":    {"manage API keys: keys create|list|revoke", runKeys},
 	"check":   {"check and consume a rate limit key on a running server", runCheck},
-	"version": {"print the version", runVersion},
+	"version": {"print the version, VCS revision and Go version of this build", runVersion},
 	"shorten": {"ask a running server for a short link: shorten URL", runShorten},
 	"bench":   {"drive load at a server (or an in-process node) and print latency figures", runBench},
 }
@@ -92,9 +92,9 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-11s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(w, "  help      show this, or `sluice help <command>` for a command's flags")
+	fmt.Fprintln(w, "  help        show this, or `sluice help <command>` for a command's flags")
 	fmt.Fprintln(w, "\nEvery flag has a SLUICE_* environment variable (--http-addr = SLUICE_HTTP_ADDR) and a key in the --config YAML file.")
 }
 
