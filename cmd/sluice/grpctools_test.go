@@ -3,14 +3,13 @@ package main
 import (
 	"bufio"
 	"errors"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // The gRPC tools the ecosystem uses, at versions that build on Go 1.26.
@@ -20,35 +19,8 @@ const (
 	rlsService        = "envoy.service.ratelimit.v3.RateLimitService"
 )
 
-var toolMu sync.Mutex
-
-// goTool returns the path of the named program: from PATH, or installed
-// with `go install module` into a GOBIN under the temp dir kept per
-// version (so a second run reuses it). When the install fails the test is
-// skipped, or failed with CI=true.
-func goTool(t *testing.T, name, module string) string {
-	t.Helper()
-	if path, err := exec.LookPath(name); err == nil {
-		return path
-	}
-	toolMu.Lock()
-	defer toolMu.Unlock()
-	bin := filepath.Join(os.TempDir(), "sluice-test-tools", strings.ReplaceAll(module, "/", "_"))
-	path := filepath.Join(bin, name)
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	cmd := exec.Command("go", "install", module)
-	cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=-mod=mod")
-	cmd.Dir = os.TempDir() // outside this module: install the tool's own go.mod
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("go install %s: %v\n%s", module, err, out)
-		}
-		t.Skipf("go install %s: %v (CI=true turns this into a failure)", module, err)
-	}
-	return path
-}
+// goTool is enginetest.GoTool.
+func goTool(t *testing.T, name, module string) string { return enginetest.GoTool(t, name, module) }
 
 // runTool runs a program to its end and returns its output and exit code.
 func runTool(t *testing.T, path string, args ...string) (string, int) {
