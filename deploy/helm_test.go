@@ -52,11 +52,16 @@ func (m manifest) get(path string) any {
 
 func (m manifest) str(path string) string { s, _ := m.get(path).(string); return s }
 
-// render runs helm template with the --set values and parses every object.
+// render runs helm template with the --set values (or "-f FILE") and
+// parses every object.
 func render(t *testing.T, helm string, set ...string) map[string]manifest {
 	t.Helper()
 	args := []string{"template", "sluice", chart}
 	for _, s := range set {
+		if f, ok := strings.CutPrefix(s, "-f "); ok {
+			args = append(args, "-f", f)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	out, err := exec.Command(helm, args...).CombinedOutput()
@@ -108,7 +113,7 @@ func TestHelmChart(t *testing.T) {
 	if objs["ServiceMonitor"] != nil {
 		t.Error("a ServiceMonitor is rendered by default; it needs the Prometheus Operator")
 	}
-	dep, svc, cm, sec, pdb := objs["Deployment"], objs["Service"], objs["ConfigMap"], objs["Secret"], objs["PodDisruptionBudget"]
+	dep, svc, sec, pdb := objs["Deployment"], objs["Service"], objs["Secret"], objs["PodDisruptionBudget"]
 	c := "spec.template.spec.containers.0."
 	if p := dep.str(c + "readinessProbe.httpGet.path"); p != "/readyz" {
 		t.Errorf("readiness probe path = %q; want /readyz", p)
@@ -120,31 +125,7 @@ func TestHelmChart(t *testing.T) {
 		t.Error("pods may run as root")
 	}
 
-	// The ConfigMap's sluice.yaml, with the Secret's variables, is a
-	// configuration Sluice loads and validates.
-	file := filepath.Join(t.TempDir(), "sluice.yaml")
-	cmData, _ := cm.get("data").(map[string]any)
-	sluiceYAML, _ := cmData["sluice.yaml"].(string)
-	if err := os.WriteFile(file, []byte(sluiceYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for k, v := range sec.get("stringData").(map[string]any) {
-		env[k] = v.(string)
-	}
-	checkEnv(t, "the chart's Secret", env)
-	for _, e := range dep.get(c + "env").([]any) {
-		e := e.(map[string]any)
-		env[e["name"].(string)] = e["value"].(string)
-	}
-	if !strings.HasPrefix(env["SLUICE_CONFIG"], dep.str(c+"volumeMounts.0.mountPath")+"/") {
-		t.Errorf("SLUICE_CONFIG = %q is not in the ConfigMap's mount", env["SLUICE_CONFIG"])
-	}
-	env["SLUICE_CONFIG"] = file
-	cfg, _, err := config.Load(flag.NewFlagSet("serve", flag.ContinueOnError), nil, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatalf("the chart's configuration does not load: %v\n%s", err, sluiceYAML)
-	}
+	cfg := loadRendered(t, objs, nil)
 	grace, _ := dep.get("spec.template.spec.terminationGracePeriodSeconds").(int)
 	if need := cfg.DrainDelay + cfg.ShutdownTimeout; time.Duration(grace)*time.Second <= need {
 		t.Errorf("terminationGracePeriodSeconds = %d; want more than drain_delay + shutdown_timeout = %v", grace, need)
@@ -182,6 +163,23 @@ func TestHelmChart(t *testing.T) {
 		}
 	}
 
+	// docs/deploy.md's values-prod.yaml renders, and its configuration loads.
+	doc := read(t, "docs/deploy.md")
+	_, prod, ok := strings.Cut(doc, "```yaml\n# values-prod.yaml\n")
+	prod, _, _ = strings.Cut(prod, "```")
+	if !ok || prod == "" {
+		t.Fatal("docs/deploy.md has no values-prod.yaml block")
+	}
+	prodFile := filepath.Join(t.TempDir(), "values-prod.yaml")
+	if err := os.WriteFile(prodFile, []byte(prod), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca, _, _ := enginetest.WriteTestCerts(t, t.TempDir())
+	prodCfg := loadRendered(t, render(t, helm, "-f "+prodFile), map[string]string{"SLUICE_REDIS_CA_FILE": ca})
+	if prodCfg.Ratelimit.Nodes != 3 || prodCfg.NATSReplicas != 3 || prodCfg.RedisCAFile != ca || len(prodCfg.TrustedProxies) == 0 {
+		t.Errorf("docs/deploy.md's values load as %+v; want 3 nodes, 3 replicas, the Redis CA and trusted proxies", prodCfg)
+	}
+
 	objs = render(t, helm, "serviceMonitor.enabled=true", "existingSecret=sluice-prod", "podDisruptionBudget.enabled=false")
 	if sm := objs["ServiceMonitor"]; sm == nil || sm.str("spec.endpoints.0.path") != "/metrics" || sm.str("spec.endpoints.0.port") != "http" {
 		t.Errorf("ServiceMonitor = %v; want one scraping /metrics on the http port", sm)
@@ -202,4 +200,44 @@ func str(v any) string {
 		return v
 	}
 	return ""
+}
+
+// loadRendered loads the rendered ConfigMap's sluice.yaml with the
+// Secret's and the pod's variables (override replaces some) through
+// Sluice's own configuration loader, which refuses unknown keys and bad
+// values, as `sluice serve` in the pod would.
+func loadRendered(t *testing.T, objs map[string]manifest, override map[string]string) config.Config {
+	t.Helper()
+	dep, cm, sec := objs["Deployment"], objs["ConfigMap"], objs["Secret"]
+	c := "spec.template.spec.containers.0."
+	cmData, _ := cm.get("data").(map[string]any)
+	sluiceYAML, _ := cmData["sluice.yaml"].(string)
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(file, []byte(sluiceYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	if sec != nil {
+		for k, v := range sec.get("stringData").(map[string]any) {
+			env[k] = v.(string)
+		}
+		checkEnv(t, "the chart's Secret", env)
+	}
+	for _, e := range dep.get(c + "env").([]any) {
+		e := e.(map[string]any)
+		env[e["name"].(string)] = e["value"].(string)
+	}
+	checkEnv(t, "the chart's pods", env)
+	if !strings.HasPrefix(env["SLUICE_CONFIG"], dep.str(c+"volumeMounts.0.mountPath")+"/") {
+		t.Errorf("SLUICE_CONFIG = %q is not in the ConfigMap's mount", env["SLUICE_CONFIG"])
+	}
+	env["SLUICE_CONFIG"] = file
+	for k, v := range override {
+		env[k] = v
+	}
+	cfg, _, err := config.Load(flag.NewFlagSet("serve", flag.ContinueOnError), nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("the chart's configuration does not load: %v\n%s", err, sluiceYAML)
+	}
+	return cfg
 }
