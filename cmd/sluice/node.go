@@ -102,9 +102,9 @@ func (n *node) goBackground(ctx context.Context, name string, fn func(ctx contex
 }
 
 // stop stops every part started so far, last started first, within the
-// shutdown timeout, and forgets them.
+// drain delay plus the shutdown timeout, and forgets them.
 func (n *node) stop(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.DrainDelay+n.cfg.ShutdownTimeout)
 	defer cancel()
 	for i := len(n.stops) - 1; i >= 0; i-- {
 		s := n.stops[i]
@@ -249,7 +249,7 @@ func (n *node) Run(ctx context.Context) error {
 	case serveErr = <-errc:
 		n.log.Error("listener failed", "error", serveErr)
 	}
-	n.log.Info("shutting down: draining in-flight requests", "timeout", n.cfg.ShutdownTimeout)
+	n.log.Info("shutting down: draining in-flight requests", "drain_delay", n.cfg.DrainDelay, "timeout", n.cfg.ShutdownTimeout)
 	n.stop(ctx)
 	n.log.Info("stopped")
 	return serveErr
