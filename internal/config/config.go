@@ -37,6 +37,8 @@ type Config struct {
 	LogFormat       string        `yaml:"log_format" flag:"log-format" usage:"log output: text or json"`
 	LogLevel        string        `yaml:"log_level" flag:"log-level" usage:"log level: debug, info, warn or error"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long shutdown waits for in-flight requests and workers"`
+	DrainDelay      time.Duration `yaml:"drain_delay" flag:"drain-delay" usage:"how long a stopping node keeps serving while /readyz answers 503 and gRPC health NOT_SERVING, so load balancers stop sending first (counted before --shutdown-timeout)"`
+	GRPCReflection  bool          `yaml:"grpc_reflection" flag:"grpc-reflection" usage:"serve gRPC server reflection on --grpc-addr, so grpcurl and Postman need no proto files"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes" flag:"max-body-bytes" usage:"largest accepted request body; larger ones get 413"`
 	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
 	HTTP            HTTP          `yaml:"http"` // listener timeouts and header limit (http.go)
@@ -75,6 +77,7 @@ func Default() Config {
 		LogFormat:       "text",
 		LogLevel:        "info",
 		ShutdownTimeout: 30 * time.Second,
+		GRPCReflection:  true,
 		MaxBodyBytes:    1 << 20,
 		EnvoyDetailed:   100,
 		AuthFailures:    20,
@@ -146,6 +149,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive")
+	}
+	if c.DrainDelay < 0 {
+		bad("drain-delay", "must not be negative")
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("max-body-bytes", "must be at least 1024")
