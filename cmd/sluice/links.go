@@ -72,18 +72,33 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		opts.Limiter = lim
 	}
 	// Deletes are announced to every node, so none keeps redirecting a
-	// deleted link from its cache for up to links.cache_ttl.
-	bus := announce.New(n.queue.NATS(), n.queue.Name("links.deleted"))
-	opts.Announce = bus.Post
+	// deleted link from its cache for up to links.cache_ttl; creations
+	// too, so every node caches a new link and redirects it even while
+	// the database and Redis both fail.
+	deleted := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksDeleted))
+	created := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksCreated))
+	opts.Announce = deleted.Post
+	opts.AnnounceCreated = func(code string, l shorten.CachedLink) error {
+		return created.Post(announce.EncodeLinkCreated(code, l))
+	}
 	links, err := shorten.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	stopListen, err := bus.Listen(links.Forget)
+	stopDeleted, err := deleted.Listen(links.Forget)
 	if err != nil {
 		return nil, err
 	}
-	n.onStop("link delete listener", func(context.Context) error { return stopListen() })
+	n.onStop("link delete listener", func(context.Context) error { return stopDeleted() })
+	stopCreated, err := created.Listen(func(data string) {
+		if code, l, err := announce.DecodeLinkCreated(data); err == nil {
+			links.Learn(code, l)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.onStop("link create listener", func(context.Context) error { return stopCreated() })
 	// The click flusher and purge job stop after the servers have drained
 	// (no more hits), with a last flush.
 	n.goBackground(ctx, "link click flusher", links.Run)

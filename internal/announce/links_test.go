@@ -1,6 +1,7 @@
 package announce_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -131,5 +132,91 @@ func TestDeleteReachesTheOtherNode(t *testing.T) {
 	}
 	if log := a.log.String(); !strings.Contains(log, "announcing a deleted link failed") {
 		t.Errorf("A's log after a delete without NATS = %q, want the failed announcement", log)
+	}
+}
+
+// downLinks is a link store whose lookups fail, as while the database
+// restarts.
+type downLinks struct{ *store.DB }
+
+func (downLinks) LinkByCode(context.Context, string) (shorten.Link, error) {
+	return shorten.Link{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
+// TestCreateReachesTheOtherNode: a link created on A is announced, and B,
+// whose store cannot answer and which has no shared cache, redirects it
+// from what it heard.
+func TestCreateReachesTheOtherNode(t *testing.T) {
+	t.Parallel()
+	nats := enginetest.StartNATS(t)
+	dbPath := filepath.Join(t.TempDir(), "sluice.db")
+	prefix := testPrefix()
+	node := func(down bool) *shorten.Service {
+		ctx := t.Context()
+		db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if _, err := db.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.Open(ctx, queue.Options{URL: nats.URL(), StreamPrefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		codec, err := shorten.NewCodec([]byte("test key"), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bus := announce.New(q.NATS(), q.Name(announce.SubjectLinksCreated))
+		var st shorten.Store = db
+		if down {
+			st = downLinks{db}
+		}
+		svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt",
+			Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, CacheTTL: time.Hour,
+			AnnounceCreated: func(code string, l shorten.CachedLink) error { return bus.Post(announce.EncodeLinkCreated(code, l)) },
+			Logger:          slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, err := bus.Listen(func(data string) {
+			if code, l, err := announce.DecodeLinkCreated(data); err == nil {
+				svc.Learn(code, l)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stop() })
+		return svc
+	}
+	a, b := node(false), node(true)
+	l, err := a.Create(t.Context(), shorten.CreateRequest{URL: "https://example.com/new-link"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(t, 5*time.Second, "B redirects the link created on A", func() bool {
+		tg, err := b.Resolve(t.Context(), l.Code, "client")
+		return err == nil && tg.URL == l.URL
+	})
+	t.Logf("link created on A redirected on B (store down) after %v", took)
+}
+
+func TestLinkCreatedEncoding(t *testing.T) {
+	t.Parallel()
+	exp := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+	for _, l := range []shorten.CachedLink{{ID: 7, URL: "https://example.com/a b"}, {ID: 9, URL: "https://e.x/", ExpiresAt: exp}} {
+		code, got, err := announce.DecodeLinkCreated(announce.EncodeLinkCreated("abc1234", l))
+		if err != nil || code != "abc1234" || got != l {
+			t.Errorf("round trip of %+v = %q %+v, %v", l, code, got, err)
+		}
+	}
+	for _, bad := range []string{"", "abc 1 0", "abc x 0 https://e", "abc 1 y https://e", " 1 0 https://e"} {
+		if _, _, err := announce.DecodeLinkCreated(bad); err == nil {
+			t.Errorf("DecodeLinkCreated(%q) succeeded", bad)
+		}
 	}
 }

@@ -24,8 +24,9 @@ type HAProxy struct {
 	// HealthCheck, if set, is the path HAProxy polls on every backend
 	// (option httpchk GET HealthCheck, every 500 ms; two failures take a
 	// server out, two successes bring it back), and a request whose
-	// connection to a server fails is retried on another (option
-	// redispatch, retries 2); the frontend then also serves HAProxy's
+	// connection to a server fails, or a GET or HEAD answered 503, is
+	// retried on another (option redispatch, retries 2, retry-on; never
+	// a POST); the frontend then also serves HAProxy's
 	// statistics at /haproxy-stats (";csv" for CSV), where a test can
 	// wait for every server to be UP. Every server is listed again as an
 	// unchecked backup, used (all of them) only while no checked server
@@ -153,6 +154,8 @@ func healthChecks(b *strings.Builder, cfg HAProxy) {
   timeout check 1s
   option redispatch
   retries 2
+  retry-on conn-failure empty-response 503
+  http-request disable-l7-retry unless METH_GET || METH_HEAD
 `, cfg.HealthCheck)
 }
 

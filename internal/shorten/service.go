@@ -86,6 +86,12 @@ type Options struct {
 	// logged, never returned, since the TTL still bounds the staleness. If
 	// nil, other nodes see a delete only when their entry's CacheTTL ends.
 	Announce func(code string) error
+	// AnnounceCreated tells every node, this one included, of a link just
+	// created, so that each caches it (Learn) and can redirect it even
+	// while the store and the shared cache both fail. Like Announce it
+	// must not block, and a failure is logged, never returned. If nil,
+	// other nodes learn a link from the shared cache or the store.
+	AnnounceCreated func(code string, l CachedLink) error
 	// ClickBuffer bounds the hits held between flushes (default 100,000);
 	// FlushInterval is the time between flushes (default 1s).
 	ClickBuffer   int
@@ -236,6 +242,7 @@ func (s *Service) create(ctx context.Context, nl NewLink, onTaken func() (Link, 
 		if ok {
 			s.metrics.Created()
 			s.share(ctx, l, s.now())
+			s.announceCreated(l)
 			return l, nil
 		}
 		existing, found, err := onTaken()
@@ -344,6 +351,29 @@ func (s *Service) Delete(ctx context.Context, caller Caller, code string) error 
 		}
 	}
 	return nil
+}
+
+// announceCreated tells the other nodes of l, if they are to be told.
+func (s *Service) announceCreated(l Link) {
+	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) {
+		return
+	}
+	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}); err != nil {
+		s.log.Warn("announcing a created link failed; other nodes read it from the shared cache or the store",
+			slog.String("code", l.Code), slog.Any("error", err))
+	}
+}
+
+// Learn caches a link created on another node (see
+// Options.AnnounceCreated), as a read from the shared cache would, and
+// forgets that code was unknown here. A node calls it on hearing of the
+// link; it must not block.
+func (s *Service) Learn(code string, l CachedLink) {
+	if !validCode(code) {
+		return
+	}
+	s.unknown.remove(code)
+	s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, s.now())
 }
 
 // Forget drops code from this node's in-process cache, so that its next

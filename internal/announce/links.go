@@ -1,0 +1,45 @@
+package announce
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/shorten"
+)
+
+// The short link announcement subjects, before the deployment's prefix:
+// a deleted link carries its code; a created one its code, id, expiry
+// (Unix microseconds, 0 for none) and URL, space-separated.
+const (
+	SubjectLinksDeleted = "links.deleted"
+	SubjectLinksCreated = "links.created"
+)
+
+// EncodeLinkCreated is a created link on the wire (SubjectLinksCreated).
+func EncodeLinkCreated(code string, l shorten.CachedLink) string {
+	var exp int64
+	if !l.ExpiresAt.IsZero() {
+		exp = l.ExpiresAt.UnixMicro()
+	}
+	return code + " " + strconv.FormatInt(l.ID, 10) + " " + strconv.FormatInt(exp, 10) + " " + l.URL
+}
+
+// DecodeLinkCreated reads what EncodeLinkCreated wrote.
+func DecodeLinkCreated(s string) (code string, l shorten.CachedLink, err error) {
+	f := strings.SplitN(s, " ", 4)
+	if len(f) != 4 || f[0] == "" || f[3] == "" {
+		return "", shorten.CachedLink{}, fmt.Errorf("malformed link announcement %q", s)
+	}
+	id, err1 := strconv.ParseInt(f[1], 10, 64)
+	exp, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", shorten.CachedLink{}, fmt.Errorf("malformed link announcement %q", s)
+	}
+	l = shorten.CachedLink{ID: id, URL: f[3]}
+	if exp != 0 {
+		l.ExpiresAt = time.UnixMicro(exp).UTC()
+	}
+	return f[0], l, nil
+}
