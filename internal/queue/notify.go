@@ -399,7 +399,10 @@ var _ notify.QueueConfirmer = (*NotifyQueue)(nil)
 // acknowledgement, publishes it again (the same Nats-Msg-Id: never twice
 // in the stream) after a pause doubling from confirmPause, and gives up
 // after confirmFor: long enough for an R3 stream to elect a new leader
-// when its leader's server dies.
+// when its leader's server dies. It waits only while the connection is
+// up: a job published while the client is reconnecting waits in its
+// reconnect buffer, sent in order when it is back, and the 202 does not
+// wait for that.
 const (
 	confirmAck   = 2 * time.Second
 	confirmPause = 50 * time.Millisecond
@@ -412,7 +415,11 @@ const (
 // (then the error of the last failure; the recovery sweep republishes
 // those). A notification's jobs are thus in their streams before it is
 // answered 202, so a request sent after that answer is queued after them
-// even while a NATS server dies. With Unconfirmed it is Publish for each.
+// even while a NATS server dies. A job published while the connection is
+// down is not waited for (it leaves from the reconnect buffer, and the
+// recovery sweep republishes it if the server loses it), so an outage of
+// NATS as a whole does not hold every request. With Unconfirmed it is
+// Publish for each.
 func (q *NotifyQueue) PublishConfirmed(ctx context.Context, jobs []notify.Job) error {
 	if q.o.Unconfirmed {
 		var errs []error
@@ -426,12 +433,16 @@ func (q *NotifyQueue) PublishConfirmed(ctx context.Context, jobs []notify.Job) e
 	for {
 		futures := make([]jetstream.PubAckFuture, len(pending))
 		errs := make([]error, len(pending))
+		connected := make([]bool, len(pending))
 		for i, j := range pending {
-			futures[i], errs[i] = q.publishAsync(j)
+			futures[i], connected[i], errs[i] = q.publishAsync(j)
 		}
 		var failed []notify.Job
 		var last error
 		for i, f := range futures {
+			if errs[i] == nil && !connected[i] {
+				continue // in the reconnect buffer: not waited for
+			}
 			if errs[i] == nil {
 				select {
 				case <-f.Ok():
@@ -462,23 +473,25 @@ func (q *NotifyQueue) PublishConfirmed(ctx context.Context, jobs []notify.Job) e
 }
 
 // publishAsync publishes j to its stream with JetStream's acknowledgement
-// to come.
-func (q *NotifyQueue) publishAsync(j notify.Job) (jetstream.PubAckFuture, error) {
+// to come, and reports whether the connection was up (else the job waits
+// in the reconnect buffer).
+func (q *NotifyQueue) publishAsync(j notify.Job) (jetstream.PubAckFuture, bool, error) {
 	l, ok := q.lanes[streamKey{j.Channel, j.Category}]
 	if !ok {
-		return nil, fmt.Errorf("queue: no stream for %s %s", j.Channel, j.Category)
+		return nil, false, fmt.Errorf("queue: no stream for %s %s", j.Channel, j.Category)
 	}
 	data, err := json.Marshal(j)
 	if err != nil {
-		return nil, fmt.Errorf("queue: encode job: %w", err)
+		return nil, false, fmt.Errorf("queue: encode job: %w", err)
 	}
 	msg := nats.NewMsg(q.Subject(j))
 	msg.Data = data
+	connected := l.pub.IsConnected()
 	f, err := l.js.PublishMsgAsync(msg, jetstream.WithMsgID(j.MsgID()))
 	if err != nil {
-		return nil, fmt.Errorf("queue: publish %s: %w", j.MsgID(), err)
+		return nil, false, fmt.Errorf("queue: publish %s: %w", j.MsgID(), err)
 	}
-	return f, nil
+	return f, connected && l.pub.IsConnected(), nil
 }
 
 // Close drains the queue's own connections: pending publishes are sent.

@@ -133,7 +133,7 @@ type Service struct {
 
 // DefaultSharedTimeout is how long a request waits for the shared cache
 // (Options.SharedTimeout) before going on to the store.
-const DefaultSharedTimeout = 100 * time.Millisecond
+const DefaultSharedTimeout = 250 * time.Millisecond
 
 // New returns a Service for opts.
 func New(opts Options) (*Service, error) {

@@ -34,7 +34,7 @@ func TestNewLinkRedirectsFromRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc, err := shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",
-			Shared: shared, Logger: slog.New(slog.DiscardHandler)})
+			Shared: shared, SharedTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestStaleSharedEntryWhileTheStoreFails(t *testing.T) {
 			st = downStore{db}
 		}
 		svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt", Shared: shared,
-			CacheTTL: 30 * time.Second, StaleTTL: time.Hour, Now: now, Logger: slog.New(slog.DiscardHandler)})
+			CacheTTL: 30 * time.Second, StaleTTL: time.Hour, SharedTimeout: 5 * time.Second, Now: now, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
