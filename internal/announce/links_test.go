@@ -29,6 +29,33 @@ type linkNode struct {
 // server. A node that does not listen still announces its deletes.
 func startLinkNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *linkNode {
 	t.Helper()
+	db, q, codec := linkDeps(t, dbPath, natsURL, prefix)
+	bus := announce.New(q.NATS(), q.Name("links.deleted"))
+	n := &linkNode{q: q, log: &enginetest.LogBuffer{}}
+	// A cache TTL far longer than the test: only the announcement can
+	// make another node stop redirecting a deleted link in time.
+	var err error
+	n.svc, err = shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",
+		Targets:  shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}},
+		CacheTTL: time.Hour, NegativeTTL: time.Hour, Announce: bus.Post,
+		Logger: slog.New(slog.NewTextHandler(n.log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listen {
+		stop, err := bus.Listen(n.svc.Forget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stop() })
+	}
+	return n
+}
+
+// linkDeps opens a node's own connections to the shared database file and
+// NATS server, and the codec every node shares.
+func linkDeps(t *testing.T, dbPath, natsURL, prefix string) (*store.DB, *queue.Conn, *shorten.Codec) {
+	t.Helper()
 	ctx := t.Context()
 	db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
 	if err != nil {
@@ -47,25 +74,7 @@ func startLinkNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *l
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := announce.New(q.NATS(), q.Name("links.deleted"))
-	n := &linkNode{q: q, log: &enginetest.LogBuffer{}}
-	// A cache TTL far longer than the test: only the announcement can
-	// make another node stop redirecting a deleted link in time.
-	n.svc, err = shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",
-		Targets:  shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}},
-		CacheTTL: time.Hour, NegativeTTL: time.Hour, Announce: bus.Post,
-		Logger: slog.New(slog.NewTextHandler(n.log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if listen {
-		stop, err := bus.Listen(n.svc.Forget)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stop() })
-	}
-	return n
+	return db, q, codec
 }
 
 func testPrefix() string {
@@ -152,24 +161,7 @@ func TestCreateReachesTheOtherNode(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "sluice.db")
 	prefix := testPrefix()
 	node := func(down bool) *shorten.Service {
-		ctx := t.Context()
-		db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		if _, err := db.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		q, err := queue.Open(ctx, queue.Options{URL: nats.URL(), StreamPrefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
-		codec, err := shorten.NewCodec([]byte("test key"), 7)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db, q, codec := linkDeps(t, dbPath, nats.URL(), prefix)
 		bus := announce.New(q.NATS(), q.Name(announce.SubjectLinksCreated))
 		var st shorten.Store = db
 		if down {

@@ -20,27 +20,7 @@ import (
 func TestNewLinkRedirectsFromRedis(t *testing.T) {
 	t.Parallel()
 	shared := New(client(t), fmt.Sprintf("sluice-test:%d:", time.Now().UnixNano()))
-	node := func() *shorten.Service {
-		db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		if _, err := db.Migrate(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		codec, err := shorten.NewCodec([]byte("test key"), 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc, err := shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",
-			Shared: shared, SharedTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return svc
-	}
-	a, b := node(), node()
+	a, b := newNode(t, shared, false, nil), newNode(t, shared, false, nil)
 	l, err := a.Create(t.Context(), shorten.CreateRequest{URL: "https://example.com/new"})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
@@ -66,42 +46,47 @@ func (downStore) LinkByCode(context.Context, string) (shorten.Link, error) {
 func TestStaleSharedEntryWhileTheStoreFails(t *testing.T) {
 	t.Parallel()
 	shared := New(client(t), fmt.Sprintf("sluice-test:%d:", time.Now().UnixNano()))
-	later := time.Now().Add(time.Minute)
-	node := func(down bool, now func() time.Time) *shorten.Service {
-		db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		if _, err := db.Migrate(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		codec, err := shorten.NewCodec([]byte("test key"), 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st shorten.Store = db
-		if down {
-			st = downStore{db}
-		}
-		svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt", Shared: shared,
-			CacheTTL: 30 * time.Second, StaleTTL: time.Hour, SharedTimeout: 5 * time.Second, Now: now, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return svc
-	}
-	l, err := node(false, nil).Create(t.Context(), shorten.CreateRequest{URL: "https://example.com/kept"})
+	later := func() time.Time { return time.Now().Add(time.Minute) }
+	l, err := newNode(t, shared, false, nil).Create(t.Context(), shorten.CreateRequest{URL: "https://example.com/kept"})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	got, err := node(true, func() time.Time { return later }).Resolve(t.Context(), l.Code, "client")
+	got, err := newNode(t, shared, true, later).Resolve(t.Context(), l.Code, "client")
 	if err != nil || got.URL != "https://example.com/kept" {
 		t.Errorf("Resolve past the cache TTL while the store fails = %+v, %v; want the stale shared entry", got, err)
 	}
 	// A database that answers (this one never saw the link) wins over the
 	// stale shared entry.
-	if got, err := node(false, func() time.Time { return later }).Resolve(t.Context(), l.Code, "client"); !errors.Is(err, shorten.ErrNotFound) {
+	if got, err := newNode(t, shared, false, later).Resolve(t.Context(), l.Code, "client"); !errors.Is(err, shorten.ErrNotFound) {
 		t.Errorf("Resolve past the cache TTL with the store up = %+v, %v; want the store's answer (not found)", got, err)
 	}
+}
+
+// newNode is a shortener on its own SQLite store (failing every lookup
+// when down) sharing the cache shared, on clock now (nil: time.Now).
+func newNode(t *testing.T, shared *Cache, down bool, now func() time.Time) *shorten.Service {
+	t.Helper()
+	db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	codec, err := shorten.NewCodec([]byte("test key"), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st shorten.Store = db
+	if down {
+		st = downStore{db}
+	}
+	svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt", Shared: shared,
+		CacheTTL: 30 * time.Second, StaleTTL: time.Hour, SharedTimeout: 5 * time.Second, Now: now,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
