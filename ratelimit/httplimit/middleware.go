@@ -87,13 +87,14 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		}
 		qs := make([]Quota, len(all))
 		var overQuota, overCapacity []string
-		var wait time.Duration
+		var wait, quotaWait time.Duration
 		for i, l := range all {
 			qs[i] = QuotaOf(l.Policy, ds[i])
 			switch {
 			case ds[i].Allowed:
 			case i < len(client):
 				overQuota = append(overQuota, l.Policy.Name)
+				quotaWait = max(quotaWait, ds[i].RetryAfter) // a key in debt: when the debt is repaid
 			default:
 				overCapacity = append(overCapacity, l.Policy.Name)
 				wait = max(wait, ds[i].RetryAfter, time.Millisecond)
@@ -105,7 +106,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		switch {
 		case len(overQuota) > 0:
 			m.refuse(w, r, http.StatusTooManyRequests, "quota-exceeded", "Too Many Requests",
-				"the client is over its rate limit; retry after Retry-After seconds", overQuota)
+				"the client is over its rate limit; retry after Retry-After seconds", overQuota, quotaWait)
 			return false
 		case len(overCapacity) == 0:
 			return true
@@ -115,7 +116,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		}
 		if m.MaxWait <= 0 || time.Until(deadline) < wait || !sleep(r.Context(), wait) {
 			m.refuse(w, r, http.StatusServiceUnavailable, "temporary-reduced-capacity", "Service Unavailable",
-				"the service is shedding load; retry after Retry-After seconds", overCapacity)
+				"the service is shedding load; retry after Retry-After seconds", overCapacity, wait)
 			return false
 		}
 	}
@@ -153,15 +154,19 @@ type refusal struct {
 	Detail   string   `json:"detail"`
 	Instance string   `json:"instance,omitempty"`
 	Violated []string `json:"violated-policies"`
+	// RetryAfterMS is when the request would pass, in ms (Retry-After in
+	// seconds, rounded up): for a key in debt after a usage charge, when
+	// the debt is repaid.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, status int, slug, title, detail string, violated []string) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, status int, slug, title, detail string, violated []string, retry time.Duration) {
 	base := m.ProblemBase
 	if base == "" {
 		base = DefaultProblemBase
 	}
 	body, _ := json.Marshal(refusal{Type: base + slug, Title: title, Status: status, Detail: detail,
-		Instance: r.URL.Path, Violated: violated})
+		Instance: r.URL.Path, Violated: violated, RetryAfterMS: (retry + time.Millisecond - 1).Milliseconds()})
 	h := w.Header()
 	if h.Get("Retry-After") == "" {
 		h.Set("Retry-After", "1")
