@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -13,11 +14,32 @@ import (
 
 var _ UsageStore = (*MemoryStore)(nil)
 
-// holdTable holds a MemoryStore's usage reservations.
+// holdTable holds a MemoryStore's usage reservations until they expire
+// (settled ones as tombstones, so a second settle is known as one), with
+// their expiries in a min-heap so that dropping the expired costs
+// O(log n) each.
 type holdTable struct {
 	mu   sync.Mutex
 	m    map[string]*holdRec
-	puts int
+	exps expiryHeap
+}
+
+type expiry struct {
+	at int64
+	id string
+}
+
+type expiryHeap []expiry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 type holdRec struct {
@@ -34,15 +56,14 @@ func (t *holdTable) put(id string, r *holdRec, now int64) {
 	if t.m == nil {
 		t.m = make(map[string]*holdRec)
 	}
-	t.puts++
-	if t.puts%1024 == 0 {
-		for k, v := range t.m {
-			if v.exp <= now {
-				delete(t.m, k)
-			}
+	for len(t.exps) > 0 && t.exps[0].at <= now {
+		e := heap.Pop(&t.exps).(expiry)
+		if r, ok := t.m[e.id]; ok && r.exp <= now {
+			delete(t.m, e.id)
 		}
 	}
 	t.m[id] = r
+	heap.Push(&t.exps, expiry{at: r.exp, id: id})
 }
 
 // claim marks id settled and returns it, or reports why not.
@@ -58,7 +79,9 @@ func (t *holdTable) claim(id string, now int64) (*holdRec, Settlement, error) {
 		return nil, Settlement{Already: true}, nil
 	}
 	r.settled = true
-	return r, Settlement{}, nil
+	out := *r
+	r.checks = nil // a tombstone from now on
+	return &out, Settlement{}, nil
 }
 
 // lockAll locks each shard of refs once, in address order, so concurrent

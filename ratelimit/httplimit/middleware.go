@@ -59,14 +59,18 @@ type Middleware struct {
 // Wrap returns next behind the limits.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.admit(w, r) {
+		var held *ratelimit.UsageReservation // concurrency leases (lease.go)
+		if m.admit(w, r, &held) {
 			next.ServeHTTP(w, r)
+		}
+		if held != nil { // the response has ended: free its slots
+			_ = held.Cancel(context.WithoutCancel(r.Context()))
 		}
 	})
 }
 
 // admit decides r, writing the headers, and the refusal when it refuses.
-func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, held **ratelimit.UsageReservation) bool {
 	client := m.Limits(r)
 	var global []Limit
 	if m.Global != nil {
@@ -78,7 +82,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	var deadline time.Time
 	for {
-		ds, err := m.decide(r.Context(), all)
+		ds, err := m.decide(r.Context(), all, held)
 		if err != nil {
 			if m.OnError != nil && m.OnError(w, r, err) {
 				return false
@@ -122,13 +126,16 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 }
 
-func (m *Middleware) decide(ctx context.Context, ls []Limit) ([]ratelimit.Decision, error) {
+func (m *Middleware) decide(ctx context.Context, ls []Limit, held **ratelimit.UsageReservation) ([]ratelimit.Decision, error) {
 	if m.Decide != nil {
 		return m.Decide(ctx, ls)
 	}
 	checks := make([]ratelimit.Check, len(ls))
 	for i, l := range ls {
-		checks[i] = ratelimit.Check{Policy: l.Policy, Key: l.Key, Cost: max(l.Cost, 1)}
+		checks[i] = ratelimit.Check{Policy: l.Policy, Key: l.Key, Cost: max(l.Cost, 1), Fixed: true}
+	}
+	if ds, ok, err := m.lease(ctx, checks, held); ok {
+		return ds, err
 	}
 	_, ds, err := ratelimit.AllowAll(ctx, m.Store, checks)
 	return ds, err
