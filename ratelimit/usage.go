@@ -79,7 +79,9 @@ type UsageStore interface {
 	// lease (released by Settle) whatever the mode.
 	Hold(ctx context.Context, id string, checks []Check, opts UsageOptions) (Hold, error)
 	// Settle replaces the reservation's estimates by cost, atomically on
-	// every key; a second Settle changes nothing.
+	// every key; a second Settle changes nothing (and reports Already for
+	// a minute after the first, or until the reservation's TTL if sooner;
+	// ErrReservationNotFound after).
 	Settle(ctx context.Context, id string, cost int64) (Settlement, error)
 }
 

@@ -15,7 +15,7 @@ import (
 var _ UsageStore = (*MemoryStore)(nil)
 
 // holdTable holds a MemoryStore's usage reservations until they expire
-// (settled ones as tombstones, so a second settle is known as one), with
+// (settled ones as tombstones for a minute), with
 // their expiries in a min-heap so that dropping the expired costs
 // O(log n) each.
 type holdTable struct {
@@ -23,6 +23,10 @@ type holdTable struct {
 	m    map[string]*holdRec
 	exps expiryHeap
 }
+
+// tombstoneMicros is how long a settled reservation is remembered (at
+// most until it would have expired).
+const tombstoneMicros = int64(time.Minute / time.Microsecond)
 
 type expiry struct {
 	at int64
@@ -80,7 +84,13 @@ func (t *holdTable) claim(id string, now int64) (*holdRec, Settlement, error) {
 	}
 	r.settled = true
 	out := *r
-	r.checks = nil // a tombstone from now on
+	// A tombstone from now on, so a second settle is known as one, kept a
+	// minute at most.
+	r.checks = nil
+	if tomb := now + tombstoneMicros; tomb < r.exp {
+		r.exp = tomb
+		heap.Push(&t.exps, expiry{at: tomb, id: id})
+	}
 	return &out, Settlement{}, nil
 }
 

@@ -131,7 +131,10 @@ elseif op == 's' then
       end
     end
   end
-  redis.call('SET', KEYS[1], 'settled', 'KEEPTTL')
+  -- a tombstone, so a second settle is known as one, for a minute at most
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 or left > 60000 then left = 60000 end
+  redis.call('SET', KEYS[1], 'settled', 'PX', math.max(1, left))
 elseif op == 'g' then
   for _, c in ipairs(readchecks(4, tonumber(ARGV[3]), 0)) do
     if c.cost > 0 then charge(c, c.cost, c.id) end
