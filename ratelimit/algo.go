@@ -262,6 +262,14 @@ func (pp *params) step(st *state, now int64, r request) (v verdict, exp int64) {
 	return v, now + v.reset
 }
 
+// uncharged returns, for a check that would pass but is not charged
+// because another check of its multi-key check refused, the Remaining and
+// ResetAfter of its key as it is (peek's p), not as it would be after the
+// charge: what a RateLimit header's r and t must say on that refusal.
+func uncharged(p verdict) (remaining int64, reset time.Duration) {
+	return p.remaining, time.Duration(p.reset) * time.Microsecond
+}
+
 // peek evaluates a request of cost 1 without consuming and reports the
 // current remaining allowance and reset time.
 func (pp *params) peek(st *state, now int64) verdict {

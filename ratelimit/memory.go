@@ -265,6 +265,14 @@ func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decisio
 		all = all && v.allowed
 	}
 	if !all {
+		// Nothing is charged: the checks that would pass report their
+		// keys as they are (see uncharged).
+		for i := range checks {
+			if out[i].Allowed {
+				st, _, _ := refs[i].load(&pps[i], now)
+				out[i].Remaining, out[i].ResetAfter = uncharged(pps[i].peek(&st, now))
+			}
+		}
 		return out, nil
 	}
 	// Load again: storing one check may move the slots of the others.

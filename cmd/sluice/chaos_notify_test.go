@@ -57,7 +57,7 @@ func postNotifications(t *testing.T, base, prefix string, n, users int, during f
 		wg  sync.WaitGroup
 	)
 	next := make(chan int)
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: apiTransport, Timeout: 10 * time.Second}
 	for range 16 {
 		wg.Go(func() {
 			for i := range next {

@@ -23,7 +23,7 @@ func (n *node) startEnvoy(ctx context.Context, limitRules *limits.Rules) (*envoy
 		}
 	}
 	srv, err := envoyrls.New(rules, envoyrls.Options{Store: n.counters, Logger: n.log, Registerer: n.reg,
-		Blocked: limitRules.EntryBlocked})
+		Blocked: limitRules.EntryBlocked, DetailedMetricValues: n.cfg.EnvoyDetailed})
 	if err != nil {
 		return nil, err
 	}

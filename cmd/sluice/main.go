@@ -17,16 +17,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/config"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
 
 // command is one subcommand: its one-line summary and its body.
 type command struct {
@@ -46,7 +41,7 @@ var commands = map[string]command{
 	"migrate": {"apply pending database migrations and exit", runMigrate},
 	"keys":    {"manage API keys: keys create|list|revoke", runKeys},
 	"check":   {"check and consume a rate limit key on a running server", runCheck},
-	"version": {"print the version", runVersion},
+	"version": {"print the version, VCS revision and Go version of this build", runVersion},
 	"shorten": {"ask a running server for a short link: shorten URL", runShorten},
 	"bench":   {"drive load at a server (or an in-process node) and print latency figures", runBench},
 }
@@ -97,9 +92,9 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-11s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(w, "  help      show this, or `sluice help <command>` for a command's flags")
+	fmt.Fprintln(w, "  help        show this, or `sluice help <command>` for a command's flags")
 	fmt.Fprintln(w, "\nEvery flag has a SLUICE_* environment variable (--http-addr = SLUICE_HTTP_ADDR) and a key in the --config YAML file.")
 }
 
@@ -118,39 +113,4 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-func runVersion(_ context.Context, env *environment, _ []string) error {
-	fmt.Fprintln(env.stdout, "sluice", buildVersion())
-	return nil
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "dev"
-	}
-	v := "dev-" + rev[:min(12, len(rev))]
-	if dirty {
-		v += "-dirty"
-	}
-	return strings.TrimSpace(v)
 }

@@ -8,12 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/edge"
@@ -52,10 +51,12 @@ type node struct {
 	// proxies are the trusted load balancers (config.Config.Proxies).
 	proxies []netip.Prefix
 
-	api     http.Handler
-	grpc    *grpc.Server
-	health  *health.Server
-	gateway *gateway.Gateway // nil without gateway.listen
+	api    http.Handler
+	grpc   *grpc.Server
+	health *grpcHealth
+	// draining is set once shutdown starts: /readyz answers 503 from then.
+	draining atomic.Bool
+	gateway  *gateway.Gateway // nil without gateway.listen
 
 	// serving, when not nil, is told the bound addresses once Run serves.
 	serving listening
@@ -101,9 +102,9 @@ func (n *node) goBackground(ctx context.Context, name string, fn func(ctx contex
 }
 
 // stop stops every part started so far, last started first, within the
-// shutdown timeout, and forgets them.
+// drain delay plus the shutdown timeout, and forgets them.
 func (n *node) stop(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.DrainDelay+n.cfg.ShutdownTimeout)
 	defer cancel()
 	for i := len(n.stops) - 1; i >= 0; i-- {
 		s := n.stops[i]
@@ -152,6 +153,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
 	n.reg = metrics.NewRegistry()
 	metrics.RegisterStore(n.reg, n.db.BatchStats())
+	registerBuildInfo(n.reg)
 
 	limiter, err := n.startRatelimit(ctx)
 	if err != nil {
@@ -183,6 +185,10 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if cfg.ProxyProtocol && len(n.proxies) == 0 {
 		log.Warn("--proxy-protocol without --trusted-proxies: any peer can name the client address it likes; list the load balancers")
 	}
+	authFailures, err := n.authFailureLimiter()
+	if err != nil {
+		return nil, fmt.Errorf("--auth-failures-per-minute: %w", err)
+	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
@@ -198,18 +204,22 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,
+		AllowedHosts:   cfg.AllowedHosts,
+		AuthFailures:   authFailures,
+		MetricsAuth:    cfg.MetricsAuth,
+		// /openapi.json names ui.public_url as its server, if set.
+		PublicURL: cfg.UI.PublicURL,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
-		log.Warn("no API keys configured: only loopback clients are served; create one with `sluice keys create --scope admin`")
+		log.Warn("no API keys configured: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins; " +
+			"a reverse proxy on this host makes every client it forwards look local unless it is in --trusted-proxies and names the client; " +
+			"create a key with `sluice keys create --scope admin`")
 	}
 
-	n.grpc = grpc.NewServer()
-	n.health = health.NewServer()
-	healthpb.RegisterHealthServer(n.grpc, n.health)
-	envoy.Register(n.grpc)
+	n.grpc, n.health = newGRPCServer(envoy, cfg.GRPCReflection)
 
 	if cfg.Gateway.Listen != "" {
-		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Logger: log}); err != nil {
+		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP, Logger: log}); err != nil {
 			return nil, err
 		}
 	}
@@ -234,11 +244,13 @@ func (n *node) Run(ctx context.Context) error {
 	if err := n.serveGateway(ctx); err != nil {
 		return err
 	}
-	// Added last so it runs first: health checks answer NOT_SERVING while
-	// the servers drain, and load balancers stop sending.
-	n.onStop("grpc health", func(context.Context) error { n.health.Shutdown(); return nil })
+	// Added last so it runs first: /readyz answers 503 and gRPC health
+	// NOT_SERVING for --drain-delay while the servers still serve, so load
+	// balancers stop sending before the listeners close.
+	n.onStop("drain", n.drain)
 
-	n.log.Info("sluice serving", "http", httpAddr, "grpc", grpcAddr, "version", buildVersion())
+	n.log.Info("sluice serving", "http", httpAddr, "grpc", grpcAddr, "version", buildVersion(),
+		"grpc_services", grpcServices(n.grpc), "grpc_reflection", n.cfg.GRPCReflection)
 	if n.serving != nil {
 		n.serving(httpAddr, grpcAddr)
 	}
@@ -248,7 +260,7 @@ func (n *node) Run(ctx context.Context) error {
 	case serveErr = <-errc:
 		n.log.Error("listener failed", "error", serveErr)
 	}
-	n.log.Info("shutting down: draining in-flight requests", "timeout", n.cfg.ShutdownTimeout)
+	n.log.Info("shutting down: draining in-flight requests", "drain_delay", n.cfg.DrainDelay, "timeout", n.cfg.ShutdownTimeout)
 	n.stop(ctx)
 	n.log.Info("stopped")
 	return serveErr
@@ -261,13 +273,11 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 		return "", fmt.Errorf("http listen: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           n.api,
-		ConnContext:       edge.ConnContext, // the TCP peer, for the keyless check and the access log
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+		Handler:     n.drainingReadyz(n.api),
+		ConnContext: edge.ConnContext, // the TCP peer, for the keyless check and the access log
+		ErrorLog:    slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
+	n.cfg.HTTP.Apply(hs) // slow clients are cut off; the API has no streaming endpoint to exempt
 	go func() {
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
@@ -299,7 +309,7 @@ func (n *node) serveGRPC(errc chan<- error) (addr string, err error) {
 			errc <- err
 		}
 	}()
-	n.onStop("grpc server", func(ctx context.Context) error { stopGRPC(ctx, n.grpc); return nil })
+	n.onStop("grpc server", func(ctx context.Context) error { stopGRPC(ctx, n.grpc, n.health); return nil })
 	return ln.Addr().String(), nil
 }
 
@@ -327,14 +337,34 @@ func (n *node) serveGateway(ctx context.Context) error {
 	return nil
 }
 
-// stopGRPC drains gRPC calls, or cuts them when ctx ends first.
-func stopGRPC(ctx context.Context, gs *grpc.Server) {
-	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		gs.Stop()
-		<-done
+// drain marks the node as stopping (/readyz 503, every gRPC health service
+// NOT_SERVING) and keeps serving for --drain-delay, or until ctx ends.
+func (n *node) drain(ctx context.Context) error {
+	n.draining.Store(true)
+	n.health.drain()
+	if n.cfg.DrainDelay <= 0 {
+		return nil
 	}
+	n.log.Info("draining: reporting not ready before the listeners close", "drain_delay", n.cfg.DrainDelay)
+	t := time.NewTimer(n.cfg.DrainDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// drainingReadyz answers GET /readyz with 503 once the node drains; every
+// other request goes on to next.
+func (n *node) drainingReadyz(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.draining.Load() && r.URL.Path == "/readyz" {
+			w.Header().Set("Retry-After", "1")
+			httpapi.WriteProblem(w, r, httpapi.NewProblem(http.StatusServiceUnavailable, "not-ready", "Not ready",
+				"not ready: the node is shutting down"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

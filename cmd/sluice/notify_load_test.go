@@ -43,7 +43,7 @@ func TestKillNineNotifications(t *testing.T) {
 		}
 	}
 
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: apiTransport, Timeout: 10 * time.Second}
 	var (
 		mu       sync.Mutex
 		accepted []string

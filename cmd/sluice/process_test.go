@@ -23,10 +23,11 @@ func sluiceBinary(t *testing.T) string { return enginetest.SluiceBinary(t) }
 
 // child is a `sluice serve` in a process of its own.
 type child struct {
-	cmd     *exec.Cmd
-	httpURL string
-	logs    *bytes.Buffer
-	exited  chan error
+	cmd      *exec.Cmd
+	httpURL  string
+	grpcAddr string
+	logs     *bytes.Buffer
+	exited   chan error
 }
 
 // startChild runs `sluice serve` on spare ports with dataDir (and extra
@@ -46,7 +47,7 @@ func startChild(t *testing.T, dataDir string, extra ...string) *child {
 		t.Fatal(err)
 	}
 	c := &child{cmd: cmd, logs: &bytes.Buffer{}, exited: make(chan error, 1)}
-	addr := make(chan string, 1)
+	addr := make(chan [2]string, 1)
 	var logMu sync.Mutex
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -56,9 +57,9 @@ func startChild(t *testing.T, dataDir string, extra ...string) *child {
 			c.logs.Write(line)
 			c.logs.WriteByte('\n')
 			logMu.Unlock()
-			var entry struct{ Msg, HTTP string }
+			var entry struct{ Msg, HTTP, GRPC string }
 			if json.Unmarshal(line, &entry) == nil && entry.Msg == "sluice serving" {
-				addr <- entry.HTTP
+				addr <- [2]string{entry.HTTP, entry.GRPC}
 			}
 		}
 		c.exited <- cmd.Wait()
@@ -70,7 +71,7 @@ func startChild(t *testing.T, dataDir string, extra ...string) *child {
 	})
 	select {
 	case a := <-addr:
-		c.httpURL = "http://" + a
+		c.httpURL, c.grpcAddr = "http://"+a[0], a[1]
 	case err := <-c.exited:
 		t.Fatalf("sluice serve exited before serving: %v\n%s", err, c.logs)
 	case <-time.After(60 * time.Second):

@@ -98,7 +98,7 @@ func TestTwoNodesShareOneService(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("POST link on A = %d %v", code, body)
 	}
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noFollow := &http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	redirect := func(n *testNode) int {
 		resp, err := noFollow.Get(n.httpURL + "/gone")
 		if err != nil {

@@ -113,7 +113,7 @@ func TestServeStartsWithRedisDown(t *testing.T) {
 	if code, body := send(t, "POST", n.httpURL+"/v1/links", `{"url":"https://example.com/early","slug":"early"}`); code != 201 {
 		t.Fatalf("create a link with Redis down = %d %v", code, body)
 	}
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noFollow := &http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	redirect := func(code string) {
 		t.Helper()
 		resp, err := noFollow.Get(n.httpURL + "/" + code)

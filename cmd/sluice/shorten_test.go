@@ -37,7 +37,7 @@ func TestShortenEndToEnd(t *testing.T) {
 		t.Errorf("generated code %q, want 7 characters", c)
 	}
 
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noFollow := &http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequest("GET", n.httpURL+"/launch", nil)
 	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0")
 	resp, err := noFollow.Do(req)

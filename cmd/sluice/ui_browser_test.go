@@ -65,7 +65,7 @@ func seedDashboard(t *testing.T, n *testNode) string {
 			}
 			req, _ := http.NewRequest("GET", n.httpURL+"/"+l.Code, nil)
 			req.Header.Set("User-Agent", ua)
-			resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+			resp, err := (&http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,6 +149,7 @@ func checkTraffic(t *testing.T, n *testNode, key string) {
 			}
 			body, _ := json.Marshal(map[string]any{"policy": policy, "key": "user-" + string(rune('a'+i%3))})
 			req, _ := http.NewRequest("POST", n.httpURL+"/v1/ratelimit/check", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+key)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				resp.Body.Close()

@@ -33,11 +33,15 @@ type Config struct {
 	NATSReplicas    int           `yaml:"nats_replicas" flag:"nats-replicas" usage:"copies of every JetStream stream (and consumer): 1 with the embedded server, 3 recommended on a cluster; a change is applied to existing streams at start"`
 	NATSPrefix      string        `yaml:"nats_stream_prefix" flag:"nats-stream-prefix" usage:"prefix of every JetStream stream and subject, so several deployments can share one NATS"`
 	EnvoyConfig     string        `yaml:"envoy_config" flag:"envoy-config" usage:"file or folder of envoyproxy/ratelimit YAML rate limit configuration"`
+	EnvoyDetailed   int           `yaml:"envoy_detailed_metric_values" flag:"envoy-detailed-metric-values" usage:"distinct descriptor label values per domain kept by detailed_metric rules; later ones are counted as \"other\""`
 	LogFormat       string        `yaml:"log_format" flag:"log-format" usage:"log output: text or json"`
 	LogLevel        string        `yaml:"log_level" flag:"log-level" usage:"log level: debug, info, warn or error"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long shutdown waits for in-flight requests and workers"`
+	DrainDelay      time.Duration `yaml:"drain_delay" flag:"drain-delay" usage:"how long a stopping node keeps serving while /readyz answers 503 and gRPC health NOT_SERVING, so load balancers stop sending first (counted before --shutdown-timeout)"`
+	GRPCReflection  bool          `yaml:"grpc_reflection" flag:"grpc-reflection" usage:"serve gRPC server reflection on --grpc-addr, so grpcurl and Postman need no proto files"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes" flag:"max-body-bytes" usage:"largest accepted request body; larger ones get 413"`
 	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
+	HTTP            HTTP          `yaml:"http"` // listener timeouts and header limit (http.go)
 	Ratelimit       Ratelimit     `yaml:"ratelimit"`
 	Gateway         Gateway       `yaml:"gateway"`
 
@@ -45,6 +49,13 @@ type Config struct {
 	// through load balancers (proxies.go).
 	TrustedProxies []string `yaml:"trusted_proxies" flag:"trusted-proxies" usage:"comma-separated addresses or CIDRs of the load balancers in front of Sluice: their X-Forwarded-For and Forwarded headers, and PROXY protocol headers, name the client"`
 	ProxyProtocol  bool     `yaml:"proxy_protocol" flag:"proxy-protocol" usage:"the HTTP and gateway listeners accept a PROXY protocol v1/v2 header (HAProxy send-proxy-v2), from --trusted-proxies only when set"`
+	// AllowedHosts are the names a keyless node answers to besides
+	// loopback ones (the DNS rebinding guard, docs/security.md).
+	AllowedHosts []string `yaml:"allowed_hosts" flag:"allowed-hosts" usage:"comma-separated host names, besides localhost and loopback addresses, that the API answers to while no API key is configured (the Host header; a guard against DNS rebinding)"`
+	// AuthFailures (a minute) and MetricsAuth guard the HTTP API
+	// (docs/security.md).
+	AuthFailures int  `yaml:"auth_failures_per_minute" flag:"auth-failures-per-minute" usage:"failed authentications (unknown or revoked API keys) allowed per client IP (IPv6: per /64) a minute; past it the client's requests with a key get 429 (0 disables)"`
+	MetricsAuth  bool `yaml:"metrics_auth" flag:"metrics-auth" usage:"GET /metrics requires an API key (any valid key, any scope) instead of being public"`
 
 	// Links configures the URL shortener (links.go).
 	Links LinksConfig `yaml:"links"`
@@ -66,7 +77,11 @@ func Default() Config {
 		LogFormat:       "text",
 		LogLevel:        "info",
 		ShutdownTimeout: 30 * time.Second,
+		GRPCReflection:  true,
 		MaxBodyBytes:    1 << 20,
+		EnvoyDetailed:   100,
+		AuthFailures:    20,
+		HTTP:            DefaultHTTP(),
 		Ratelimit:       defaultRatelimit(),
 		Links:           DefaultLinks(),
 		UI:              DefaultUI(),
@@ -90,6 +105,7 @@ func (c Config) Validate() error {
 			bad("nats-listen", "%q is not host:port", c.NATSListen)
 		}
 	}
+	c.HTTP.validate(bad)
 	if c.DataDir == "" && (c.DatabaseURL == "" || c.NATSURL == "") {
 		bad("data-dir", "must be set while SQLite or NATS run embedded")
 	}
@@ -134,8 +150,17 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive")
 	}
+	if c.DrainDelay < 0 {
+		bad("drain-delay", "must not be negative")
+	}
 	if c.MaxBodyBytes < 1024 {
 		bad("max-body-bytes", "must be at least 1024")
+	}
+	if c.AuthFailures < 0 {
+		bad("auth-failures-per-minute", "must not be negative")
+	}
+	if c.EnvoyDetailed < 1 {
+		bad("envoy-detailed-metric-values", "must be at least 1")
 	}
 	c.validateProxies(bad)
 	c.validateRatelimit(bad)

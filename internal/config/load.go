@@ -161,10 +161,19 @@ func loadFile(cfg *Config, path string) error {
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
+	if err := decodeYAML(cfg, b); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// decodeYAML sets what the YAML document b names on cfg; unknown keys are
+// errors.
+func decodeYAML(cfg *Config, b []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file is an empty configuration
-		return fmt.Errorf("config file %s: %w", path, err)
+		return err
 	}
 	return nil
 }

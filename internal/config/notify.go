@@ -37,7 +37,7 @@ type NotifyConfig struct {
 	MarketingCap     int           `yaml:"marketing_cap" flag:"notify-marketing-cap" usage:"marketing notifications per user per marketing_cap_period; 0 turns the cap off"`
 	MarketingPeriod  time.Duration `yaml:"marketing_cap_period" flag:"notify-marketing-cap-period" usage:"the period of the per-user marketing cap"`
 	GroupCommit      bool          `yaml:"group_commit" flag:"group-commit" usage:"share one database transaction among concurrent writes (turn off only to measure)"`
-	ConfirmPublish   bool          `yaml:"confirm_publish" flag:"notify-confirm-publish" usage:"wait for JetStream's acknowledgement of every queued job (asynchronously) and log refusals; off, jobs are published without one (about 8% more accepted/s) and the recovery sweep alone finds any the server lost"`
+	ConfirmPublish   bool          `yaml:"confirm_publish" flag:"notify-confirm-publish" usage:"answer 202 only once JetStream acknowledged the notification's jobs (publishing again for up to 10s), so acceptance order is queue order; off, jobs are published without acknowledgement (about 8% more accepted/s) and the recovery sweep alone finds any the server lost"`
 }
 
 // WebhookConfig configures the webhook channel.

@@ -58,9 +58,15 @@ type GatewayRoute struct {
 	Path string `yaml:"path"`
 	// Methods restricts the route to these methods; empty means all.
 	Methods []string `yaml:"methods"`
-	// Policies are checked keyed by the client's identity (API key, else
-	// IP). "tier" stands for the client's tier. Default: ["tier"].
+	// Policies are checked keyed by the client's identity (a known API
+	// key, else IP). "tier" stands for the client's tier. Absent (nil):
+	// ["tier"]; an explicit empty list checks none of them.
 	Policies []string `yaml:"policies"`
+	// RequireKey refuses requests without a known API key (401).
+	RequireKey bool `yaml:"require_key"`
+	// Streaming exempts the route from the listener's read and write
+	// timeouts (server-sent events, long polls, large downloads).
+	Streaming bool `yaml:"streaming"`
 	// IPPolicy, if set, is checked keyed by the client IP even when an API
 	// key is present (login routes).
 	IPPolicy string `yaml:"ip_policy"`

@@ -11,7 +11,7 @@ type UIConfig struct {
 	Secret        string        `yaml:"secret" flag:"ui-secret" usage:"key signing dashboard sessions and preference links (at least 32 characters); empty: generated once and kept in the database, so every node shares it. Changing it signs everyone out and voids every preference link"`
 	SessionTTL    time.Duration `yaml:"session_ttl" flag:"ui-session-ttl" usage:"how long a dashboard sign-in lasts"`
 	SecureCookies bool          `yaml:"secure_cookies" flag:"ui-secure-cookies" usage:"mark session cookies Secure even on plain HTTP (set it behind a TLS-terminating proxy; cookies are always Secure on TLS connections)"`
-	PublicURL     string        `yaml:"public_url" flag:"ui-public-url" usage:"public root URL of this service in preference links, e.g. https://notify.example.com; empty: links.base_url, else http://<http-addr>"`
+	PublicURL     string        `yaml:"public_url" flag:"ui-public-url" usage:"public root URL of this service in preference links and as the server of /openapi.json, e.g. https://notify.example.com; empty: links.base_url, else http://<http-addr> (/openapi.json: the URL each request used)"`
 	PreferenceTTL time.Duration `yaml:"preference_link_ttl" flag:"ui-preference-link-ttl" usage:"default lifetime of a preference link"`
 }
 

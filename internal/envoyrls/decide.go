@@ -46,7 +46,6 @@ type pending struct {
 	shadow bool
 	never  bool // cost above what the rule can ever admit: refused outright
 	d      ratelimit.Decision
-	dry    bool // d is from an atomic step that refused: nothing was taken
 }
 
 // call is one ShouldRateLimit call being decided.
@@ -283,7 +282,7 @@ func (s *Server) charge(ctx context.Context, checks []pending, active []int, bat
 		}
 		shadowOnly := true
 		for j, i := range active {
-			checks[i].d, checks[i].dry = ds[j], !allowed
+			checks[i].d = ds[j]
 			if !ds[j].Allowed && !checks[i].shadow {
 				shadowOnly = false
 			}

@@ -1,21 +1,37 @@
 package envoyrls
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // metrics are the service's Prometheus series. Descriptor labels are empty
-// unless the rule says detailed_metric, so cardinality stays bounded by the
-// configured domains unless an operator asks for more.
+// unless the rule says detailed_metric, and then bounded: the first
+// detailedMax distinct descriptors of a domain get their own label value,
+// later ones share "other". Descriptor values are client input (user ids,
+// addresses), so without the bound one client sending fresh values would
+// grow /metrics, and the registry's memory, without end.
 type metrics struct {
 	requests, overLimit, nearLimit, shadowOver *prometheus.CounterVec
 	storeErrors, blocked                       *prometheus.CounterVec
 	reloads, reloadFailures                    prometheus.Counter
+
+	detailedMax int
+	mu          sync.Mutex
+	detailed    map[string]map[string]*series // domain -> descriptor -> series
+	other       map[string]*series            // domain -> its "other" series
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// detailedOther is the descriptor label of values past the bound.
+const detailedOther = "other"
+
+func newMetrics(reg prometheus.Registerer, detailedMax int) *metrics {
 	labels := []string{"domain", "descriptor"}
 	m := &metrics{
+		detailedMax: detailedMax,
+		detailed:    make(map[string]map[string]*series),
+		other:       make(map[string]*series),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_envoy_requests_total",
 			Help: "Envoy rate limit descriptors checked against a configured limit, by domain (and descriptor with detailed_metric).",
@@ -72,4 +88,32 @@ func (m *metrics) series(domain, descriptor string) *series {
 		shadowOver: m.shadowOver.WithLabelValues(domain, descriptor),
 		blocked:    m.blocked.WithLabelValues(domain),
 	}
+}
+
+// detailedSeries returns the series of descriptor (its path, see
+// descriptorPath) in domain for a detailed_metric rule: its own while
+// fewer than detailedMax descriptors of the domain have one, else the
+// domain's "other".
+func (m *metrics) detailedSeries(domain, descriptor string) *series {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	known := m.detailed[domain]
+	if ser, ok := known[descriptor]; ok {
+		return ser
+	}
+	if len(known) < m.detailedMax {
+		if known == nil {
+			known = make(map[string]*series)
+			m.detailed[domain] = known
+		}
+		ser := m.series(domain, descriptor)
+		known[descriptor] = ser
+		return ser
+	}
+	ser, ok := m.other[domain]
+	if !ok {
+		ser = m.series(domain, detailedOther)
+		m.other[domain] = ser
+	}
+	return ser
 }

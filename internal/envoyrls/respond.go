@@ -19,14 +19,10 @@ func (c *call) decision(it *item) ratelimit.Decision {
 	if it.kind != charge {
 		return it.d
 	}
-	p := &c.checks[it.check]
-	d := p.d
-	if p.dry && d.Allowed {
-		// Nothing was charged: show the allowance as it is, not as the
-		// refused request would have left it.
-		d.Remaining = min(d.Limit, d.Remaining+p.check.Cost)
-	}
-	return d
+	// A check that would pass in a refused step was not charged, and its
+	// decision says so already: the store reports the key as it is
+	// (ratelimit.Store.AllowMulti).
+	return c.checks[it.check].d
 }
 
 // newResponse returns an OK response with n OK statuses, allocated
@@ -52,6 +48,8 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series, bl
 	var worst *item
 	var worstD ratelimit.Decision
 	var durs []durationpb.Duration
+	var shownBuf [4]shown
+	list := shownBuf[:0] // the descriptors the RateLimit headers describe
 	for i := range c.items {
 		it := &c.items[i]
 		st := resp.Statuses[i]
@@ -75,11 +73,14 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series, bl
 			if worst == nil || tighter(it.d, worstD) {
 				worst, worstD = it, it.d
 			}
+			if it.rule != nil {
+				list = show(list, it.rule, it.d)
+			}
 			continue
 		}
 		m := ser
 		if it.rule.detailed {
-			m = s.m.series(ser.domain, descriptorPath(ser.domain, it.desc.Entries))
+			m = s.m.detailedSeries(ser.domain, descriptorPath(ser.domain, it.desc.Entries))
 		}
 		m.requests.Inc()
 		if it.kind == unlimited {
@@ -105,8 +106,11 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series, bl
 		case c.passed && it.kind == charge && float64(d.Limit-d.Remaining) > s.nearRatio*float64(d.Limit):
 			m.nearLimit.Inc()
 		}
-		if !it.rule.shadow && (worst == nil || tighter(d, worstD)) {
-			worst, worstD = it, d
+		if !it.rule.shadow {
+			if worst == nil || tighter(d, worstD) {
+				worst, worstD = it, d
+			}
+			list = show(list, it.rule, d)
 		}
 	}
 	switch {
@@ -115,8 +119,28 @@ func (s *Server) respond(c *call, resp *rlspb.RateLimitResponse, ser *series, bl
 		resp.ResponseHeadersToAdd = []*corepb.HeaderValue{{Key: "Retry-After",
 			Value: strconv.FormatInt(max(1, ceilSeconds(worstD.RetryAfter)), 10)}}
 	default:
-		resp.ResponseHeadersToAdd = headers(worst.rule, worstD, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT)
+		resp.ResponseHeadersToAdd = headers(list, worst.rule, worstD, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT)
 	}
+}
+
+// shown is a descriptor's limit as the RateLimit headers describe it.
+type shown struct {
+	rule *rule
+	d    ratelimit.Decision
+}
+
+// show adds rule's decision d to list, keeping the tighter one of a rule
+// listed already (one descriptor sent twice).
+func show(list []shown, r *rule, d ratelimit.Decision) []shown {
+	for i := range list {
+		if list[i].rule == r {
+			if tighter(d, list[i].d) {
+				list[i].d = d
+			}
+			return list
+		}
+	}
+	return append(list, shown{r, d})
 }
 
 // failOpen answers every descriptor OK after a store failure, keeping the
@@ -163,9 +187,11 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // headers are the IETF RateLimit-Policy and RateLimit fields (draft -10
-// and later) and the widespread X-RateLimit-* for the most constrained
-// descriptor, plus Retry-After when the request is refused.
-func headers(r *rule, d ratelimit.Decision, refused bool) []*corepb.HeaderValue {
+// and later), one list member per limited descriptor of list, and the
+// widespread X-RateLimit-* for the most constrained one, worst (rule r,
+// decision d), plus Retry-After when the request is refused. On a refusal
+// nothing was charged, so each descriptor's r is what remains of it.
+func headers(list []shown, r *rule, d ratelimit.Decision, refused bool) []*corepb.HeaderValue {
 	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
 	secs := ceilSeconds(resetOf(d))
 	reset := strconv.FormatInt(secs, 10)
@@ -174,8 +200,26 @@ func headers(r *rule, d ratelimit.Decision, refused bool) []*corepb.HeaderValue 
 		n = 6
 	}
 	hv := make([]corepb.HeaderValue, n) // one allocation for all of them
-	hv[0].Key, hv[0].Value = "RateLimit-Policy", r.hdrPolicy
-	hv[1].Key, hv[1].Value = "RateLimit", r.hdrName+";r="+remaining+";t="+reset
+	if len(list) == 1 {
+		hv[0].Key, hv[0].Value = "RateLimit-Policy", r.hdrPolicy
+		hv[1].Key, hv[1].Value = "RateLimit", r.hdrName+";r="+remaining+";t="+reset
+	} else {
+		var pol, cur strings.Builder
+		for i, sh := range list {
+			if i > 0 {
+				pol.WriteString(", ")
+				cur.WriteString(", ")
+			}
+			pol.WriteString(sh.rule.hdrPolicy)
+			cur.WriteString(sh.rule.hdrName)
+			cur.WriteString(";r=")
+			cur.WriteString(strconv.FormatInt(max(sh.d.Remaining, 0), 10))
+			cur.WriteString(";t=")
+			cur.WriteString(strconv.FormatInt(ceilSeconds(resetOf(sh.d)), 10))
+		}
+		hv[0].Key, hv[0].Value = "RateLimit-Policy", pol.String()
+		hv[1].Key, hv[1].Value = "RateLimit", cur.String()
+	}
 	hv[2].Key, hv[2].Value = "X-RateLimit-Limit", r.hdrLimit
 	hv[3].Key, hv[3].Value = "X-RateLimit-Remaining", remaining
 	hv[4].Key, hv[4].Value = "X-RateLimit-Reset", reset

@@ -3,6 +3,7 @@ package envoyrls_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,14 +34,14 @@ func TestResponseHeaders(t *testing.T) {
 		req   *rlspb.RateLimitRequest
 		want  string
 	}{
-		{"the most constrained descriptor", 0, req("api", desc("ip", "1"), desc("user", "ann")),
-			"RateLimit-Policy: \"per_user\";q=3;w=60\nRateLimit: \"per_user\";r=2;t=60\n" +
+		{"every descriptor; X- for the most constrained", 0, req("api", desc("ip", "1"), desc("user", "ann")),
+			"RateLimit-Policy: \"api.ip\";q=5;w=60, \"per_user\";q=3;w=60\nRateLimit: \"api.ip\";r=4;t=60, \"per_user\";r=2;t=60\n" +
 				"X-RateLimit-Limit: 3\nX-RateLimit-Remaining: 2\nX-RateLimit-Reset: 60\n"},
 		{"an unnamed rule goes by its path", 0, req("api", desc("ip", "1")),
 			"RateLimit-Policy: \"api.ip\";q=5;w=60\nRateLimit: \"api.ip\";r=4;t=60\n" +
 				"X-RateLimit-Limit: 5\nX-RateLimit-Remaining: 4\nX-RateLimit-Reset: 60\n"},
-		{"refused: the refusing descriptor and Retry-After", 3, req("api", desc("user", "ann"), desc("ip", "1")),
-			"RateLimit-Policy: \"per_user\";q=3;w=60\nRateLimit: \"per_user\";r=0;t=60\n" +
+		{"refused: nothing charged, X- and Retry-After for the refusing descriptor", 3, req("api", desc("user", "ann"), desc("ip", "1")),
+			"RateLimit-Policy: \"per_user\";q=3;w=60, \"api.ip\";q=5;w=60\nRateLimit: \"per_user\";r=0;t=60, \"api.ip\";r=2;t=60\n" +
 				"X-RateLimit-Limit: 3\nX-RateLimit-Remaining: 0\nX-RateLimit-Reset: 60\nRetry-After: 60\n"},
 		{"shadow rules stay invisible", 0, req("api", desc("shadow", "x")), ""},
 		{"no limit, no headers", 0, req("api", desc("zzz", "x")), ""},
@@ -56,6 +57,42 @@ func TestResponseHeaders(t *testing.T) {
 				t.Errorf("headers:\n%s\nwant:\n%s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRefusalHeadersReportWhatRemains: 3 a minute and 1,000 a day; the
+// fourth request is refused by the minute and charges nothing, so the
+// day's r is what remains of it, 997, which the next request finds.
+func TestRefusalHeadersReportWhatRemains(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {name: tiny, unit: minute, requests_per_unit: 3}
+  - key: account
+    rate_limit: {name: daily, unit: day, requests_per_unit: 1000}
+`
+	b := setup(t, map[string]string{"api.yaml": yaml}, envoyrls.Options{})
+	both := req("api", desc("user", "ann"), desc("account", "ann"))
+	var resp *rlspb.RateLimitResponse
+	for range 4 {
+		resp = b.call(t, both)
+	}
+	var rl string
+	for _, h := range resp.ResponseHeadersToAdd {
+		if h.Key == "RateLimit" {
+			rl = h.Value
+		}
+	}
+	if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || !strings.HasPrefix(rl, `"tiny";r=0;t=60, "daily";r=997;t=`) {
+		t.Errorf("4th request = %v RateLimit %q, want OVER_LIMIT with tiny r=0 and daily r=997", resp.OverallCode, rl)
+	}
+	if got := resp.Statuses[1].LimitRemaining; got != 997 {
+		t.Errorf("the daily descriptor's limit_remaining = %d, want 997", got)
+	}
+	if got := summary(b.call(t, req("api", desc("account", "ann")))); !strings.Contains(got, "r=996") {
+		t.Errorf("the next daily request = %s, want r=996: the key held 997", got)
 	}
 }
 
@@ -120,6 +157,39 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("%s%v = %v, want %v", tt.metric, tt.labels, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDetailedMetricValuesBounded: detailed_metric labels the first
+// DetailedMetricValues distinct descriptors of a domain; later ones are
+// counted under "other", so a client sending fresh values cannot grow
+// /metrics without bound or read other clients' identifiers there.
+func TestDetailedMetricValuesBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{DetailedMetricValues: 3})
+	for _, v := range []string{"a", "b", "a", "c", "d", "e", "a", "d"} {
+		b.call(t, req("api", desc("detailed", v)))
+	}
+	want := map[string]float64{"api.detailed_a": 3, "api.detailed_b": 1, "api.detailed_c": 1,
+		"api.detailed_d": 0, "api.detailed_e": 0, "other": 3}
+	for label, n := range want {
+		if got := b.metric(t, "sluice_envoy_requests_total", "domain", "api", "descriptor", label); got != n {
+			t.Errorf("sluice_envoy_requests_total{descriptor=%q} = %v, want %v", label, got, n)
+		}
+	}
+}
+
+func TestDetailedMetricValuesDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"api.yaml": apiYAML}, envoyrls.Options{})
+	for i := range 101 {
+		b.call(t, req("api", desc("detailed", fmt.Sprint("v", i))))
+	}
+	if got := b.metric(t, "sluice_envoy_requests_total", "domain", "api", "descriptor", "api.detailed_v99"); got != 1 {
+		t.Errorf("the 100th value's series = %v, want 1", got)
+	}
+	if got := b.metric(t, "sluice_envoy_requests_total", "domain", "api", "descriptor", "other"); got != 1 {
+		t.Errorf("other = %v, want 1 (the 101st value)", got)
 	}
 }
 

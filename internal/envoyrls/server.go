@@ -1,6 +1,7 @@
 package envoyrls
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -57,6 +58,12 @@ type Options struct {
 	// until the block ends, and its request charges nothing. If nil,
 	// nothing is blocked.
 	Blocked func(domain, key, value string, now time.Time) (until time.Time, blocked bool)
+	// DetailedMetricValues bounds the descriptor label values a domain's
+	// detailed_metric rules make: the first DetailedMetricValues distinct
+	// descriptors seen get their own series, later ones are counted under
+	// descriptor="other". The set lasts as long as the process (a reload
+	// keeps it). If 0, 100 is used.
+	DetailedMetricValues int
 }
 
 // Server implements envoy.service.ratelimit.v3.RateLimitService. It is safe
@@ -102,7 +109,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		failClosed: opts.FailClosed,
 		nearRatio:  opts.NearLimitRatio,
 		blocked:    opts.Blocked,
-		m:          newMetrics(opts.Registerer),
+		m:          newMetrics(opts.Registerer, cmp.Or(opts.DetailedMetricValues, 100)),
 	}
 	s.unknownBlocked = s.m.blocked.WithLabelValues("")
 	if s.log == nil {

@@ -166,6 +166,7 @@ func TestShouldRateLimit(t *testing.T) {
 			{0, req("api", user("ann"), desc("ip", "1")), "OK [OK per_user 3/MINUTE r=2 t=60, OK 5/MINUTE r=4 t=60]"},
 			{0, req("api", user("ann"), desc("ip", "1")), "OK [OK per_user 3/MINUTE r=1 t=60, OK 5/MINUTE r=3 t=60]"},
 			{0, req("api", user("ann"), desc("ip", "1")), "OK [OK per_user 3/MINUTE r=0 t=60, OK 5/MINUTE r=2 t=60]"},
+			// Nothing charged: the IP has the 2 it had.
 			{0, req("api", user("ann"), desc("ip", "1")), "OVER_LIMIT [OVER_LIMIT per_user 3/MINUTE r=0 t=60, OK 5/MINUTE r=2 t=60]"},
 			{0, req("api", desc("ip", "1")), "OK [OK 5/MINUTE r=1 t=60]"},
 		}},

@@ -6,9 +6,11 @@
 // blocks, policy modes, failover and metrics apply as for the decision
 // API).
 //
-// Per request: the client is its API key (tier from gateway.tiers, else
-// default_tier) or, without one, its IP (anonymous_policy), forwarding
-// headers believed only from trusted proxies; the route matching the path (longest
+// Per request: the client is its API key when the key is known (named in
+// gateway.tiers, which gives its tier, or active in the API key store:
+// default_tier) or else its IP (anonymous_policy), so made-up keys share
+// their IP's limits; forwarding headers are believed only from trusted
+// proxies. A route with require_key refuses unknown clients with 401. The route matching the path (longest
 // prefix) adds its policies, an IP policy and, on login routes, an account
 // policy keyed by the account named in the body. The global policy, if
 // any, sheds load with 503.
@@ -57,6 +59,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Transport reaches the upstream. If nil, http.DefaultTransport.
 	Transport http.RoundTripper
+	// HTTP bounds slow clients on Serve's listener; zero fields take
+	// config.DefaultHTTP's.
+	HTTP config.HTTP
+	// Keys is the API key store: an active stored key is a known client
+	// (default_tier, unless gateway.tiers names it). If nil, only the keys
+	// named in gateway.tiers are known.
+	Keys KeyStore
 }
 
 // Gateway is the rate limiting reverse proxy, an http.Handler. It is safe
@@ -70,7 +79,11 @@ type Gateway struct {
 	proxy  *httputil.ReverseProxy
 	mw     *httplimit.Middleware
 	h      http.Handler
-	warned sync.Map // policy names already reported unknown
+	keys   *keyCache // nil without Options.Keys
+	http   config.HTTP
+	// writeTimeout bounds a non-streaming request's upstream call.
+	writeTimeout time.Duration
+	warned       sync.Map // policy names already reported unknown
 }
 
 // New builds the gateway; it fails on an invalid upstream.
@@ -82,7 +95,8 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil || up.Host == "" {
 		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
 	}
-	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies}}
+	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
+		http: opts.HTTP}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -114,12 +128,33 @@ func New(opts Options) (*Gateway, error) {
 	if g.cfg.Global.Policy != "" {
 		g.mw.Global = g.global
 	}
-	g.h = g.withUsage(g.mw.Wrap(g.proxy)) // usage.go: settles reservations when responses end
+	if opts.Keys != nil {
+		g.keys = newKeyCache(opts.Keys)
+	}
+	var hs http.Server
+	g.http.Apply(&hs)
+	g.writeTimeout = hs.WriteTimeout
+	g.h = g.withUsage(g.mw.Wrap(g.requireKey(g.proxy))) // usage.go: settles reservations when responses end
 	return g, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.h.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rt, ok := g.route(r); ok && rt.Streaming {
+		// Exempt from Serve's read and write timeouts, explicitly.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	} else {
+		// Past the write timeout the client's connection is useless: the
+		// upstream call ends then too, rather than when the upstream
+		// answers.
+		ctx, cancel := context.WithTimeout(r.Context(), g.writeTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	g.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientCtxKey{}, g.resolve(r))))
+}
 
 // route returns the route of r, if any.
 func (g *Gateway) route(r *http.Request) (config.GatewayRoute, bool) {
@@ -136,14 +171,10 @@ func (g *Gateway) route(r *http.Request) (config.GatewayRoute, bool) {
 
 // limits is the client's checks for r.
 func (g *Gateway) limits(r *http.Request) []httplimit.Limit {
-	id := g.id.Identify(r)
-	tier := g.cfg.AnonymousPolicy
-	if id.APIKey != "" {
-		tier = cmp.Or(g.cfg.Tiers[id.APIKey], g.cfg.DefaultTier)
-	}
+	c := clientOf(r)
 	rt, ok := g.route(r)
 	policies := []string{tierPolicy}
-	if ok && len(rt.Policies) > 0 {
+	if ok && rt.Policies != nil { // policies: [] is none, not the tier
 		policies = rt.Policies
 	}
 	var out []httplimit.Limit
@@ -156,12 +187,12 @@ func (g *Gateway) limits(r *http.Request) []httplimit.Limit {
 	}
 	for _, name := range policies {
 		if name == tierPolicy {
-			name = tier
+			name = c.tier
 		}
-		add(name, id.Key())
+		add(name, c.key())
 	}
 	if ok && rt.IPPolicy != "" {
-		add(rt.IPPolicy, httplimit.IPKey(id.IP))
+		add(rt.IPPolicy, httplimit.IPKey(c.id.IP))
 	}
 	if ok && rt.AccountPolicy != "" {
 		if account := httplimit.AccountFromBody(r, rt.AccountField, 0); account != "" {
@@ -216,10 +247,11 @@ func (g *Gateway) decide(ctx context.Context, ls []httplimit.Limit) ([]ratelimit
 }
 
 // Serve serves the gateway on ln until ctx ends, then drains within
-// shutdown.
+// shutdown. Slow clients are cut off by Options.HTTP's timeouts (routes
+// with streaming: true excepted).
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener, shutdown time.Duration) error {
-	hs := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: g, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	g.http.Apply(hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -48,6 +48,13 @@ func (u *upstream) last() (body, xff string) {
 // policies are hourly fixed windows of the given limits.
 func setup(t *testing.T, cfg config.Gateway, policies map[string]int64, trusted ...netip.Prefix) (*httptest.Server, *upstream, *limits.Service) {
 	t.Helper()
+	return setupOpts(t, cfg, policies, func(o *gateway.Options) { o.TrustedProxies = trusted })
+}
+
+// setupOpts is setup with the gateway's options changed by edit (the
+// store, with its API keys, is o.Keys unless edit sets it to nil).
+func setupOpts(t *testing.T, cfg config.Gateway, policies map[string]int64, edit func(o *gateway.Options)) (*httptest.Server, *upstream, *limits.Service) {
+	t.Helper()
 	up := &upstream{}
 	us := httptest.NewServer(up)
 	t.Cleanup(us.Close)
@@ -74,7 +81,9 @@ func setup(t *testing.T, cfg config.Gateway, policies map[string]int64, trusted 
 		}
 	}
 	cfg.Upstream = us.URL
-	g, err := gateway.New(gateway.Options{Config: cfg, Limits: svc, TrustedProxies: trusted})
+	opts := gateway.Options{Config: cfg, Limits: svc, Keys: db}
+	edit(&opts)
+	g, err := gateway.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +134,10 @@ func TestTiersQuotaAndLoadShedding(t *testing.T) {
 		AnonymousPolicy: "anon",
 		Global:          config.GatewayGlobal{Policy: "global"},
 	}
-	gs, _, _ := setup(t, cfg, map[string]int64{"gold": 5, "bronze": 2, "anon": 1, "global": 6})
+	var other string // a stored key that gateway.tiers does not name
+	gs, _, _ := setupOpts(t, cfg, map[string]int64{"gold": 5, "bronze": 2, "anon": 1, "global": 6}, func(o *gateway.Options) {
+		other = storedKey(t, o, false)
+	})
 	tests := []struct {
 		name      string
 		r         req
@@ -135,11 +147,11 @@ func TestTiersQuotaAndLoadShedding(t *testing.T) {
 		violation string
 	}{
 		{"gold tier", req{path: "/a", apiKey: "gold-key"}, 200, "5", "", ""},
-		{"unlisted key gets the default tier", req{path: "/a", apiKey: "other"}, 200, "2", "", ""},
+		{"stored key not in tiers gets the default tier", req{path: "/a", apiKey: other}, 200, "2", "", ""},
 		{"anonymous by IP", req{path: "/a"}, 200, "1", "", ""},
 		{"anonymous over its quota", req{path: "/a"}, 429, "1", "quota-exceeded", "anon"},
-		{"default tier again", req{path: "/a", apiKey: "other"}, 200, "2", "", ""},
-		{"default tier over quota", req{path: "/a", apiKey: "other"}, 429, "2", "quota-exceeded", "bronze"},
+		{"default tier again", req{path: "/a", apiKey: other}, 200, "2", "", ""},
+		{"default tier over quota", req{path: "/a", apiKey: other}, 429, "2", "quota-exceeded", "bronze"},
 		{"gold again", req{path: "/a", apiKey: "gold-key"}, 200, "5", "", ""},
 		{"gold again", req{path: "/a", apiKey: "gold-key"}, 200, "5", "", ""},
 		{"global capacity reached: 503 for a client within its quota", req{path: "/a", apiKey: "gold-key"}, 503, "5", "temporary-reduced-capacity", "global"},
@@ -253,5 +265,33 @@ func TestForwardedHeader(t *testing.T) {
 	}
 	if fwd := up.fwd[len(up.fwd)-1]; fwd != "" {
 		t.Errorf("upstream got Forwarded %q from an untrusted client, want it dropped", fwd)
+	}
+}
+
+// TestRefusalHeadersReportWhatRemains: two policies, 3 a minute and 1,000
+// a day; the fourth request is refused by the minute and charges nothing,
+// so the day's r is what remains of it, 997, as its state says.
+func TestRefusalHeadersReportWhatRemains(t *testing.T) {
+	t.Parallel()
+	cfg := config.Gateway{Routes: []config.GatewayRoute{{Path: "/", Policies: []string{"tiny", "daily"}}}}
+	gs, _, svc := setup(t, cfg, nil)
+	for _, p := range []limits.NamedPolicy{
+		{Name: "tiny", Algorithm: ratelimit.TokenBucket, Limit: 3, Period: limits.Period(time.Minute)},
+		{Name: "daily", Algorithm: ratelimit.TokenBucket, Limit: 1000, Period: limits.Period(24 * time.Hour)},
+	} {
+		if _, err := svc.PutPolicy(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var resp *http.Response
+	for range 4 {
+		resp = do(t, gs, req{path: "/a"})
+	}
+	if want := `"tiny";r=0;t=60, "daily";r=997;t=260`; resp.StatusCode != 429 || resp.Header.Get("RateLimit") != want {
+		t.Errorf("4th request = %d RateLimit %q, want 429 %q", resp.StatusCode, resp.Header.Get("RateLimit"), want)
+	}
+	st, err := svc.Peek(t.Context(), "daily", "ip:127.0.0.1")
+	if err != nil || st.Remaining != 997 {
+		t.Errorf("the daily key's state = %+v, %v; want 997 remaining", st, err)
 	}
 }

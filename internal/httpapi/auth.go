@@ -42,8 +42,11 @@ type authenticator struct {
 	signer      signer
 	crossOrigin *http.CrossOriginProtection
 	// local reports a client on this host, the only kind served while no
-	// key is configured (Server.localClient).
-	local func(r *http.Request) bool
+	// key is configured (Server.localClient); hostAllowed, whether it
+	// names this host as it may while no key is configured (hosts.go).
+	local       func(r *http.Request) bool
+	hostAllowed func(r *http.Request) bool
+	failures    authFailures // limits failed authentications (authlimit.go)
 
 	mu        sync.Mutex
 	byHash    map[string]cachedKey
@@ -65,9 +68,10 @@ func newAuthenticator(keys KeyStore, now func() time.Time, secret []byte) *authe
 }
 
 // authorize admits r for scope or returns an Unauthorized/Forbidden error.
-// With no active key stored, only loopback clients are served, as a caller
-// with the zero Key (see callerOf); browsers among them only from the same
-// origin, so a web page cannot drive a keyless local server. Without a
+// With no active key stored, only loopback clients naming a loopback or
+// allowed host are served (hosts.go), as a caller with the zero Key (see
+// callerOf); browsers among them only from the same origin, so a web page
+// cannot drive a keyless local server. Without a
 // bearer key, a dashboard session cookie stands for its key (session.go).
 func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, error) {
 	ctx := r.Context()
@@ -76,13 +80,16 @@ func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, 
 		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
 	}
 	if !configured {
-		if a.local(r) {
-			if !safeMethod(r.Method) && a.crossOrigin.Check(r) != nil {
-				return auth.Key{}, errCrossOrigin
-			}
-			return auth.Key{}, nil
+		if !a.local(r) {
+			return auth.Key{}, apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
 		}
-		return auth.Key{}, apperr.New(apperr.Forbidden, "no API keys are configured, so only loopback clients are served; create one with `sluice keys create`")
+		if !a.hostAllowed(r) {
+			return auth.Key{}, errForeignHost(r)
+		}
+		if !safeMethod(r.Method) && a.crossOrigin.Check(r) != nil {
+			return auth.Key{}, errCrossOrigin
+		}
+		return auth.Key{}, nil
 	}
 	secret, ok := bearer(r)
 	if !ok {
@@ -91,18 +98,37 @@ func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, 
 		}
 		return auth.Key{}, apperr.New(apperr.Unauthorized, "missing API key: send Authorization: Bearer <key>")
 	}
-	key, found, err := a.lookup(ctx, auth.HashSecret(secret))
+	key, err := a.checkSecret(r, secret)
 	if err != nil {
-		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
+		return auth.Key{}, err
 	}
-	if !found || !key.Active() {
-		return auth.Key{}, apperr.New(apperr.Unauthorized, "invalid or revoked API key")
-	}
-	if !key.Allows(scope) {
+	if scope != anyScope && !key.Allows(scope) {
 		return auth.Key{}, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
 	}
 	return key, nil
 }
+
+// checkSecret returns the active key whose secret a client presented, or
+// Unauthorized (counted as a failed authentication), or the refusal of a
+// client over its failed-authentication limit (authlimit.go).
+func (a *authenticator) checkSecret(r *http.Request, secret string) (auth.Key, error) {
+	if err := a.failures.check(r); err != nil {
+		return auth.Key{}, err
+	}
+	key, found, err := a.lookup(r.Context(), auth.HashSecret(secret))
+	if err != nil {
+		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
+	}
+	if !found {
+		return auth.Key{}, a.failures.failed(r, "unknown key", errBadKey)
+	}
+	if !key.Active() {
+		return auth.Key{}, a.failures.failed(r, "revoked key "+key.ID, errBadKey)
+	}
+	return key, nil
+}
+
+var errBadKey = apperr.New(apperr.Unauthorized, "invalid or revoked API key")
 
 var errCrossOrigin = apperr.New(apperr.Forbidden, "cross-origin request refused: a browser may change state only from this server's own pages, with the session's X-CSRF-Token")
 
@@ -118,7 +144,7 @@ func (a *authenticator) authorizeSession(r *http.Request, ss session, scope auth
 	if !a.checkCSRF(r, ss) {
 		return auth.Key{}, errCrossOrigin
 	}
-	if !key.Allows(scope) {
+	if scope != anyScope && !key.Allows(scope) {
 		return auth.Key{}, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
 	}
 	return key, nil

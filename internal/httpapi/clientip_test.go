@@ -75,8 +75,7 @@ func TestKeylessPROXYHeaderFromRemotePeer(t *testing.T) {
 	ctx := edge.ConnContext(context.Background(), proxyproto.NewConn(remoteConn{c1}))
 	req := httptest.NewRequestWithContext(ctx, "GET", "/v1/keys", nil)
 	req.RemoteAddr = "127.0.0.1:40000"
-	rec := httptest.NewRecorder()
-	b.srv.ServeHTTP(rec, req)
+	rec := record(t, b.srv, req)
 	if rec.Code != 403 {
 		t.Errorf("keyless GET /v1/keys over a remote peer whose PROXY header claims 127.0.0.1 = %d, want 403", rec.Code)
 	}

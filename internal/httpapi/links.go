@@ -175,7 +175,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 		if le, ok := errors.AsType[*shorten.LimitedError](err); ok {
 			secs := int64((le.RetryAfter + time.Second - 1) / time.Second)
 			w.Header().Set("Retry-After", strconv.FormatInt(max(1, secs), 10))
-			WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "quota-exceeded", "Too many requests", le.Error()))
+			WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "quota-exceeded", "", le.Error()))
 			return nil
 		}
 		return err

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/internal/auth"
 )
 
 func (s *Server) registerOps() {
@@ -20,15 +23,31 @@ func (s *Server) registerOps() {
 	})
 	s.Handle("GET /readyz", public, s.readyz)
 	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{ErrorLog: nil})
-	s.Handle("GET /metrics", public, func(w http.ResponseWriter, r *http.Request) error {
+	metricsScope := public
+	if s.opts.MetricsAuth {
+		metricsScope = anyScope
+	}
+	s.Handle("GET /metrics", metricsScope, func(w http.ResponseWriter, r *http.Request) error {
 		metrics.ServeHTTP(w, r)
 		return nil
 	})
 	s.Handle("GET /openapi.json", public, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
-		_, err := w.Write(openAPIDoc)
+		_, err := w.Write(OpenAPI(s.openAPIServer(r)))
 		return err
 	})
+}
+
+// readyDetails reports whether r may read /readyz's error text and
+// details: it carries an admin key or an admin's dashboard session, or it
+// is a keyless local client (authorize). An unknown key counts as a failed
+// authentication like on any route, but /readyz still answers.
+func (s *Server) readyDetails(r *http.Request) bool {
+	if s.opts.Keys == nil {
+		return false
+	}
+	_, err := s.auth.authorize(r, auth.ScopeAdmin)
+	return err == nil
 }
 
 type checkResult struct {
@@ -40,7 +59,9 @@ type checkResult struct {
 }
 
 // readyz runs every check concurrently and answers 200, or 503 naming each
-// failing engine.
+// failing engine. Engine error text and check details (addresses, driver
+// messages, provider states) go only to callers readyDetails admits;
+// others get the same status with each engine's name and state.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	results := make([]checkResult, len(s.opts.Checks))
 	var wg sync.WaitGroup
@@ -61,14 +82,19 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		})
 	}
 	wg.Wait()
+	if !s.readyDetails(r) {
+		for i := range results {
+			results[i].Error, results[i].Detail = "", nil
+		}
+	}
 	var failing []string
 	for _, res := range results {
 		if res.Status != "ok" {
-			failing = append(failing, fmt.Sprintf("%s: %s", res.Name, res.Error))
+			failing = append(failing, fmt.Sprintf("%s: %s", res.Name, cmp.Or(res.Error, res.Status)))
 		}
 	}
 	if len(failing) > 0 {
-		p := NewProblem(http.StatusServiceUnavailable, "not-ready", "Not ready", "not ready: "+strings.Join(failing, "; "))
+		p := NewProblem(http.StatusServiceUnavailable, "not-ready", "", "not ready: "+strings.Join(failing, "; "))
 		p.Ext = map[string]any{"checks": results}
 		w.Header().Set("Retry-After", "1")
 		WriteProblem(w, r, p)

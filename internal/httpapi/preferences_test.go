@@ -31,13 +31,14 @@ func TestPreferenceLinks(t *testing.T) {
 	srv, _ := setupPreferences(t, now)
 	do := func(method, path, token, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.RemoteAddr = "127.0.0.1:1"
+		req.RemoteAddr, req.Host = "127.0.0.1:1", "localhost"
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		if token != "" {
 			req.Header.Set(headerPreferenceToken, token)
 		}
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
-		return rec
+		return record(t, srv, req)
 	}
 	rec := do("POST", "/v1/users/u%2F1/preference-link", "", `{"ttl":"48h"}`)
 	var link struct {
@@ -84,13 +85,12 @@ func TestPreferencePageChangesSettings(t *testing.T) {
 	do := func(method, path, token, body string) (int, []byte) {
 		t.Helper()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.RemoteAddr = "127.0.0.1:1"
+		req.RemoteAddr, req.Host = "127.0.0.1:1", "localhost"
 		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("X-Preference-Token", token)
 		}
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
+		rec := record(t, srv, req)
 		return rec.Code, rec.Body.Bytes()
 	}
 

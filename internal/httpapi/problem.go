@@ -45,21 +45,24 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 type problemKind struct {
 	status int
 	slug   string
-	title  string
 }
 
-// kinds maps each application error code to its HTTP status, in one table.
+// kinds maps each application error code to its HTTP status and problem
+// type, in one table. Every problem's title is its status's reason phrase
+// (http.StatusText: "Not Found", "Unprocessable Entity"), whoever writes
+// it, so one status always has one title; the type and the detail say
+// what happened.
 var kinds = map[apperr.Code]problemKind{
-	apperr.Invalid:          {http.StatusBadRequest, "invalid-request", "Invalid request"},
-	apperr.Unprocessable:    {http.StatusUnprocessableEntity, "validation-error", "Validation failed"},
-	apperr.NotFound:         {http.StatusNotFound, "not-found", "Not found"},
-	apperr.Conflict:         {http.StatusConflict, "conflict", "Conflict"},
-	apperr.Unauthorized:     {http.StatusUnauthorized, "unauthorized", "Unauthorized"},
-	apperr.Forbidden:        {http.StatusForbidden, "forbidden", "Forbidden"},
-	apperr.Unavailable:      {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
-	apperr.Gone:             {http.StatusGone, "gone", "Gone"},
-	apperr.UnsupportedMedia: {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
-	apperr.Internal:         {http.StatusInternalServerError, "internal-error", "Internal server error"},
+	apperr.Invalid:          {http.StatusBadRequest, "invalid-request"},
+	apperr.Unprocessable:    {http.StatusUnprocessableEntity, "validation-error"},
+	apperr.NotFound:         {http.StatusNotFound, "not-found"},
+	apperr.Conflict:         {http.StatusConflict, "conflict"},
+	apperr.Unauthorized:     {http.StatusUnauthorized, "unauthorized"},
+	apperr.Forbidden:        {http.StatusForbidden, "forbidden"},
+	apperr.Unavailable:      {http.StatusServiceUnavailable, "unavailable"},
+	apperr.Gone:             {http.StatusGone, "gone"},
+	apperr.UnsupportedMedia: {http.StatusUnsupportedMediaType, "unsupported-media-type"},
+	apperr.Internal:         {http.StatusInternalServerError, "internal-error"},
 }
 
 // fieldErrors returns an error of code about one request field: the
@@ -68,10 +71,12 @@ func fieldErrors(code apperr.Code, field, detail string) error {
 	return &apperr.Error{Code: code, Message: field + " " + detail, Fields: []apperr.FieldError{{Field: field, Detail: detail}}}
 }
 
-// NewProblem builds a problem body for status with the given type slug.
+// NewProblem builds a problem body for status with the given type slug;
+// its title is http.StatusText(status) (see kinds), or title for a status
+// that has none.
 func NewProblem(status int, slug, title, detail string) Problem {
-	if title == "" {
-		title = http.StatusText(status)
+	if text := http.StatusText(status); text != "" {
+		title = text
 	}
 	return Problem{Type: ProblemBase + slug, Title: title, Status: status, Detail: detail}
 }
@@ -86,7 +91,7 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	}
 	body, err := json.Marshal(p)
 	if err != nil {
-		body = []byte(`{"type":"` + ProblemBase + `internal-error","title":"Internal server error","status":500}`)
+		body = []byte(`{"type":"` + ProblemBase + `internal-error","title":"Internal Server Error","status":500}`)
 		p.Status = http.StatusInternalServerError
 	}
 	h := w.Header()
@@ -119,7 +124,7 @@ func problemOf(err error) Problem {
 	if !ok {
 		kind = kinds[apperr.Internal]
 	}
-	p := NewProblem(kind.status, kind.slug, kind.title, ae.Message)
+	p := NewProblem(kind.status, kind.slug, "", ae.Message)
 	p.Errors = ae.Fields
 	if p.Status == http.StatusInternalServerError {
 		p.Detail = "internal error; the server log has the details under this request id"
@@ -139,6 +144,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.LogAttrs(r.Context(), slog.LevelDebug, "client went away",
 			slog.String(logKeyRequestID, w.Header().Get(headerRequestID)), slog.String("route", r.Pattern))
 		WriteProblem(w, r, NewProblem(StatusClientClosedRequest, "client-closed-request", "Client closed request", ""))
+		return
+	}
+	if le, ok := errors.AsType[*authLimitedError](err); ok {
+		writeAuthLimited(w, r, le)
 		return
 	}
 	p := problemOf(err)

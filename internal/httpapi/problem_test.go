@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -56,11 +57,10 @@ func TestAccessLogLevels(t *testing.T) {
 	srv := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Keys: db, Notify: acceptAll{}})
 	post := func(body string) int {
-		req := httptest.NewRequest(http.MethodPost, "/v1/notifications", strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/v1/notifications", strings.NewReader(body))
 		req.RemoteAddr = "127.0.0.1:5555"
 		req.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		srv.ServeHTTP(w, req)
+		w := record(t, srv, req)
 		return w.Code
 	}
 	if code := post(`{"user_id":"u1","type":"otp","data":{"code":"1"}}`); code != http.StatusAccepted || strings.Contains(logs.String(), "http request") {
@@ -97,11 +97,10 @@ func TestBatchItemProblems(t *testing.T) {
 	db := setup(t).db
 	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Keys: db, Notify: refuseByUser{}})
 	body := `{"notifications":[{"user_id":"ok","type":"otp"},{"user_id":"busy","type":"otp"},{"user_id":"bug","type":"otp"},{"user_id":"bad","type":"otp"}]}`
-	req := httptest.NewRequest(http.MethodPost, "/v1/notifications/batch", strings.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/v1/notifications/batch", strings.NewReader(body))
 	req.RemoteAddr = "127.0.0.1:5555"
 	req.Header.Set("Content-Type", "application/json")
-	w := httptest.NewRecorder()
-	srv.ServeHTTP(w, req)
+	w := record(t, srv, req)
 	var got struct {
 		Results  []batchResult `json:"results"`
 		Accepted int           `json:"accepted"`
@@ -133,5 +132,28 @@ func TestBatchItemProblems(t *testing.T) {
 	}
 	if strings.Contains(w.Body.String(), "secret cause") {
 		t.Errorf("batch = %s; the internal cause must not be shown", w.Body)
+	}
+}
+
+// TestProblemTitlesAreStatusText keeps one title per status: a 404 from a
+// handler and a 404 for an unknown route both say "Not Found".
+func TestProblemTitlesAreStatusText(t *testing.T) {
+	t.Parallel()
+	for code, k := range kinds {
+		if p := problemOf(apperr.New(code, "x")); p.Title != http.StatusText(k.status) {
+			t.Errorf("%v: title %q, want %q", code, p.Title, http.StatusText(k.status))
+		}
+	}
+	b := setup(t)
+	admin := b.addKey(t, auth.ScopeAdmin)
+	for _, path := range []string{"/no/such/route", "/v1/keys/nope"} {
+		method := "GET"
+		if path == "/v1/keys/nope" {
+			method = "DELETE"
+		}
+		resp := b.do(call{method: method, path: path, key: admin})
+		if p := decodeProblem(t, resp); resp.StatusCode != 404 || p.Title != "Not Found" {
+			t.Errorf("%s %s = %d %q, want 404 \"Not Found\"", method, path, resp.StatusCode, p.Title)
+		}
 	}
 }

@@ -35,7 +35,7 @@ func BenchmarkCheckHandler(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req := httptest.NewRequest("POST", "/v1/ratelimit/check", strings.NewReader(bodies[n.Add(1)%int64(len(bodies))]))
+			req := httptest.NewRequest("POST", "http://localhost/v1/ratelimit/check", strings.NewReader(bodies[n.Add(1)%int64(len(bodies))]))
 			req.RemoteAddr = "127.0.0.1:1"
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()

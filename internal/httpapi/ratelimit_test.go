@@ -296,3 +296,45 @@ func TestRatelimitScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusalReportsWhatRemains: 3 a minute and 1,000 a day; the
+// fourth check is refused by the minute and charges nothing, so the day's
+// result and RateLimit r are what remains of it, 997, as its key reads.
+func TestCheckRefusalReportsWhatRemains(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	for name, body := range map[string]string{
+		"tiny":  `{"algorithm":"token_bucket","limit":3,"period":"1m"}`,
+		"daily": `{"algorithm":"token_bucket","limit":1000,"period":"1d"}`,
+	} {
+		if resp := b.do(call{method: "PUT", path: "/v1/ratelimit/policies/" + name, body: body}); resp.StatusCode != 201 {
+			t.Fatalf("PUT %s = %d", name, resp.StatusCode)
+		}
+	}
+	type result struct {
+		Policy    string `json:"policy"`
+		Allowed   bool   `json:"allowed"`
+		Remaining int64  `json:"remaining"`
+	}
+	type answer struct {
+		Allowed bool     `json:"allowed"`
+		Results []result `json:"results"`
+	}
+	var resp *http.Response
+	var got answer
+	for range 4 {
+		resp = b.do(call{method: "POST", path: "/v1/ratelimit/check", body: `{"checks":[{"policy":"tiny","key":"k"},{"policy":"daily","key":"k"}]}`})
+		got = decode[answer](t, resp)
+	}
+	want := []result{{"tiny", false, 0}, {"daily", true, 997}}
+	if got.Allowed || len(got.Results) != 2 || got.Results[0] != want[0] || got.Results[1] != want[1] {
+		t.Errorf("4th check = %+v, want refused with results %+v", got, want)
+	}
+	if h, want := resp.Header.Get("RateLimit"), `"tiny";r=0;t=60, "daily";r=997;t=260`; h != want {
+		t.Errorf("RateLimit = %q, want %q", h, want)
+	}
+	key := decode[map[string]any](t, b.do(call{method: "GET", path: "/v1/ratelimit/keys/daily/k"}))
+	if key["remaining"] != 997.0 {
+		t.Errorf("GET the daily key = %v, want 997 remaining", key)
+	}
+}

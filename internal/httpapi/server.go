@@ -84,6 +84,20 @@ type Options struct {
 	// for the access log, the unknown-code limit of redirects and the
 	// keyless loopback check. None: the client is the peer.
 	TrustedProxies []netip.Prefix
+	// AllowedHosts are the names, besides loopback ones, a keyless
+	// server answers to (the Host header, port ignored; see hostAllowed).
+	AllowedHosts []string
+	// AuthFailures limits failed authentications (unknown or revoked API
+	// keys, in a bearer header or the dashboard's sign-in) per client
+	// (authlimit.go). If nil, failures are not limited.
+	AuthFailures AuthFailureLimiter
+	// MetricsAuth makes /metrics require a valid API key, of any scope,
+	// or a dashboard session. If false, /metrics is public.
+	MetricsAuth bool
+	// PublicURL, if set, is the root URL clients reach this service at
+	// (ui.public_url), named as the server of /openapi.json; if empty,
+	// the document names the scheme and Host each request used.
+	PublicURL string
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -93,7 +107,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
-	routes  []string
+	routes  []route // the route table, in registration order
 	auth    *authenticator
 	clients httplimit.Identifier
 	metrics *httpMetrics
@@ -127,6 +141,9 @@ func New(opts Options) *Server {
 		reqPfx:  hex.EncodeToString(pfx[:]),
 	}
 	s.auth.local = s.localClient
+	s.auth.failures = authFailures{limiter: opts.AuthFailures, client: s.clients.ClientIP, log: opts.Logger,
+		now: opts.Now, blocked: make(map[string]time.Time)}
+	s.auth.hostAllowed = func(r *http.Request) bool { return hostAllowed(r, s.opts.AllowedHosts) }
 	s.registerOps()
 	s.registerKeys()
 	s.registerRatelimit()
@@ -140,8 +157,12 @@ func New(opts Options) *Server {
 	return s
 }
 
-// public marks a route that needs no API key.
-const public auth.Scope = ""
+// public marks a route that needs no API key; anyScope, one that needs a
+// valid key (or session) whatever its scopes (/metrics with MetricsAuth).
+const (
+	public   auth.Scope = ""
+	anyScope auth.Scope = "*"
+)
 
 // handlerFunc is an HTTP handler that returns its error for the frame to
 // render as problem+json.
@@ -164,10 +185,18 @@ func withService[S any](svc S, missing string) func(serviceHandler[S]) handlerFu
 	}
 }
 
+// route is one entry of the route table: a pattern and the scope it
+// requires (public: none). The table is what the security tests walk
+// (routescope_test.go), so every route declares its scope in one place.
+type route struct {
+	pattern string
+	scope   auth.Scope
+}
+
 // Handle registers h for pattern (a ServeMux method pattern such as
 // "GET /v1/keys/{id}"), requiring scope unless scope is public.
 func (s *Server) Handle(pattern string, scope auth.Scope, h handlerFunc) {
-	s.routes = append(s.routes, pattern)
+	s.routes = append(s.routes, route{pattern: pattern, scope: scope})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if scope != public {
 			key, err := s.auth.authorize(r, scope)
@@ -188,7 +217,10 @@ func (s *Server) Handle(pattern string, scope auth.Scope, h handlerFunc) {
 
 // Routes returns the registered patterns, sorted.
 func (s *Server) Routes() []string {
-	out := slices.Clone(s.routes)
+	out := make([]string, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = rt.pattern
+	}
 	slices.Sort(out)
 	return out
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 // bundle is what a test gets from setup: a server on a real SQLite store.
 type bundle struct {
+	t   testing.TB
 	srv *Server
 	db  *store.DB
 }
@@ -34,7 +36,7 @@ func setup(t testing.TB) *bundle {
 	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	return &bundle{db: db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: db, Checks: []Check{{Name: "database", Ping: db.Ping}}})}
+	return &bundle{t: t, db: db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: db, Checks: []Check{{Name: "database", Ping: db.Ping}}})}
 }
 
 // addKey stores a key with scopes and returns its secret.
@@ -55,6 +57,7 @@ type call struct {
 	method, path, body string
 	key                string
 	remote             string
+	host               string // Host header; default localhost (a loopback name)
 	contentType        string
 	userAgent          string
 	header             http.Header // added to the request's
@@ -70,6 +73,7 @@ func (b *bundle) do(c call) *http.Response {
 	if c.remote != "" {
 		req.RemoteAddr = c.remote
 	}
+	req.Host = cmp.Or(c.host, "localhost")
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
@@ -84,9 +88,7 @@ func (b *bundle) do(c call) *http.Response {
 	} else if c.body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	rec := httptest.NewRecorder()
-	b.srv.ServeHTTP(rec, req)
-	return rec.Result()
+	return serve(b.t, b.srv, req)
 }
 
 func decodeProblem(t *testing.T, resp *http.Response) Problem {
@@ -223,14 +225,12 @@ func TestRequestID(t *testing.T) {
 	b := setup(t)
 	req := httptest.NewRequest("GET", "/healthz", nil)
 	req.Header.Set("X-Request-Id", "abc-123")
-	rec := httptest.NewRecorder()
-	b.srv.ServeHTTP(rec, req)
+	rec := record(t, b.srv, req)
 	if got := rec.Header().Get("X-Request-Id"); got != "abc-123" {
 		t.Errorf("echoed request id = %q, want abc-123", got)
 	}
 	req.Header.Set("X-Request-Id", "bad id with spaces\n")
-	rec = httptest.NewRecorder()
-	b.srv.ServeHTTP(rec, req)
+	rec = record(t, b.srv, req)
 	if got := rec.Header().Get("X-Request-Id"); got == "" || strings.Contains(got, " ") {
 		t.Errorf("request id = %q, want a generated one", got)
 	}
@@ -241,8 +241,7 @@ func TestReadyzNamesFailingEngine(t *testing.T) {
 	down := func(context.Context) error { return io.ErrUnexpectedEOF }
 	up := func(context.Context) error { return nil }
 	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Checks: []Check{{Name: "database", Ping: up}, {Name: "redis", Ping: down}}})
-	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	rec := record(t, srv, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 503 {
 		t.Fatalf("status = %d, want 503", rec.Code)
 	}

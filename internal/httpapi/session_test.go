@@ -29,9 +29,7 @@ func (b *bundle) browserCall(method, path, body string, cookie *http.Cookie, csr
 	if site != "" {
 		req.Header.Set("Sec-Fetch-Site", site)
 	}
-	rec := httptest.NewRecorder()
-	b.srv.ServeHTTP(rec, req)
-	return rec.Result()
+	return serve(b.t, b.srv, req)
 }
 
 func signIn(t *testing.T, b *bundle, secret string) (*http.Cookie, sessionJSON) {
@@ -157,8 +155,7 @@ func TestSignOutAndKeyless(t *testing.T) {
 	req.RemoteAddr = "127.0.0.1:1"
 	req.Header.Set("Content-Type", "text/plain")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	rec := httptest.NewRecorder()
-	b.srv.ServeHTTP(rec, req)
+	rec := record(t, b.srv, req)
 	if rec.Code != http.StatusForbidden {
 		t.Errorf("cross-site keyless POST /v1/keys = %d, want 403", rec.Code)
 	}
@@ -186,8 +183,7 @@ func TestUIAssets(t *testing.T) {
 		{"/ui/nope.css", "", "", 404},
 	}
 	for _, tt := range tests {
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, httptest.NewRequest("GET", tt.path, nil))
+		rec := record(t, srv, httptest.NewRequest("GET", tt.path, nil))
 		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.want) || !strings.Contains(rec.Header().Get("Content-Type"), tt.ctype) {
 			t.Errorf("GET %s = %d %q (%s), want %d with %q", tt.path, rec.Code, rec.Body.String(), rec.Header().Get("Content-Type"), tt.status, tt.want)
 		}
@@ -195,8 +191,7 @@ func TestUIAssets(t *testing.T) {
 			t.Errorf("GET %s has no CSP", tt.path)
 		}
 	}
-	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/ui", nil))
+	rec := record(t, srv, httptest.NewRequest("GET", "/ui", nil))
 	if rec.Code != http.StatusMovedPermanently || rec.Header().Get("Location") != "/ui/" {
 		t.Errorf("GET /ui = %d %s, want a redirect to /ui/", rec.Code, rec.Header().Get("Location"))
 	}

@@ -142,14 +142,15 @@ func (s *Server) sessionResponse(k auth.Key, ss session) sessionJSON {
 	return out
 }
 
-// keyless answers for a loopback client while no key is configured: it is
-// trusted like an admin and needs no sign-in.
+// keyless answers for a loopback client naming a loopback or allowed host
+// while no key is configured: it is trusted like an admin and needs no
+// sign-in.
 func (s *Server) keyless(r *http.Request) (bool, error) {
 	configured, err := s.auth.keysConfigured(r.Context())
 	if err != nil {
 		return false, apperr.Wrap(apperr.Unavailable, err, "checking API keys failed")
 	}
-	return !configured && s.localClient(r), nil
+	return !configured && s.localClient(r) && s.auth.hostAllowed(r), nil
 }
 
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
@@ -166,12 +167,9 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 	if secret == "" {
 		return fieldErrors(apperr.Unprocessable, "key", "is required: paste an API key made by `sluice keys create`")
 	}
-	key, found, err := s.auth.lookup(r.Context(), auth.HashSecret(secret))
+	key, err := s.auth.checkSecret(r, secret)
 	if err != nil {
-		return apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
-	}
-	if !found || !key.Active() {
-		return apperr.New(apperr.Unauthorized, "invalid or revoked API key")
+		return err
 	}
 	value, ss := s.auth.signer.newSession(key.ID, s.opts.Now().Add(s.opts.UI.SessionTTL))
 	http.SetCookie(w, sessionCookieFor(r, value, int(s.opts.UI.SessionTTL/time.Second), s.opts.UI.SecureCookies))

@@ -38,6 +38,11 @@ type Options struct {
 	// Dedupe is the request_id fast path. If nil, a MemoryDedupe of
 	// 100,000 keys.
 	Dedupe Dedupe
+	// DedupeTimeout bounds each call of the fast path on a request (a
+	// Redis that stops answering costs a request this long at most, then
+	// the store's unique request_id decides). If zero,
+	// DefaultDedupeTimeout.
+	DedupeTimeout time.Duration
 	// MarketingCap, if not nil, caps marketing notifications per user (the
 	// key is the user id): a refused one is suppressed as throttled.
 	MarketingCap ratelimit.Limiter
@@ -95,6 +100,10 @@ const (
 	logKeyError        = "error"
 )
 
+// DefaultDedupeTimeout is how long a request waits for the request_id fast
+// path (Options.DedupeTimeout) before going on without it.
+const DefaultDedupeTimeout = 250 * time.Millisecond
+
 // NewService returns a Service with opts' defaults filled in.
 func NewService(opts Options) *Service {
 	if opts.Now == nil {
@@ -119,6 +128,7 @@ func NewService(opts Options) *Service {
 	opts.SendTimeout = cmp.Or(opts.SendTimeout, 15*time.Second)
 	opts.ClaimFor = cmp.Or(opts.ClaimFor, 2*opts.SendTimeout)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
+	opts.DedupeTimeout = cmp.Or(opts.DedupeTimeout, DefaultDedupeTimeout)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,7 +168,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	claimed := false
 	if req.RequestID != "" {
 		key := "notify:req:" + req.RequestID
-		existing, ok, err := s.opts.Dedupe.Claim(ctx, key, n.ID+" "+hash)
+		dctx, cancel := context.WithTimeout(ctx, s.opts.DedupeTimeout)
+		existing, ok, err := s.opts.Dedupe.Claim(dctx, key, n.ID+" "+hash)
+		cancel()
 		if err != nil {
 			s.log.Warn("request_id fast path failed; relying on the store", logKeyError, err)
 		}
@@ -170,7 +182,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		}
 		defer func() {
 			if claimed { // nothing of ours was saved: let the next request ask the store
-				_ = s.opts.Dedupe.Release(context.WithoutCancel(ctx), key)
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.DedupeTimeout)
+				_ = s.opts.Dedupe.Release(rctx, key)
+				cancel()
 			}
 		}()
 	}
@@ -199,18 +213,36 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		}
 		return Accepted{NotificationID: existing.ID, Duplicate: true}, nil
 	}
+	s.publish(ctx, n, ds)
+	return Accepted{NotificationID: n.ID}, nil
+}
+
+// publish queues the jobs of n's deliveries ds that are due now: confirmed
+// by the queue before Send answers when it can confirm (QueueConfirmer).
+// A job the queue did not take is logged; the recovery sweep republishes
+// it.
+func (s *Service) publish(ctx context.Context, n Notification, ds []Delivery) {
+	var jobs []Job
 	for _, d := range ds {
 		if d.Status == StatusQueued && d.NextAttemptAt.IsZero() {
 			// Known fresh before the publish, so a worker that picks the
 			// job up at once finds it.
 			s.fresh.add(d.Key())
-			if err := s.opts.Queue.Publish(ctx, JobFor(n, d)); err != nil {
-				s.log.Warn("publish failed; the recovery sweep will retry", logKeyNotification, n.ID,
-					logKeyChannel, d.Channel, logKeyError, err)
-			}
+			jobs = append(jobs, JobFor(n, d))
 		}
 	}
-	return Accepted{NotificationID: n.ID}, nil
+	if qc, ok := s.opts.Queue.(QueueConfirmer); ok && len(jobs) > 0 {
+		if err := qc.PublishConfirmed(context.WithoutCancel(ctx), jobs); err != nil {
+			s.log.Warn("publish not confirmed; the recovery sweep will retry", logKeyNotification, n.ID, logKeyError, err)
+		}
+		return
+	}
+	for _, j := range jobs {
+		if err := s.opts.Queue.Publish(ctx, j); err != nil {
+			s.log.Warn("publish failed; the recovery sweep will retry", logKeyNotification, n.ID,
+				logKeyChannel, j.Channel, logKeyError, err)
+		}
+	}
 }
 
 // resolveDuplicate handles a request_id the fast path has seen: a

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -414,5 +415,60 @@ func TestPrefetchSettingsMatchesReads(t *testing.T) {
 		if got := b.statuses(t, a.NotificationID)[notify.SMS].Status; got != want {
 			t.Errorf("%s: sms delivery %s, want %s", user, got, want)
 		}
+	}
+}
+
+// blackHoleDedupe is a fast path whose engine never answers (Redis
+// black-holed): every call blocks until its context ends.
+type blackHoleDedupe struct{ calls atomic.Int32 }
+
+func (d *blackHoleDedupe) Claim(ctx context.Context, _, _ string) (string, bool, error) {
+	d.calls.Add(1)
+	<-ctx.Done()
+	return "", false, ctx.Err()
+}
+
+func (d *blackHoleDedupe) Release(ctx context.Context, _ string) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestSendWithBlackHoledDedupe: a fast path that never answers costs a
+// request its short deadline, not the request; the store's unique
+// request_id still makes the repeat a duplicate.
+func TestSendWithBlackHoledDedupe(t *testing.T) {
+	t.Parallel()
+	hole := &blackHoleDedupe{}
+	b := setup(t, func(o *notify.Options) { o.Dedupe = hole; o.DedupeTimeout = 50 * time.Millisecond })
+	req := notify.Request{RequestID: "bh-1", UserID: "u1", Type: "otp", Data: json.RawMessage(`{"code":"1"}`)}
+	send := func() notify.Accepted {
+		t.Helper()
+		type result struct {
+			a   notify.Accepted
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			a, err := b.svc.Send(context.Background(), req) // no deadline of its own, as an HTTP request's
+			done <- result{a, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("Send: %v", r.err)
+			}
+			return r.a
+		case <-time.After(10 * time.Second):
+			t.Fatal("Send still waiting on the black-holed fast path after 10s")
+			return notify.Accepted{}
+		}
+	}
+	first := send()
+	again := send()
+	if !again.Duplicate || again.NotificationID != first.NotificationID {
+		t.Errorf("repeat = %+v, want a duplicate of %s (the store's request_id)", again, first.NotificationID)
+	}
+	if n := hole.calls.Load(); n != 2 {
+		t.Errorf("fast path asked %d times, want 2", n)
 	}
 }

@@ -164,6 +164,15 @@ type Queue interface {
 	Publish(ctx context.Context, j Job) error
 }
 
+// QueueConfirmer is optional for a Queue: PublishConfirmed publishes jobs
+// and returns once the queue holds every one (retrying for a while), or
+// the error of one it could not place. Send uses it, so that a
+// notification's jobs are queued before it is answered: a request sent
+// after that answer is queued after them, whatever fails meanwhile.
+type QueueConfirmer interface {
+	PublishConfirmed(ctx context.Context, jobs []Job) error
+}
+
 // QueueHorizon is optional for a Queue: it returns, for one channel x
 // category queue, the time before which every job published has been
 // handled (acknowledged); now when nothing is pending. The recovery sweep

@@ -71,19 +71,19 @@ var defaultTypes = map[string]Category{
 // defaultText is the shipped English text per type: subject, then body. The
 // SMS and push channels use the body alone, so it stands on its own.
 var defaultText = map[string][2]string{
-	"otp":             {"Your {app} code", "Your code is {code}. It expires in {minutes} minutes. Never share it."},
+	"otp":             {"Your {app|verification} code", "Your {app|verification} code is {code}. It expires in {minutes|a few} minutes. Never share it."},
 	"password_reset":  {"Reset your password", "Reset your password with this link: {link}. If you did not ask, ignore this."},
-	"login_alert":     {"New sign-in to your account", "New sign-in from {device} near {location} at {time}. Not you? Secure your account: {link}"},
-	"payment_failed":  {"Payment failed for order {order}", "Hi {name}, the payment for order {order} failed: {reason}. Update it here: {link}"},
-	"order.confirmed": {"Order {order} confirmed", "Hi {name}, thanks for your order {order}. We will tell you when it ships."},
-	"order.shipped":   {"Order {order} shipped", "Hi {name}, order {order} is on its way. Track it: {link}"},
-	"order.delivered": {"Order {order} delivered", "Hi {name}, order {order} was delivered. Enjoy!"},
-	"order.cancelled": {"Order {order} cancelled", "Hi {name}, order {order} was cancelled. {reason}"},
-	"order.refunded":  {"Refund for order {order}", "Hi {name}, we refunded {amount} for order {order}."},
-	"flash_sale":      {"Flash sale: {discount} off", "{name}, a flash sale just started: {discount} off until {ends}. {link}"},
-	"price_drop":      {"Price drop on {product}", "{product} is now {price}. {link}"},
-	"back_in_stock":   {"{product} is back in stock", "{product} is back in stock. {link}"},
-	"abandoned_cart":  {"You left something in your cart", "{name}, your cart is waiting: {items}. {link}"},
+	"login_alert":     {"New sign-in to your account", "New sign-in from {device|a new device} near {location|an unknown place} at {time|a recent time}. Not you? Secure your account: {link|open your account settings}"},
+	"payment_failed":  {"Payment failed for order {order}", "Hi {name|there}, the payment for order {order} failed: {reason|the payment was declined}. Update it here: {link|see your account}"},
+	"order.confirmed": {"Order {order} confirmed", "Hi {name|there}, thanks for your order {order}. We will tell you when it ships."},
+	"order.shipped":   {"Order {order} shipped", "Hi {name|there}, order {order} is on its way. Track it: {link|see your orders page}"},
+	"order.delivered": {"Order {order} delivered", "Hi {name|there}, order {order} was delivered. Enjoy!"},
+	"order.cancelled": {"Order {order} cancelled", "Hi {name|there}, order {order} was cancelled. {reason|We are sorry for the trouble.}"},
+	"order.refunded":  {"Refund for order {order}", "Hi {name|there}, we refunded {amount|the amount paid} for order {order}."},
+	"flash_sale":      {"Flash sale: {discount|a lot} off", "{name|Hi}, a flash sale just started: {discount|a lot} off until {ends|it ends}. {link|Have a look in our shop.}"},
+	"price_drop":      {"Price drop on {product|an item you watch}", "{product|An item you watch} is now {price|cheaper}. {link|Have a look in our shop.}"},
+	"back_in_stock":   {"{product|An item you wanted} is back in stock", "{product|An item you wanted} is back in stock. {link|Have a look in our shop.}"},
+	"abandoned_cart":  {"You left something in your cart", "{name|Hi}, your cart is waiting: {items|your items}. {link|Have a look in our shop.}"},
 }
 
 // DefaultTemplate returns the shipped template of typ.
@@ -187,10 +187,13 @@ func isAlnum(s string) bool {
 }
 
 // Render fills every {name} in text with data's member name: strings as
-// they are, other JSON values as their JSON text, absent members as "".
-// Names are letters, digits, '_', '.' and '-'; any other brace is literal
-// text, and "{{" writes a literal "{". Values are inserted verbatim, never
-// re-scanned, so data cannot inject placeholders.
+// they are, other JSON values as their JSON text. {name|fallback} writes
+// fallback instead when the member is absent, null or "" (the fallback is
+// literal text without braces; {name|} names an optional part that may stay
+// empty); a bare {name} without data writes "". Names are letters, digits,
+// '_', '.' and '-'; any other brace is literal text, and "{{" writes a
+// literal "{". Values are inserted verbatim, never re-scanned, so data
+// cannot inject placeholders.
 func Render(text string, data map[string]json.RawMessage) string {
 	if !strings.Contains(text, "{") {
 		return text
@@ -198,27 +201,82 @@ func Render(text string, data map[string]json.RawMessage) string {
 	var b strings.Builder
 	b.Grow(len(text))
 	for i := 0; i < len(text); {
-		c := text[i]
-		if c != '{' {
-			b.WriteByte(c)
-			i++
-			continue
-		}
-		if i+1 < len(text) && text[i+1] == '{' {
+		if text[i] == '{' && i+1 < len(text) && text[i+1] == '{' {
 			b.WriteByte('{')
 			i += 2
 			continue
 		}
-		end := strings.IndexByte(text[i+1:], '}')
-		if end < 0 || end == 0 || !validName(text[i+1:i+1+end]) {
-			b.WriteByte(c)
+		p, n := placeholderAt(text, i)
+		if n == 0 {
+			b.WriteByte(text[i])
 			i++
 			continue
 		}
-		b.WriteString(dataString(data[text[i+1:i+1+end]]))
-		i += end + 2
+		v := dataString(data[p.Name])
+		if v == "" {
+			v = p.Fallback
+		}
+		b.WriteString(v)
+		i += n
 	}
 	return b.String()
+}
+
+// Placeholder is one {name} or {name|fallback} of a template text.
+type Placeholder struct {
+	Name     string
+	Fallback string
+	// Optional reports a fallback ({name|...}): the text reads well
+	// without the data.
+	Optional bool
+}
+
+// placeholderAt parses the placeholder starting at text[i] and returns it
+// with its length, or a length of 0 when text[i] starts none.
+func placeholderAt(text string, i int) (Placeholder, int) {
+	if text[i] != '{' {
+		return Placeholder{}, 0
+	}
+	end := strings.IndexByte(text[i+1:], '}')
+	if end <= 0 {
+		return Placeholder{}, 0
+	}
+	inner := text[i+1 : i+1+end]
+	name, fallback, optional := strings.Cut(inner, "|")
+	if name == "" || !validName(name) || strings.Contains(fallback, "{") {
+		return Placeholder{}, 0
+	}
+	return Placeholder{Name: name, Fallback: fallback, Optional: optional}, end + 2
+}
+
+// Placeholders lists the placeholders of text in order, as Render reads them.
+func Placeholders(text string) []Placeholder {
+	var out []Placeholder
+	for i := 0; i < len(text); {
+		if text[i] == '{' && i+1 < len(text) && text[i+1] == '{' {
+			i += 2
+			continue
+		}
+		if p, n := placeholderAt(text, i); n > 0 {
+			out = append(out, p)
+			i += n
+			continue
+		}
+		i++
+	}
+	return out
+}
+
+// Missing names the placeholders of text without a fallback that data
+// leaves empty (absent, null or ""): the gaps a rendered message would have.
+func Missing(text string, data map[string]json.RawMessage) []string {
+	var names []string
+	for _, p := range Placeholders(text) {
+		if !p.Optional && dataString(data[p.Name]) == "" {
+			names = append(names, p.Name)
+		}
+	}
+	return names
 }
 
 func validName(s string) bool {

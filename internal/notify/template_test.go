@@ -25,6 +25,13 @@ func TestRender(t *testing.T) {
 		{"empty braces are literal", "a {} b", "a {} b"},
 		{"bad name is literal", "{na me} {name}", "{na me} Ann"},
 		{"adjacent", "{name}{order}", "Ann#42"},
+		{"fallback when absent", "Hi {who|there}", "Hi there"},
+		{"fallback when null", "[{null|none}]", "[none]"},
+		{"fallback unused with data", "Hi {name|there}", "Hi Ann"},
+		{"empty fallback is an optional part", "a{missing|}b", "ab"},
+		{"fallback keeps punctuation", "{missing|a, b: c.}", "a, b: c."},
+		{"brace in a fallback is literal", "{missing|a{b}", "{missing|a"},
+		{"no name before the bar is literal", "{|x} {name}", "{|x} Ann"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,8 +43,47 @@ func TestRender(t *testing.T) {
 	}
 }
 
+func TestMissing(t *testing.T) {
+	t.Parallel()
+	data := map[string]json.RawMessage{"name": json.RawMessage(`"Ann"`), "empty": json.RawMessage(`""`)}
+	got := Missing("{name} {order} {link|x} {empty} {code|}", data)
+	if strings.Join(got, ",") != "order,empty" {
+		t.Errorf("Missing = %v, want [order empty]", got)
+	}
+}
+
+// TestShippedTemplatesReadWell renders every shipped template with only
+// its essential data: each other placeholder has a fallback, so no message
+// has a gap ("Track it: " with nothing after it).
+func TestShippedTemplatesReadWell(t *testing.T) {
+	t.Parallel()
+	essential := map[string][]string{"otp": {"code"}, "password_reset": {"link"}}
+	for _, typ := range DefaultTypes() {
+		tpl, _ := DefaultTemplate(typ)
+		c, _ := tpl.Content(Email, "en")
+		need := essential[typ]
+		if strings.HasPrefix(typ, "order.") || typ == "payment_failed" {
+			need = []string{"order"}
+		}
+		data := map[string]json.RawMessage{}
+		for _, n := range need {
+			data[n] = json.RawMessage(`"X1"`)
+		}
+		for _, text := range []string{c.Subject, c.Body} {
+			if m := Missing(text, data); len(m) > 0 {
+				t.Errorf("%s: %q leaves %v empty without data; give them a fallback", typ, text, m)
+			}
+			out := Render(text, data)
+			if strings.Contains(out, "  ") || strings.Contains(out, " .") || strings.HasSuffix(out, ": ") ||
+				strings.HasSuffix(out, " ") || strings.Contains(out, "{") {
+				t.Errorf("%s: %q renders as %q, with a gap", typ, text, out)
+			}
+		}
+	}
+}
+
 func FuzzRender(f *testing.F) {
-	for _, s := range []string{"Hi {name}", "{{", "{", "}{", "{a}{b}{{c}}", "{\xff}", strings.Repeat("{x}", 10)} {
+	for _, s := range []string{"Hi {name}", "{name|there}", "{a|}", "{{", "{", "}{", "{a}{b}{{c}}", "{\xff}", strings.Repeat("{x}", 10)} {
 		f.Add(s, `"v"`)
 	}
 	f.Fuzz(func(t *testing.T, text, value string) {

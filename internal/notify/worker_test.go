@@ -29,7 +29,7 @@ func TestProcessSendsOnceAndRenders(t *testing.T) {
 		t.Errorf("provider called %d times for one job delivered thrice, want 1", calls)
 	}
 	m := b.prov.sent[0]
-	if m.Subject != "Order #42 shipped" || m.Body != "Hi Ann, order #42 is on its way. Track it: " ||
+	if m.Subject != "Order #42 shipped" || m.Body != "Hi Ann, order #42 is on its way. Track it: see your orders page" ||
 		m.IdempotencyKey != a.NotificationID+":email" || m.Attempt != 1 {
 		t.Errorf("message = %+v", m)
 	}

@@ -354,3 +354,54 @@ func consumerInfo(t *testing.T, s jetstream.Stream, name string) (*jetstream.Con
 	}
 	return c.Info(t.Context())
 }
+
+// TestConfirmedPublishSurvivesLeaderKill: PublishConfirmed while the
+// server leading the job's R3 stream is dead returns only once a new
+// leader has the job (publishing again under the same Nats-Msg-Id), so an
+// answer given after it never precedes the job; the job runs once.
+func TestConfirmedPublishSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
+	cluster := enginetest.StartNATSCluster(t, 3)
+	prefix := "C" + strings.ToUpper(t.Name()[4:8]) + "_"
+	c := open(t, Options{URL: cluster.URL(), StreamPrefix: prefix, Replicas: 3})
+	q := notifyQueue(t, c, NotifyOptions{Partitions: 1})
+	name := c.Name("NOTIFY_WEBHOOK_ORDERS")
+	s, err := c.JetStream().Stream(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := -1
+	if cl := s.CachedInfo().Cluster; cl != nil {
+		for i := range cluster.Len() {
+			if cluster.Server(i).Name() == cl.Leader {
+				leader = i
+			}
+		}
+	}
+	if leader < 0 {
+		t.Fatalf("no leader found for %s", name)
+	}
+	cluster.Kill(leader)
+	j := notify.Job{NotificationID: "n1", Channel: notify.Webhook, UserID: "u1", Category: notify.Orders}
+	if err := q.PublishConfirmed(t.Context(), []notify.Job{j}); err != nil {
+		t.Fatalf("PublishConfirmed with the stream's leader dead: %v", err)
+	}
+	if info, err := s.Info(t.Context()); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("stream after the confirmed publish: %+v, %v; want 1 message", info.State, err)
+	}
+	cluster.Restart(leader)
+	var mu sync.Mutex
+	var handled []string
+	runQueue(t, q, func(_ context.Context, j notify.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled = append(handled, j.NotificationID)
+		return nil
+	})
+	waitFor(t, 30*time.Second, "the confirmed job handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) > 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(handled, []string{"n1"}) {
+		t.Errorf("handled %v, want n1 once", handled)
+	}
+}

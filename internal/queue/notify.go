@@ -179,7 +179,20 @@ func (q *NotifyQueue) openLane(ctx context.Context, k streamKey, workers int) (_
 	l.consumers = q.consumerConfigs(k, workers)
 	l.holds = make([]atomic.Bool, len(l.consumers))
 	l.received = make([]atomic.Int64, len(l.consumers))
-	if err = q.ensureConsumers(ctx, l); err != nil {
+	// A stream just created in a cluster may not be known yet to the
+	// server answering its consumer calls ("stream not found"): ask again
+	// for a few seconds.
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		err = q.ensureConsumers(ctx, l)
+		if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) || wait > 2*time.Second {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("queue: consumers of %s: %w", q.streamName(k), err)
 	}
 	name := strings.ToLower(string(k.ch) + "-" + string(k.cat))
@@ -378,6 +391,94 @@ func (q *NotifyQueue) Publish(ctx context.Context, j notify.Job) error {
 		return fmt.Errorf("queue: publish %s: %w", j.MsgID(), err)
 	}
 	return nil
+}
+
+var _ notify.QueueConfirmer = (*NotifyQueue)(nil)
+
+// Confirming publishes. PublishConfirmed waits confirmAck for a job's
+// acknowledgement, publishes it again (the same Nats-Msg-Id: never twice
+// in the stream) after a pause doubling from confirmPause, and gives up
+// after confirmFor: long enough for an R3 stream to elect a new leader
+// when its leader's server dies.
+const (
+	confirmAck   = 2 * time.Second
+	confirmPause = 50 * time.Millisecond
+	confirmFor   = 10 * time.Second
+)
+
+// PublishConfirmed implements notify.QueueConfirmer: it publishes jobs
+// and returns once JetStream has acknowledged every one, publishing those
+// it refused or did not acknowledge again until confirmFor has passed
+// (then the error of the last failure; the recovery sweep republishes
+// those). A notification's jobs are thus in their streams before it is
+// answered 202, so a request sent after that answer is queued after them
+// even while a NATS server dies. With Unconfirmed it is Publish for each.
+func (q *NotifyQueue) PublishConfirmed(ctx context.Context, jobs []notify.Job) error {
+	if q.o.Unconfirmed {
+		var errs []error
+		for _, j := range jobs {
+			errs = append(errs, q.Publish(ctx, j))
+		}
+		return errors.Join(errs...)
+	}
+	began, pause := time.Now(), confirmPause
+	pending := jobs
+	for {
+		futures := make([]jetstream.PubAckFuture, len(pending))
+		errs := make([]error, len(pending))
+		for i, j := range pending {
+			futures[i], errs[i] = q.publishAsync(j)
+		}
+		var failed []notify.Job
+		var last error
+		for i, f := range futures {
+			if errs[i] == nil {
+				select {
+				case <-f.Ok():
+				case errs[i] = <-f.Err():
+				case <-time.After(confirmAck):
+					errs[i] = fmt.Errorf("queue: publish %s: no acknowledgement within %s", pending[i].MsgID(), confirmAck)
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if errs[i] != nil {
+				failed, last = append(failed, pending[i]), errs[i]
+			}
+		}
+		if len(failed) == 0 {
+			return nil
+		}
+		if time.Since(began)+pause > confirmFor {
+			return last
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		pending, pause = failed, min(2*pause, time.Second)
+	}
+}
+
+// publishAsync publishes j to its stream with JetStream's acknowledgement
+// to come.
+func (q *NotifyQueue) publishAsync(j notify.Job) (jetstream.PubAckFuture, error) {
+	l, ok := q.lanes[streamKey{j.Channel, j.Category}]
+	if !ok {
+		return nil, fmt.Errorf("queue: no stream for %s %s", j.Channel, j.Category)
+	}
+	data, err := json.Marshal(j)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode job: %w", err)
+	}
+	msg := nats.NewMsg(q.Subject(j))
+	msg.Data = data
+	f, err := l.js.PublishMsgAsync(msg, jetstream.WithMsgID(j.MsgID()))
+	if err != nil {
+		return nil, fmt.Errorf("queue: publish %s: %w", j.MsgID(), err)
+	}
+	return f, nil
 }
 
 // Close drains the queue's own connections: pending publishes are sent.

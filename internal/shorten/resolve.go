@@ -83,7 +83,9 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 	now := s.now()
 	var stale *CachedLink
 	if sh := s.opts.Shared; sh != nil {
-		cl, ok, err := sh.Get(ctx, code)
+		sctx, cancel := context.WithTimeout(ctx, s.opts.SharedTimeout)
+		cl, ok, err := sh.Get(sctx, code)
+		cancel()
 		switch {
 		case err != nil:
 			s.metrics.SharedError()
@@ -153,7 +155,9 @@ func (s *Service) share(ctx context.Context, l Link, now time.Time) {
 		ttl = min(ttl, l.ExpiresAt.Sub(now)) // the shared entry never outlives the link
 	}
 	cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, FreshUntil: now.Add(s.opts.CacheTTL)}
-	if err := sh.Set(ctx, l.Code, cl, ttl); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, s.opts.SharedTimeout)
+	defer cancel()
+	if err := sh.Set(sctx, l.Code, cl, ttl); err != nil {
 		s.metrics.SharedError()
 		s.log.Debug("shared link cache set failed", slog.String("code", l.Code), slog.Any("error", err))
 	}

@@ -57,6 +57,10 @@ type Options struct {
 	FallbackURL string
 	// Shared is the second-level cache. If nil, there is none.
 	Shared SharedCache
+	// SharedTimeout bounds each call to Shared (a Redis that stops
+	// answering costs a redirect this long, then the store answers). If
+	// zero, DefaultSharedTimeout.
+	SharedTimeout time.Duration
 	// Limiter limits unknown-code lookups per client address. If nil,
 	// they are not limited.
 	Limiter Limiter
@@ -121,6 +125,10 @@ type Service struct {
 	inserter batcher
 }
 
+// DefaultSharedTimeout is how long a request waits for the shared cache
+// (Options.SharedTimeout) before going on to the store.
+const DefaultSharedTimeout = 100 * time.Millisecond
+
 // New returns a Service for opts.
 func New(opts Options) (*Service, error) {
 	if opts.Store == nil || opts.Codec == nil {
@@ -133,6 +141,7 @@ func New(opts Options) (*Service, error) {
 	opts.NegativeCacheSize = cmp.Or(opts.NegativeCacheSize, 10_000)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, 30*time.Second)
 	opts.NegativeTTL = cmp.Or(opts.NegativeTTL, 5*time.Second)
+	opts.SharedTimeout = cmp.Or(opts.SharedTimeout, DefaultSharedTimeout)
 	opts.ClickBuffer = cmp.Or(opts.ClickBuffer, 100_000)
 	opts.FlushInterval = cmp.Or(opts.FlushInterval, time.Second)
 	opts.PurgeInterval = cmp.Or(opts.PurgeInterval, time.Hour)
@@ -318,7 +327,10 @@ func (s *Service) Delete(ctx context.Context, caller Caller, code string) error 
 	}
 	s.links.remove(code)
 	if s.opts.Shared != nil {
-		if err := s.opts.Shared.Delete(ctx, code); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, s.opts.SharedTimeout)
+		err := s.opts.Shared.Delete(sctx, code)
+		cancel()
+		if err != nil {
 			s.log.Warn("dropping a deleted link from the shared cache failed", slog.String("code", code), slog.Any("error", err))
 		}
 	}

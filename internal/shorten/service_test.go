@@ -538,3 +538,65 @@ func TestStaleIfError(t *testing.T) {
 		t.Error("Resolve with StaleTTL 0 past the cache TTL while the store fails succeeded")
 	}
 }
+
+// blackHoleCache is a shared cache whose engine never answers (Redis
+// black-holed): every call blocks until its context ends.
+type blackHoleCache struct{ calls atomic.Int32 }
+
+func (c *blackHoleCache) Get(ctx context.Context, _ string) (shorten.CachedLink, bool, error) {
+	c.calls.Add(1)
+	<-ctx.Done()
+	return shorten.CachedLink{}, false, ctx.Err()
+}
+
+func (c *blackHoleCache) Set(ctx context.Context, _ string, _ shorten.CachedLink, _ time.Duration) error {
+	c.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (c *blackHoleCache) Delete(ctx context.Context, _ string) error {
+	c.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestBlackHoledSharedCache: creates, redirects and deletes go on from
+// the store when the shared cache stops answering, each call to it cut
+// off at its short deadline.
+func TestBlackHoledSharedCache(t *testing.T) {
+	t.Parallel()
+	hole := &blackHoleCache{}
+	b := setup(t, func(o *shorten.Options) { o.Shared = hole; o.SharedTimeout = 20 * time.Millisecond })
+	within := func(what string, f func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still waiting on the black-holed shared cache after 10s", what)
+		}
+	}
+	ctx := context.Background() // no deadline of its own, as an HTTP request's
+	var l shorten.Link
+	within("Create", func() (err error) {
+		l, err = b.svc.Create(ctx, shorten.CreateRequest{URL: "https://example.com/x", Owner: "key_a"})
+		return err
+	})
+	b.svc.Forget(l.Code)
+	within("Resolve", func() error {
+		tg, err := b.svc.Resolve(ctx, l.Code, "198.51.100.7")
+		if err == nil && tg.URL != "https://example.com/x" {
+			t.Errorf("Resolve = %+v, want the link from the store", tg)
+		}
+		return err
+	})
+	within("Delete", func() error { return b.svc.Delete(ctx, shorten.Caller{ID: "key_a"}, l.Code) })
+	if n := hole.calls.Load(); n < 3 {
+		t.Errorf("the shared cache was asked %d times, want at least 3", n)
+	}
+}

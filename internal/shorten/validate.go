@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/netguard"
 )
 
 // MaxURLLength bounds a target URL, in bytes.
@@ -171,8 +173,9 @@ func validPort(s string) bool {
 	return n > 0 && n < 65536
 }
 
-// isPrivateHost reports loopback, private, link-local, unspecified and
-// similar address literals, and localhost names. Names are not resolved:
+// isPrivateHost reports address literals that are not globally reachable
+// (every such range of the IANA special-purpose registries, and their
+// IPv4-mapped and NAT64 forms: netguard.Blocked), and localhost names. Names are not resolved:
 // DNS can change after the check, so only literals are judged.
 func isPrivateHost(host string) bool {
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
@@ -184,15 +187,9 @@ func isPrivateHost(host string) bool {
 		// "2130706433" or "0x7f.1": refuse them rather than guess.
 		return looksNumeric(host)
 	}
-	addr = addr.Unmap()
-	if addr.IsLoopback() || addr.IsPrivate() || addr.IsUnspecified() || addr.IsLinkLocalUnicast() ||
-		addr.IsLinkLocalMulticast() || addr.IsInterfaceLocalMulticast() || addr.IsMulticast() {
-		return true
-	}
-	return cgnat.Contains(addr) || (addr.Is4() && addr.As4()[0] == 0)
+	_, blocked := netguard.Blocked(addr)
+	return blocked
 }
-
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // looksNumeric reports host names made only of digits, dots and hex
 // markers, which some resolvers read as IPv4 addresses.

@@ -97,11 +97,12 @@ func TestMiddlewareQuotaVersusCapacity(t *testing.T) {
 	}{
 		{"192.0.2.1", 204, "", "", `"free";r=1;t=1, "global";r=2;t=3600`, "1", ""},
 		{"192.0.2.1", 204, "", "", `"free";r=0;t=2, "global";r=1;t=3600`, "0", ""},
-		// The global check passed but was not charged; its decision reports
-		// what would have been left.
-		{"192.0.2.1", 429, "free", "1", `"free";r=0;t=2, "global";r=0;t=3600`, "0", "quota-exceeded"},
+		// The global check passed but was not charged: its r is what
+		// remains, as nothing was taken from it.
+		{"192.0.2.1", 429, "free", "1", `"free";r=0;t=2, "global";r=1;t=3600`, "0", "quota-exceeded"},
 		{"192.0.2.2", 204, "", "", `"free";r=1;t=1, "global";r=0;t=3600`, "0", ""},
-		{"192.0.2.3", 503, "global", "3600", `"free";r=1;t=1, "global";r=0;t=3600`, "0", "temporary-reduced-capacity"},
+		// And the other way round: the client's own quota, untouched.
+		{"192.0.2.3", 503, "global", "3600", `"free";r=2;t=0, "global";r=0;t=3600`, "0", "temporary-reduced-capacity"},
 	}
 	for i, tt := range tests {
 		resp := serve(tt.ip)
@@ -160,5 +161,31 @@ func TestMiddlewareWaitsOnlyForCapacity(t *testing.T) {
 	// a is over its own quota: 429 at once, no waiting.
 	if s := status("a"); s != 429 {
 		t.Errorf("client over quota = %d, want 429", s)
+	}
+}
+
+// TestRefusalHeadersReportWhatRemains: 3 a minute and 1,000 a day; the
+// fourth request is refused by the minute and charges nothing, so the
+// day's r is what remains of it, 997, as the key's state says.
+func TestRefusalHeadersReportWhatRemains(t *testing.T) {
+	t.Parallel()
+	clock := ratelimittest.NewClock(time.Unix(86400, 0))
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now})
+	tiny := &ratelimit.Policy{Name: "tiny", Algorithm: ratelimit.TokenBucket, Limit: 3, Period: time.Minute}
+	daily := &ratelimit.Policy{Name: "daily", Algorithm: ratelimit.TokenBucket, Limit: 1000, Period: 24 * time.Hour}
+	m := &httplimit.Middleware{Store: store, Limits: func(*http.Request) []httplimit.Limit {
+		return []httplimit.Limit{{Policy: tiny, Key: "k"}, {Policy: daily, Key: "k"}}
+	}}
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	var rec *httptest.ResponseRecorder
+	for range 4 {
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	}
+	if want := `"tiny";r=0;t=60, "daily";r=997;t=260`; rec.Code != 429 || rec.Header().Get("RateLimit") != want {
+		t.Errorf("4th request = %d RateLimit %q, want 429 %q", rec.Code, rec.Header().Get("RateLimit"), want)
+	}
+	if d, err := store.Peek(t.Context(), daily, "k"); err != nil || d.Remaining != 997 {
+		t.Errorf("the daily key's state = %+v, %v; want 997 remaining", d, err)
 	}
 }

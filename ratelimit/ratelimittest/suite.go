@@ -439,13 +439,48 @@ func testMulti(t *testing.T, h Harness) {
 		spent := policy(ratelimit.FixedWindow, 1, time.Minute, 0)
 		spent.Name = "spent"
 		b.Allow(t, spent, "k", 1)
-		ok, _, err := ratelimit.AllowAll(b.Ctx, b.Store, append(cs, ratelimit.Check{Policy: spent, Key: "k", Cost: 1}))
+		ok, ds, err := ratelimit.AllowAll(b.Ctx, b.Store, append(cs, ratelimit.Check{Policy: spent, Key: "k", Cost: 1}))
 		if err != nil || ok {
 			t.Fatalf("AllowAll with one spent policy = %v, %v; want refused", ok, err)
 		}
-		for _, c := range cs {
+		for i, c := range cs {
 			if d := b.Peek(t, c.Policy, "k"); d.Remaining != d.Limit {
 				t.Errorf("%s after a refused multi-key check: Peek = %+v, want nothing consumed", c.Policy.Name, d)
+			}
+			if d := ds[i]; !d.Allowed || d.Remaining != d.Limit {
+				t.Errorf("%s in a refused multi-key check: %+v, want allowed with its whole limit remaining (nothing was charged)", c.Policy.Name, d)
+			}
+		}
+	})
+	// A refusal reports, for the policies it did not charge, what remains
+	// of them: 3 a minute and 1,000 a day, four requests, the fourth
+	// refused by the minute; the day has 997 left, in the refusal's
+	// decision as in the key's state.
+	t.Run("refusal reports what remains", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		for _, alg := range ratelimit.Algorithms() {
+			if alg == ratelimit.Concurrency {
+				continue // leases, not a rate
+			}
+			tiny := &ratelimit.Policy{Name: "tiny_" + string(alg), Algorithm: alg, Limit: 3, Period: time.Minute}
+			daily := &ratelimit.Policy{Name: "daily_" + string(alg), Algorithm: alg, Limit: 1000, Period: 24 * time.Hour}
+			cs := []ratelimit.Check{{Policy: tiny, Key: "k", Cost: 1}, {Policy: daily, Key: "k", Cost: 1}}
+			var ds []ratelimit.Decision
+			for i := range 4 {
+				var ok bool
+				var err error
+				ok, ds, err = ratelimit.AllowAll(b.Ctx, b.Store, cs)
+				if err != nil || ok != (i < 3) {
+					t.Fatalf("%s: attempt %d = %v, %v; want allowed only the first 3", alg, i+1, ok, err)
+				}
+			}
+			peek := b.Peek(t, daily, "k")
+			if d := ds[1]; !d.Allowed || d.Remaining != 997 || peek.Remaining != 997 || d.ResetAfter != peek.ResetAfter {
+				t.Errorf("%s: the refusal's daily decision = %+v, its state %+v; want allowed, 997 remaining in both, the same reset", alg, d, peek)
+			}
+			if d := ds[0]; d.Allowed || d.Remaining != 0 {
+				t.Errorf("%s: the refusal's tiny decision = %+v, want refused with 0 remaining", alg, d)
 			}
 		}
 	})

@@ -379,6 +379,15 @@ for _ = 1, nops do
           save(c.p, c.key, c.st, c.exp)
         end
       end
+    elseif code ~= 'r' then
+      -- Nothing was charged: a check that would pass reports its key as
+      -- it is (uncharged in algo.go), not as after the charge.
+      for i = 1, nchecks do
+        if vs[i][1] == 1 then
+          local pv = peek(checks[i].p, checks[i].key)
+          vs[i][2], vs[i][4] = pv[2], pv[4]
+        end
+      end
     end
   elseif code == 'p' then
     vs[1] = peek(checks[1].p, checks[1].key)

@@ -67,8 +67,9 @@ func (st step) again(code string) *call {
 // slots always meet them in the same order), each step charging its checks
 // only if all of them fit. When a step refuses, the steps before it are
 // refunded (whatever ctx says: they must not stay charged) and the steps
-// after it evaluated without charging, so that every check gets its own
-// decision, before allowSlots returns. When a step fails, the steps before
+// after it evaluated without charging, then the refunded ones too, so that
+// every check gets its own decision, of its key as it is (nothing was
+// charged), before allowSlots returns. When a step fails, the steps before
 // it are refunded as far as the server answers and the error is returned;
 // the failed step is left alone, since whether it charged is unknown (a
 // charge that stays costs allowance, never admits too much).
@@ -87,12 +88,30 @@ func (s *Store) allowSlots(ctx context.Context, steps []step, out []ratelimit.De
 		for j, l := range later {
 			evals[j] = l.again("e")
 		}
+		// Once refunded, the steps before report their keys as they are
+		// again, uncharged (an 'e' call), like the steps after; if that
+		// fails they keep their decisions, which counted the charge.
+		var early []*call
 		var wg sync.WaitGroup
-		wg.Go(func() { _ = s.doAll(context.WithoutCancel(ctx), refunds(steps[:i])) })
+		wg.Go(func() {
+			if s.doAll(context.WithoutCancel(ctx), refunds(steps[:i])) != nil {
+				return
+			}
+			calls := make([]*call, i)
+			for j, e := range steps[:i] {
+				calls[j] = e.again("e")
+			}
+			if s.doAll(ctx, calls) == nil {
+				early = calls
+			}
+		})
 		err := s.doAll(ctx, evals)
 		wg.Wait()
 		if err != nil {
 			return err
+		}
+		for j, e := range early {
+			step{c: e, pos: steps[j].pos}.decide(out)
 		}
 		for j, l := range later {
 			step{c: evals[j], pos: l.pos}.decide(out)

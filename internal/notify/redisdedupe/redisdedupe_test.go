@@ -1,8 +1,12 @@
 package redisdedupe
 
 import (
+	"context"
 	"crypto/rand"
+	"io"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,4 +67,89 @@ func TestClaim(t *testing.T) {
 	if wins != 1 {
 		t.Errorf("%d of 50 racing claims won, want 1", wins)
 	}
+}
+
+// TestClaimHonoursTheDeadlineOnABlackHole: once Redis stops answering (a
+// proxy that swallows every byte), Claim returns when its context ends,
+// so the caller's short deadline holds.
+func TestClaimHonoursTheDeadlineOnABlackHole(t *testing.T) {
+	t.Parallel()
+	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole := blackHole(t, opt.InitAddress[0])
+	opt.InitAddress = []string{hole.addr}
+	opt.DisableCache = true
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	d := New(client, "sluice_test_"+rand.Text()[:10]+":", time.Minute)
+	if _, ok, err := d.Claim(t.Context(), "k", "v"); err != nil || !ok {
+		t.Fatalf("Claim before the black hole = %v, %v", ok, err)
+	}
+	hole.swallow.Store(true)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, _, err := d.Claim(ctx, "k2", "v"); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Claim through a black hole succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Claim through a black hole ignored its 100ms deadline for 10s")
+	}
+}
+
+// hole is a TCP proxy to a Redis server that, once swallow is set, drops
+// every byte the client sends: the server never answers.
+type hole struct {
+	addr    string
+	swallow atomic.Bool
+}
+
+func blackHole(t *testing.T, target string) *hole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hole{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); s.Close() })
+			wg.Go(func() { _, _ = io.Copy(c, s) })
+			wg.Go(func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						s.Close()
+						return
+					}
+					if !h.swallow.Load() {
+						if _, err := s.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}
+			})
+		}
+	})
+	return h
 }

@@ -13,9 +13,11 @@
 // Answers are classified as the issue asks: 2xx is sent; 408, 429 and 5xx
 // (and timeouts and connection errors) are temporary, honouring
 // Retry-After; 410 and every other status are permanent (redirects are not
-// followed). Targets that resolve to loopback, private, link-local or
-// unspecified addresses are refused, at connection time so DNS cannot
-// rebind around the check, unless AllowPrivate is set.
+// followed). Targets that resolve to an address that is not globally
+// reachable (loopback, private, link-local, unspecified, and every other
+// such range of the IANA special-purpose registries: internal/netguard)
+// are refused, at connection time so DNS cannot rebind around the check,
+// unless AllowPrivate is set.
 //
 // [Provider] is a notify.Provider for the webhook channel.
 package webhook
@@ -41,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/netguard"
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -216,7 +219,7 @@ func (p *Provider) Send(ctx context.Context, m notify.Message) (notify.Receipt, 
 	resp, err := p.client.Do(req)
 	if err != nil {
 		if errors.Is(err, errPrivateTarget) {
-			return notify.Receipt{}, notify.Permanent(errPrivateTarget)
+			return notify.Receipt{}, notify.Permanent(err)
 		}
 		return notify.Receipt{}, notify.Temporary(fmt.Errorf("webhook: %w", err), 0)
 	}
@@ -255,18 +258,15 @@ func retryAfter(v string, now time.Time) time.Duration {
 
 var errPrivateTarget = errors.New("webhook target is a loopback or private address; set --allow-private-targets to allow it")
 
-// guardedTransport dials only public addresses unless allowPrivate.
+// guardedTransport dials only globally reachable addresses unless
+// allowPrivate: every address a name resolves to is checked as it is
+// dialled (netguard.Control), so DNS cannot rebind around the check.
 func guardedTransport(allowPrivate bool, timeout time.Duration) *http.Transport {
 	d := &net.Dialer{Timeout: min(timeout, 5*time.Second)}
 	if !allowPrivate {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip, err := netip.ParseAddr(host)
-			if err != nil || Private(ip) {
-				return errPrivateTarget
+		d.Control = func(network, address string, c syscall.RawConn) error {
+			if err := netguard.Control(network, address, c); err != nil {
+				return fmt.Errorf("%w: %w", errPrivateTarget, err)
 			}
 			return nil
 		}
@@ -279,12 +279,12 @@ func guardedTransport(allowPrivate bool, timeout time.Duration) *http.Transport 
 	return t
 }
 
-// Private reports addresses webhooks may not reach by default: loopback,
-// private (RFC 1918, fc00::/7), link-local, unspecified, multicast and
-// carrier-grade NAT.
+// Private reports addresses webhooks may not reach by default: every range
+// of the IANA special-purpose registries that is not globally reachable
+// (loopback, private, link-local, shared, documentation, benchmarking,
+// reserved, ...), multicast, and IPv4-mapped or NAT64 forms of them
+// (netguard.Blocked).
 func Private(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
-		netip.MustParsePrefix("100.64.0.0/10").Contains(ip) || netip.MustParsePrefix("0.0.0.0/8").Contains(ip)
+	_, blocked := netguard.Blocked(ip)
+	return blocked
 }

@@ -141,7 +141,10 @@ func TestRefusesPrivateTargets(t *testing.T) {
 		ip      string
 		private bool
 	}{{"127.0.0.1", true}, {"192.168.1.1", true}, {"::ffff:10.1.2.3", true}, {"100.64.0.1", true}, {"0.0.0.0", true}, {"fe80::1", true},
-		{"93.184.216.34", false}, {"2606:2800:220:1::", false}} {
+		// IANA special-purpose ranges the first guard missed (internal/netguard has them all).
+		{"64:ff9b::10.0.0.1", true}, {"64:ff9b:1::1", true}, {"2002:c0a8:101::1", true}, {"198.18.0.1", true},
+		{"240.0.0.1", true}, {"192.0.0.8", true}, {"2001:db8::1", true}, {"fec0::1", true},
+		{"93.184.216.34", false}, {"2606:2800:220:1::", false}, {"64:ff9b::93.184.216.34", false}} {
 		if got := Private(netip.MustParseAddr(c.ip)); got != c.private {
 			t.Errorf("Private(%s) = %v, want %v", c.ip, got, c.private)
 		}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/httpapi/apitest"
+)
+
+// apiValidator checks every exchange these tests make through
+// http.DefaultClient (http.Get, call, send, child.request ...) or
+// apiTransport against the OpenAPI document the nodes serve; TestMain
+// fails the run if any disagreed, and reports the count.
+var apiValidator = apitest.Must(httpapi.OpenAPI("http://127.0.0.1:8080"))
+
+// apiTransport is the validating transport, for the tests' own clients.
+var apiTransport = apiValidator.Transport(http.DefaultTransport)
+
+func TestMain(m *testing.M) {
+	http.DefaultClient.Transport = apiTransport
+	code := m.Run()
+	st := apiValidator.Stats()
+	fmt.Fprintf(os.Stderr, "cmd/sluice: %v\n", st)
+	if st.Failures > 0 {
+		fmt.Fprintln(os.Stderr, "cmd/sluice: these exchanges disagree with the OpenAPI document:")
+		for _, f := range apiValidator.Failures() {
+			fmt.Fprintln(os.Stderr, "  "+f)
+		}
+		code = 1
+	}
+	os.Exit(code)
+}

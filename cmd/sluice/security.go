@@ -1,0 +1,22 @@
+package main
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// authFailureLimiter limits failed authentications to
+// --auth-failures-per-minute per client on the node's counter store
+// (Redis when configured, so the count holds across nodes), or returns
+// nil when the setting is 0.
+func (n *node) authFailureLimiter() (httpapi.AuthFailureLimiter, error) {
+	per := int64(n.cfg.AuthFailures)
+	if per <= 0 {
+		return nil, nil
+	}
+	return ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
+		Name: "auth_failures", Algorithm: ratelimit.TokenBucket, Limit: per, Period: time.Minute, Burst: per,
+	})
+}

@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Failed authentications are limited per client, against guessing API
+// keys (they carry 256 random bits, so guessing is hopeless anyway; the
+// limit keeps a guesser from costing a database lookup per try and makes
+// the attempt visible). A failure is a bearer key that is unknown or
+// revoked, or such a key pasted into the dashboard's sign-in; a missing
+// key, a wrong scope or a stale session cookie is not. Each failure
+// charges 1 to the client's count in Options.AuthFailures (on the node's
+// counter store, so the count is shared by every node with Redis). Once
+// a failure is refused, every request of that client presenting a key,
+// a valid one too, answers 429 with Retry-After until the limiter's
+// retry time: if a valid key still went through, 429 would only mean
+// "wrong key" and guessing would go on. That refusal is remembered in
+// this process (blockedClients), so it costs no store call; another
+// node refuses the client after its next failure there. Requests without
+// a key, public routes included, are not affected. The client is its IP
+// address (behind --trusted-proxies, the one they name); an IPv6 client
+// is its /64, which one subscriber usually holds whole.
+
+// AuthFailureLimiter counts failed authentications per client; a
+// ratelimit.PolicyLimiter is one.
+type AuthFailureLimiter interface {
+	Allow(ctx context.Context, key string, cost int64) (ratelimit.Decision, error)
+}
+
+// authLimitedError refuses a client over its failed-authentication limit.
+type authLimitedError struct{ retryAfter time.Duration }
+
+func (e *authLimitedError) Error() string {
+	return "too many failed authentications from this client; retry after " + e.retryAfter.Round(time.Second).String()
+}
+
+// writeAuthLimited answers e as a 429 problem with Retry-After.
+func writeAuthLimited(w http.ResponseWriter, r *http.Request, e *authLimitedError) {
+	secs := int64((e.retryAfter + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, secs), 10))
+	WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "too-many-failed-authentications",
+		"Too many failed authentications", e.Error()))
+}
+
+// blockedClientsMax bounds the clients remembered as over their limit.
+const blockedClientsMax = 10_000
+
+// authFailures is the authenticator's failure accounting.
+type authFailures struct {
+	limiter AuthFailureLimiter // nil: no limit
+	client  func(r *http.Request) netip.Addr
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu      sync.Mutex
+	blocked map[string]time.Time // client key -> until
+	// any is set once blocked has an entry, so that until a client is
+	// ever limited, authenticated requests pay no lock for the check.
+	any atomic.Bool
+}
+
+// clientKey is the limiter key of r's client: "auth_fail:" and its IPv4
+// address or IPv6 /64.
+func (f *authFailures) clientKey(r *http.Request) string {
+	ip := f.client(r)
+	if !ip.IsValid() {
+		return "auth_fail:" + r.RemoteAddr
+	}
+	if ip.Is6() {
+		ip = netip.PrefixFrom(ip, 64).Masked().Addr()
+	}
+	return "auth_fail:" + ip.String()
+}
+
+// check returns the refusal of a client still over its limit, or nil.
+func (f *authFailures) check(r *http.Request) error {
+	if f.limiter == nil || !f.any.Load() {
+		return nil
+	}
+	k := f.clientKey(r)
+	f.mu.Lock()
+	until, ok := f.blocked[k]
+	f.mu.Unlock()
+	if ok {
+		if left := until.Sub(f.now()); left > 0 {
+			return &authLimitedError{retryAfter: left}
+		}
+	}
+	return nil
+}
+
+// failed records a failed authentication of r (why, never the key) and
+// returns unauthorized, or the refusal when the client is over its
+// limit. A limiter error is logged and lets the failure through as
+// unauthorized: an outage of the counter store must not lock clients out.
+func (f *authFailures) failed(r *http.Request, why string, unauthorized error) error {
+	f.log.LogAttrs(r.Context(), slog.LevelInfo, "authentication failed",
+		slog.String("reason", why), slog.String("route", r.Pattern), slog.String("remote", f.client(r).String()))
+	if f.limiter == nil {
+		return unauthorized
+	}
+	k := f.clientKey(r)
+	d, err := f.limiter.Allow(r.Context(), k, 1)
+	if err != nil {
+		f.log.LogAttrs(r.Context(), slog.LevelWarn, "failed-authentication limiter failed", slog.Any("error", err))
+		return unauthorized
+	}
+	if d.Allowed {
+		return unauthorized
+	}
+	f.mu.Lock()
+	if len(f.blocked) >= blockedClientsMax {
+		clear(f.blocked) // bounded and crude: the limiter still refuses them on their next failure
+	}
+	f.blocked[k] = f.now().Add(d.RetryAfter)
+	f.any.Store(true)
+	f.mu.Unlock()
+	f.log.LogAttrs(r.Context(), slog.LevelWarn, "client over its failed-authentication limit",
+		slog.String("remote", f.client(r).String()), slog.Duration("retry_after", d.RetryAfter))
+	return &authLimitedError{retryAfter: d.RetryAfter}
+}
