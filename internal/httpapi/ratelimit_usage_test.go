@@ -1,21 +1,33 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
 // setupUsage is setupRL on a clock the test moves, with a token budget
 // (1000 tokens per hour, max debt 500), a request rate (3 per minute), a
 // failed-login counter and a concurrency policy.
 func setupUsage(t *testing.T) (*bundle, *ratelimittest.Clock) {
+	t.Helper()
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	return setupUsageOn(t, clock, ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now})), clock
+}
+
+// setupUsageOn is setupUsage on the given clock and counter store.
+func setupUsageOn(t *testing.T, clock *ratelimittest.Clock, counters ratelimit.Store) *bundle {
 	t.Helper()
 	b := setup(t)
 	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})
@@ -25,8 +37,6 @@ func setupUsage(t *testing.T) (*bundle, *ratelimittest.Clock) {
 	if err := rules.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
-	counters := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now})
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: counters, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +52,7 @@ func setupUsage(t *testing.T) (*bundle, *ratelimittest.Clock) {
 			t.Fatalf("PUT %s = %d", name, resp.StatusCode)
 		}
 	}
-	return b, clock
+	return b
 }
 
 type usageAnswer struct {
@@ -190,5 +200,50 @@ func TestConcurrencyLeaseOverHTTP(t *testing.T) {
 	clock.Advance(time.Minute) // never released: the lease expires
 	if a := b.usage(t, `{"policy":"slots","key":"k"}`); !a.Allowed {
 		t.Errorf("lease after the unreleased one expired = %+v, want allowed", a)
+	}
+}
+
+// Two nodes sharing Redis: a reservation taken through one node is
+// settled through the other.
+func TestReservationAcrossNodesOverHTTP(t *testing.T) {
+	t.Parallel()
+	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	prefix := "sluicetest:httpusage:" + ratelimit.NewReservationID()[:12] + ":"
+	t.Cleanup(func() { // the test's keys, off the shared server
+		ctx := context.Background()
+		keys, err := client.Do(ctx, client.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+		if err == nil && len(keys) > 0 {
+			client.Do(ctx, client.B().Del().Key(keys...).Build())
+		}
+	})
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	node := func() *bundle {
+		rs, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return setupUsageOn(t, clock, rs)
+	}
+	a, b := node(), node()
+	r := a.usage(t, `{"policy":"tpm","key":"k","cost":400,"reserve":true}`)
+	if !r.Allowed || r.ReservationID == "" {
+		t.Fatalf("reserve on node A = %+v", r)
+	}
+	if code, got := b.settleCall(t, r.ReservationID, 100); code != 200 || got["already_settled"] != false {
+		t.Fatalf("settle on node B = %d %v", code, got)
+	}
+	if got := a.remaining(t, "tpm", "k"); got != 900 {
+		t.Errorf("tokens seen from node A after node B settled 400 as 100 = %d, want 900", got)
+	}
+	if code, got := a.settleCall(t, r.ReservationID, 100); code != 200 || got["already_settled"] != true {
+		t.Errorf("second settle on node A = %d %v, want already_settled", code, got)
 	}
 }
