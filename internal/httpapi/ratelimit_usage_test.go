@@ -219,9 +219,18 @@ func TestReservationAcrossNodesOverHTTP(t *testing.T) {
 	prefix := "sluicetest:httpusage:" + ratelimit.NewReservationID()[:12] + ":"
 	t.Cleanup(func() { // the test's keys, off the shared server
 		ctx := context.Background()
-		keys, err := client.Do(ctx, client.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
-		if err == nil && len(keys) > 0 {
-			client.Do(ctx, client.B().Del().Key(keys...).Build())
+		var cursor uint64
+		for {
+			e, err := client.Do(ctx, client.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				return
+			}
+			if len(e.Elements) > 0 {
+				client.Do(ctx, client.B().Unlink().Key(e.Elements...).Build())
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				return
+			}
 		}
 	})
 	clock := ratelimittest.NewClock(ratelimittest.Epoch)
