@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -48,8 +47,10 @@ var usageSHA = func() string {
 
 var _ ratelimit.UsageStore = (*Store)(nil)
 
-// ErrCrossSlot is returned by Hold on a Cluster for checks in several slots.
-var ErrCrossSlot = errors.New("redisstore: a reservation's keys must share one Cluster slot (set Options.HashTag)")
+// ErrCrossSlot is returned by Hold and Charge on a Cluster for checks in
+// several slots. It wraps ratelimit.ErrInvalidUsage: the request cannot
+// be served as it is, on this server.
+var ErrCrossSlot = fmt.Errorf("%w: redisstore: a reservation's keys must share one Cluster slot (set Options.HashTag)", ratelimit.ErrInvalidUsage)
 
 // usageCheck is a reserved check as recorded.
 type usageCheck struct {
