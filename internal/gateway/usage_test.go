@@ -54,6 +54,8 @@ func (u *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/slow":
 		<-u.slow
+	case "/nocost": // an upstream error without usage
+		w.WriteHeader(http.StatusBadGateway)
 	}
 }
 
@@ -241,5 +243,27 @@ func TestConcurrencyLeaseReleasedAtResponseEnd(t *testing.T) {
 	}
 	if resp := do(t, gs, req{path: "/header"}); resp.StatusCode != 200 {
 		t.Errorf("request after the slow one ended = %d, want 200 (lease released)", resp.StatusCode)
+	}
+}
+
+// A response that does not say what it cost keeps the estimate.
+func TestMissingCostKeepsTheEstimate(t *testing.T) {
+	t.Parallel()
+	cfg := config.Gateway{
+		AnonymousPolicy: "tpm",
+		Routes: []config.GatewayRoute{{Path: "/", Policies: []string{"tier"},
+			CostFromResponse: &config.CostFromResponse{Header: "X-Usage-Tokens", Estimate: 300}}},
+	}
+	gs, _, _ := setupUsage(t, cfg,
+		limits.NamedPolicy{Name: "tpm", Algorithm: ratelimit.FixedWindow, Limit: 1000, Period: limits.Period(time.Minute)})
+	for i := range 3 {
+		if resp := do(t, gs, req{path: "/nocost"}); resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("request %d = %d, want the upstream's 502", i, resp.StatusCode)
+		}
+	}
+	resp := do(t, gs, req{path: "/nocost"})
+	if resp.StatusCode != 429 || resp.Header.Get("X-RateLimit-Remaining") != "100" {
+		t.Errorf("fourth request = %d remaining %q, want 429 with 100 left (three estimates of 300 kept)",
+			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
 	}
 }
