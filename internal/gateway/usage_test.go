@@ -23,8 +23,9 @@ import (
 // OpenAI-compatible APIs do: in a header, in a JSON body, or in the last
 // event of a server-sent event stream. The cost is the query's tokens.
 type llm struct {
-	served atomic.Int64 // tokens of the requests that reached it
-	slow   chan struct{}
+	served  atomic.Int64 // tokens of the requests that reached it
+	slow    chan struct{}
+	arrived chan struct{} // a /slow request reached the upstream
 }
 
 func (u *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +54,7 @@ func (u *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusUnauthorized)
 		}
 	case "/slow":
+		u.arrived <- struct{}{}
 		<-u.slow
 	case "/nocost": // an upstream error without usage
 		w.WriteHeader(http.StatusBadGateway)
@@ -63,7 +65,7 @@ func (u *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // test moves.
 func setupUsage(t *testing.T, cfg config.Gateway, policies ...limits.NamedPolicy) (*httptest.Server, *llm, *ratelimittest.Clock) {
 	t.Helper()
-	up := &llm{slow: make(chan struct{})}
+	up := &llm{slow: make(chan struct{}), arrived: make(chan struct{}, 1)}
 	us := httptest.NewServer(up)
 	t.Cleanup(us.Close)
 	db, err := store.Open(t.Context(), store.Options{DataDir: t.TempDir()})
@@ -221,21 +223,16 @@ func TestConcurrencyLeaseReleasedAtResponseEnd(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	// Wait until the slow request holds the slot: then others are refused.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(gs.URL + "/header")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 429 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the slow request never held the slot")
-		}
+	// Once the slow request reached the upstream, it holds the slot.
+	select {
+	case <-up.arrived:
+	case code := <-done:
+		t.Fatalf("slow request = %d before reaching the upstream", code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow request never reached the upstream")
+	}
+	if resp := do(t, gs, req{path: "/header"}); resp.StatusCode != 429 {
+		t.Fatalf("request while the slow one holds the slot = %d, want 429", resp.StatusCode)
 	}
 	close(up.slow)
 	if got := <-done; got != 200 {
