@@ -37,7 +37,7 @@ func (v verdict) decision(limit int64) Decision {
 	return Decision{
 		Allowed:    v.allowed,
 		Limit:      limit,
-		Remaining:  v.remaining,
+		Remaining:  max(0, v.remaining), // negative in debt (Charge)
 		RetryAfter: time.Duration(v.retry) * time.Microsecond,
 		ResetAfter: time.Duration(v.reset) * time.Microsecond,
 	}

@@ -64,6 +64,27 @@
 // They are offered by the token bucket and GCRA, whose state can go into
 // debt; a reservation can be cancelled before its time comes.
 //
+// # Usage-based limits
+//
+// Some costs are known only after the work ran (an LLM's tokens, bytes
+// served), and some limits count only some outcomes (failed logins).
+// [PolicyLimiter.Charge] (and [Charge] for several keys) charges work
+// already done: it is never refused and may push a key past its limit into
+// debt (negative tokens for the buckets, a later theoretical arrival for
+// GCRA, a count above Limit for the windows), bounded by [Policy.MaxDebt];
+// checks are refused until the debt is repaid by refill or by the window
+// rolling. [PolicyLimiter.ReserveUsage] (and [ReserveUsage]) reserves an
+// estimate, all-or-nothing over several checks, and returns a
+// [UsageReservation]: Settle replaces the estimate by the real cost
+// atomically on every key (a refund, or an extra charge as Charge), once
+// (settling again changes nothing), and Cancel gives it all back. A
+// reservation not settled within its TTL ([DefaultReservationTTL], 5 min)
+// keeps its estimate. With [ChargeOnSettle] a reservation refuses when over
+// but charges only when settled (0: nothing); a concurrency check in a
+// reservation takes a lease that Settle releases. Stores offer this through
+// [UsageStore]; the memory store and redisstore implement it (a
+// reservation is then a Redis key, settled from any process).
+//
 // # Dependencies
 //
 // The package is a public library on the standard library alone: it must

@@ -119,3 +119,30 @@ func ExamplePolicyLimiter_Acquire() {
 	// false
 	// true
 }
+
+// A token budget whose cost is known only after the work ran: reserve an
+// estimate, settle with the real cost. Going over the budget leaves the key
+// in debt, refused until it is repaid.
+func ExamplePolicyLimiter_ReserveUsage() {
+	now := time.Unix(0, 0)
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: func() time.Time { return now }})
+	tpm, err := ratelimit.NewPolicyLimiter(store, ratelimit.Policy{
+		Name: "tpm", Algorithm: ratelimit.TokenBucket, Limit: 1000, Period: time.Minute,
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	r, _ := tpm.ReserveUsage(ctx, "key1", 100, ratelimit.UsageOptions{})
+	fmt.Println("reserved:", r.Allowed, r.Decisions[0].Remaining)
+	_ = r.Settle(ctx, 1300) // the model used 1300 tokens
+	d, _ := tpm.Peek(ctx, "key1")
+	fmt.Println("after settling:", d.Allowed, d.RetryAfter)
+	_ = r.Settle(ctx, 1) // settling again changes nothing
+	d, _ = tpm.Charge(ctx, "key1", 200)
+	fmt.Println("after a charge:", d.Allowed, d.RetryAfter)
+	// Output:
+	// reserved: true 900
+	// after settling: false 18.06s
+	// after a charge: false 30.06s
+}

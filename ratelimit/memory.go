@@ -63,6 +63,7 @@ type MemoryStore struct {
 	shift     uint // 64 - log2(len(shards))
 	shards    []shard
 	leases    atomic.Uint64
+	holds     holdTable // usage reservations (usage_memory.go)
 }
 
 var _ Store = (*MemoryStore)(nil)

@@ -75,6 +75,11 @@ type Policy struct {
 	Limit     int64
 	Period    time.Duration
 	Burst     int64 // token_bucket and gcra only; 0 means Limit
+	// MaxDebt caps how far after-the-fact charges (Charge, Settle) may push
+	// a key past its limit, in units of cost: tokens below zero for the
+	// buckets, a count above Limit for the windows. 0 means no cap (but
+	// for the stores' exact arithmetic, below 2^53).
+	MaxDebt int64
 }
 
 // Validate reports every problem with p, wrapped in ErrInvalidPolicy.
@@ -98,6 +103,9 @@ func (p Policy) Validate() error {
 	}
 	if p.Burst < 0 {
 		errs = append(errs, "burst must not be negative")
+	}
+	if p.MaxDebt < 0 || p.MaxDebt >= maxExact-p.Limit {
+		errs = append(errs, "max_debt must be between 0 and 2^53 - limit")
 	}
 	if strings.ContainsAny(p.Name, "{}") {
 		errs = append(errs, "name must not contain braces")

@@ -30,6 +30,10 @@ type Check struct {
 	Policy *Policy
 	Key    string
 	Cost   int64
+	// Fixed, in a usage reservation (ReserveUsage), marks a check whose
+	// cost is final: settling does not replace it (the request count beside
+	// a token budget). Other operations ignore it.
+	Fixed bool
 }
 
 // Reservation is capacity taken now for use after Delay.

@@ -74,6 +74,31 @@ type GatewayRoute struct {
 	// checked under AccountPolicy (login routes).
 	AccountField  string `yaml:"account_field"`
 	AccountPolicy string `yaml:"account_policy"`
+	// CostFromResponse, if set, charges the route's usage policies what
+	// the response says the request cost, when it ends (docs/gateway.md,
+	// "Usage-based limits").
+	CostFromResponse *CostFromResponse `yaml:"cost_from_response"`
+	// CountStatuses, if set, charges the route's checks only for responses
+	// with these statuses (failed logins: [401, 403]); other requests are
+	// checked but never charged.
+	CountStatuses []int `yaml:"count_statuses"`
+}
+
+// CostFromResponse names where a response carries its request's cost.
+type CostFromResponse struct {
+	// Header is a response header (or trailer) holding the cost, such as
+	// X-Usage-Tokens.
+	Header string `yaml:"header"`
+	// JSON is a dotted path to a number in a JSON response body, such as
+	// usage.total_tokens; for a text/event-stream response, in the last
+	// event carrying it.
+	JSON string `yaml:"json"`
+	// Estimate is reserved when the request arrives and replaced by the
+	// real cost when the response ends. 0 means 1.
+	Estimate int64 `yaml:"estimate"`
+	// Policies are the route's policies whose cost is the usage (the
+	// others cost 1). Empty: every policy of the route's policies list.
+	Policies []string `yaml:"policies"`
 }
 
 func defaultRatelimit() Ratelimit {
@@ -121,6 +146,14 @@ func (c Config) validateRatelimit(bad func(flag, format string, args ...any)) {
 		}
 		if (rt.AccountField == "") != (rt.AccountPolicy == "") {
 			bad("config", "gateway.routes[%d]: account_field and account_policy go together", i)
+		}
+		if c := rt.CostFromResponse; c != nil && ((c.Header == "") == (c.JSON == "") || c.Estimate < 0) {
+			bad("config", "gateway.routes[%d].cost_from_response needs exactly one of header and json, and an estimate of at least 0", i)
+		}
+		for _, st := range rt.CountStatuses {
+			if st < 100 || st > 599 {
+				bad("config", "gateway.routes[%d].count_statuses: %d is no HTTP status", i, st)
+			}
 		}
 	}
 }

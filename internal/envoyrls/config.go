@@ -60,6 +60,7 @@ type rule struct {
 	unlimited bool
 	shadow    bool
 	detailed  bool
+	always    bool // charge: always (usage.go)
 	replaces  []string
 	policy    ratelimit.Policy // zero when unlimited or rpu is 0
 	limit     *rlspb.RateLimitResponse_RateLimit

@@ -25,6 +25,7 @@ const (
 	peek                  // hits_addend 0 or negative hits: reported, never charged
 	charge                // checked and charged in the request's atomic step
 	blocked               // carries an entry an emergency block refuses: over, no store needed
+	after                 // charge: always with hits: charged after the fact, never refused (usage.go)
 )
 
 // item is one descriptor of a request.
@@ -152,6 +153,9 @@ func (s *Server) plan(d *domain, req *rlspb.RateLimitRequest) (*call, error) {
 			it.kind = refuse
 			reset := s.windowLeft(r.period())
 			it.d = ratelimit.Decision{RetryAfter: reset, ResetAfter: reset}
+		case r.always && it.desc.HitsAddend != nil && it.cost > 0 && !it.desc.IsNegativeHits:
+			it.kind = after
+			it.key = counterKey(d.name, it.desc.Entries)
 		case it.cost == 0 || it.desc.IsNegativeHits:
 			it.kind = peek
 			it.key = counterKey(d.name, it.desc.Entries)
@@ -214,6 +218,9 @@ func (s *Server) windowLeft(period time.Duration) time.Duration {
 // decide charges the request's counters, all or none, and fills in every
 // decision. It returns an error only when the atomic step failed.
 func (s *Server) decide(ctx context.Context, c *call) error {
+	if err := s.chargeAfter(ctx, c); err != nil {
+		return err
+	}
 	enforcedNever := c.blocked
 	for _, it := range c.items {
 		if it.kind == refuse && !it.rule.shadow {
@@ -325,7 +332,9 @@ func (s *Server) peekItems(ctx context.Context, c *call) {
 		if err != nil {
 			d = ratelimit.Decision{Limit: p.Capacity()}
 		}
-		d.Allowed, d.RetryAfter = true, 0
+		if !it.rule.always { // charge: always: the zero-hit call refuses while in debt
+			d.Allowed, d.RetryAfter = true, 0
+		}
 		it.d = d
 	}
 }

@@ -26,7 +26,7 @@ func nodeBudget(n int) int { return 4*n + 4096 }
 var (
 	rootKeys       = []string{"domain", "descriptors"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "charge"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -211,8 +211,15 @@ func (p *parser) rateLimit(rl *yaml.Node, path, rulePath string) (*rule, error) 
 	if err != nil {
 		return nil, err
 	}
+	charge, err := p.str(f["charge"], path+".charge")
+	if err != nil {
+		return nil, err
+	}
+	if charge != "" && charge != "always" {
+		return nil, p.errorf(f["charge"], path+".charge", "must be always, not %q", charge)
+	}
 	if unlimited {
-		for _, k := range []string{"unit", "algorithm", "burst"} {
+		for _, k := range []string{"unit", "algorithm", "burst", "charge"} {
 			if n := f[k]; n != nil && n.Tag != "!!null" {
 				return nil, p.errorf(n, path+"."+k, "should not be set when unlimited")
 			}
@@ -242,6 +249,10 @@ func (p *parser) rateLimit(rl *yaml.Node, path, rulePath string) (*rule, error) 
 		return nil, p.errorf(rl, path, "%v", err)
 	}
 	r.replaces = replaces
+	if charge == "always" && rpu == 0 {
+		return nil, p.errorf(f["charge"], path+".charge", "charge: always needs requests_per_unit above 0")
+	}
+	r.always = charge == "always"
 	return r, nil
 }
 

@@ -134,7 +134,7 @@ func New(opts Options) (*Gateway, error) {
 	var hs http.Server
 	g.http.Apply(&hs)
 	g.writeTimeout = hs.WriteTimeout
-	g.h = g.mw.Wrap(g.requireKey(g.proxy))
+	g.h = g.withUsage(g.mw.Wrap(g.requireKey(g.proxy))) // usage.go: settles reservations when responses end
 	return g, nil
 }
 
@@ -225,6 +225,9 @@ func (g *Gateway) limit(name, key string) (httplimit.Limit, bool) {
 
 // decide asks the rate limit service, which applies blocks and modes.
 func (g *Gateway) decide(ctx context.Context, ls []httplimit.Limit) ([]ratelimit.Decision, error) {
+	if u := usageFrom(ctx); u != nil && u.reserves(ls) {
+		return g.reserve(ctx, u, ls)
+	}
 	reqs := make([]limits.CheckRequest, len(ls))
 	for i, l := range ls {
 		reqs[i] = limits.CheckRequest{Policy: l.Policy.Name, Key: l.Key, Cost: max(l.Cost, 1)}

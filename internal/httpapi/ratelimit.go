@@ -29,6 +29,7 @@ type Ratelimiter interface {
 func (s *Server) registerRatelimit() {
 	rl := withService(s.opts.Ratelimit, "rate limiting is not enabled on this server")
 	s.Handle("POST /v1/ratelimit/check", auth.ScopeRatelimitCheck, rl(s.check))
+	s.Handle("POST /v1/ratelimit/settle", auth.ScopeRatelimitCheck, rl(settle))
 	s.Handle("POST /v1/ratelimit/simulate", auth.ScopeRatelimitCheck, rl(s.simulate))
 	s.Handle("GET /v1/ratelimit/policies", auth.ScopeRatelimitCheck, rl(listPolicies))
 	s.Handle("GET /v1/ratelimit/policies/{name}", auth.ScopeRatelimitCheck, rl(getPolicy))
@@ -47,11 +48,14 @@ type checkItem struct {
 	Policy string `json:"policy"`
 	Key    string `json:"key"`
 	Cost   *int64 `json:"cost"`
+	// Reserve false, in a reservation, makes this check's cost final.
+	Reserve *bool `json:"reserve,omitempty"`
 }
 
 type checkBody struct {
 	checkItem
 	Checks []checkItem `json:"checks"`
+	usageFields
 }
 
 // decisionJSON is a decision on the wire.
@@ -75,6 +79,7 @@ type checkResponse struct {
 	decisionJSON
 	DecidedBy string       `json:"decided_by,omitempty"`
 	Results   []resultJSON `json:"results,omitempty"`
+	reservationJSON
 }
 
 // millis rounds up, so a client waiting retry_after_ms is never early.
@@ -109,10 +114,21 @@ func (s *Server) check(rl Ratelimiter, w http.ResponseWriter, r *http.Request) e
 			reqs[i].Cost = *it.Cost
 		}
 	}
+	if mode, err := usageMode(rl, body, items); err != nil {
+		return err
+	} else if mode != "" {
+		return checkUsage(rl, w, r, body, items, reqs, mode)
+	}
 	allowed, results, err := rl.Check(r.Context(), reqs)
 	if err != nil {
 		return err
 	}
+	writeCheck(w, single, allowed, results, reservationJSON{})
+	return nil
+}
+
+// writeCheck answers a check.
+func writeCheck(w http.ResponseWriter, single, allowed bool, results []limits.Result, res reservationJSON) {
 	setRateLimitHeaders(w.Header(), results)
 	ds := make([]ratelimit.Decision, len(results))
 	for i, res := range results {
@@ -137,8 +153,8 @@ func (s *Server) check(rl Ratelimiter, w http.ResponseWriter, r *http.Request) e
 	if !allowed {
 		out.RetryAfterMS = max(out.RetryAfterMS, 1)
 	}
+	out.reservationJSON = res
 	writeJSON(w, http.StatusOK, out)
-	return nil
 }
 
 // setRateLimitHeaders sets the RateLimit and X-RateLimit headers for the

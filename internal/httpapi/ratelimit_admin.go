@@ -21,6 +21,7 @@ type policyBody struct {
 	BurstOver      int64  `json:"burst_over"`
 	OnStoreFailure string `json:"on_store_failure,omitempty"`
 	Description    string `json:"description,omitempty"`
+	MaxDebt        int64  `json:"max_debt,omitempty"`
 	Source         string `json:"source,omitempty"` // responses only
 }
 
@@ -28,7 +29,7 @@ type policyBody struct {
 func (b policyBody) toPolicy(prefix string) (limits.NamedPolicy, error) {
 	p := limits.NamedPolicy{Name: b.Name, Algorithm: ratelimit.Algorithm(b.Algorithm), Limit: b.Limit, Burst: b.Burst,
 		Mode: limits.Mode(b.Mode), BurstOver: b.BurstOver, OnStoreFailure: limits.Failure(b.OnStoreFailure),
-		Description: b.Description}
+		Description: b.Description, MaxDebt: b.MaxDebt}
 	var fe []apperr.FieldError
 	if b.Source != "" {
 		fe = append(fe, apperr.FieldError{Field: prefix + "source", Detail: "is set by the server"})
@@ -53,7 +54,7 @@ func (b policyBody) toPolicy(prefix string) (limits.NamedPolicy, error) {
 func toPolicyBody(p limits.NamedPolicy, src limits.Source) policyBody {
 	return policyBody{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit, Period: p.Period.String(),
 		Burst: p.Burst, Mode: string(p.Mode), BurstOver: p.BurstOver, OnStoreFailure: string(p.OnStoreFailure),
-		Description: p.Description, Source: string(src)}
+		Description: p.Description, MaxDebt: p.MaxDebt, Source: string(src)}
 }
 
 func listPolicies(rl Ratelimiter, w http.ResponseWriter, _ *http.Request) error {

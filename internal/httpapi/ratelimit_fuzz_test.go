@@ -32,6 +32,16 @@ func FuzzCheck(f *testing.F) {
 		`{"policy":"free","key":"k","cost":1}`, `{"checks":[{"policy":"free","key":"a"},{"policy":"paid","key":"b","cost":600}]}`,
 		`{"policy":"free","key":"k","cost":-9223372036854775808}`, `{"checks":[]}`, `{"policy":"free","key":""}`, `{}`,
 		`{"checks":[{"policy":"free","key":"a"},{"policy":"free","key":"a"}]}`, `{"policy":"x","key":"k"}`,
+		`{"policy":"free","key":"k","cost":5,"reserve":true,"reservation_ttl":"30s"}`,
+		`{"policy":"free","key":"k","cost":9007199254740993,"charge":"after"}`, `{"policy":"free","key":"k","charge":"on_settle"}`,
+		`{"reserve":true,"checks":[{"policy":"free","key":"a","reserve":false},{"policy":"paid","key":"a","cost":9}]}`,
+	})
+}
+
+func FuzzSettle(f *testing.F) {
+	fuzzRatelimit(f, "POST", "/v1/ratelimit/settle", []string{
+		`{"reservation_id":"x","cost":1}`, `{"reservation_id":"","cost":0}`, `{"reservation_id":"local-x~eA","cost":-1}`,
+		`{"reservation_id":"x","cost":9223372036854775807}`, `{}`,
 	})
 }
 

@@ -41,6 +41,7 @@ var routeScopes = map[string]auth.Scope{
 	"DELETE /v1/ratelimit/keys/{policy}/{key}": auth.ScopeAdmin,
 
 	"POST /v1/ratelimit/check":              auth.ScopeRatelimitCheck,
+	"POST /v1/ratelimit/settle":             auth.ScopeRatelimitCheck,
 	"POST /v1/ratelimit/simulate":           auth.ScopeRatelimitCheck,
 	"GET /v1/ratelimit/policies":            auth.ScopeRatelimitCheck,
 	"GET /v1/ratelimit/policies/{name}":     auth.ScopeRatelimitCheck,

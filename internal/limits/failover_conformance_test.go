@@ -68,3 +68,15 @@ func (downStore) Acquire(context.Context, *ratelimit.Policy, string, int64) (rat
 }
 
 func (downStore) Release(context.Context, ratelimit.Lease) error { return errDown }
+
+func (downStore) Charge(context.Context, []ratelimit.Check) ([]ratelimit.Decision, error) {
+	return nil, errDown
+}
+
+func (downStore) Hold(context.Context, string, []ratelimit.Check, ratelimit.UsageOptions) (ratelimit.Hold, error) {
+	return ratelimit.Hold{}, errDown
+}
+
+func (downStore) Settle(context.Context, string, int64) (ratelimit.Settlement, error) {
+	return ratelimit.Settlement{}, errDown
+}

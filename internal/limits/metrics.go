@@ -9,7 +9,8 @@ import "time"
 // called concurrently, on the check path, so they must be cheap.
 type Metrics struct {
 	// Checked is told every check decided, by policy, and its result:
-	// "allowed", "refused" or "blocked". Shadow-mode refusals count as
+	// "allowed", "refused", "blocked" or "charged" (an after-the-fact
+	// charge, never refused). Shadow-mode refusals count as
 	// allowed.
 	Checked func(policy, result string)
 	// WouldRefuse is told every check allowed by a soft or shadow policy
@@ -33,6 +34,7 @@ const (
 	resultAllowed = "allowed"
 	resultRefused = "refused"
 	resultBlocked = "blocked"
+	resultCharged = "charged"
 )
 
 func (m *Metrics) decided(policy, result string) {

@@ -105,7 +105,10 @@ type NamedPolicy struct {
 	Mode           Mode                `json:"mode,omitempty" yaml:"mode"`
 	BurstOver      int64               `json:"burst_over,omitempty" yaml:"burst_over"`
 	OnStoreFailure Failure             `json:"on_store_failure,omitempty" yaml:"on_store_failure"`
-	Description    string              `json:"description,omitempty" yaml:"description"`
+	// MaxDebt caps how far after-the-fact charges push a key past its
+	// limit (0: no cap); see docs/ratelimit.md, "Usage-based limits".
+	MaxDebt     int64  `json:"max_debt,omitempty" yaml:"max_debt"`
+	Description string `json:"description,omitempty" yaml:"description"`
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -162,6 +165,9 @@ func (p NamedPolicy) FieldErrors(prefix string) []apperr.FieldError {
 	if p.Burst > 0 && p.Algorithm != ratelimit.TokenBucket && p.Algorithm != ratelimit.GCRA {
 		bad("burst", "applies only to token_bucket and gcra")
 	}
+	if p.MaxDebt < 0 || p.MaxDebt > maxLimit {
+		bad("max_debt", "must be between 0 (no cap) and %d", int64(maxLimit))
+	}
 	switch p.Mode {
 	case "", Hard, Shadow:
 		if p.BurstOver != 0 {
@@ -196,7 +202,7 @@ func (p NamedPolicy) FieldErrors(prefix string) []apperr.FieldError {
 // for mode soft p with BurstOver added to its capacity. Its Name is p's,
 // so the counters of a policy survive changes to its numbers.
 func (p NamedPolicy) Effective() ratelimit.Policy {
-	rp := ratelimit.Policy{Name: p.Name, Algorithm: p.Algorithm, Limit: p.Limit, Period: time.Duration(p.Period), Burst: p.Burst}
+	rp := ratelimit.Policy{Name: p.Name, Algorithm: p.Algorithm, Limit: p.Limit, Period: time.Duration(p.Period), Burst: p.Burst, MaxDebt: p.MaxDebt}
 	if p.Mode == Soft && p.BurstOver > 0 {
 		switch p.Algorithm {
 		case ratelimit.TokenBucket, ratelimit.GCRA:

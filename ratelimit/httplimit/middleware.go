@@ -59,14 +59,18 @@ type Middleware struct {
 // Wrap returns next behind the limits.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.admit(w, r) {
+		var held *ratelimit.UsageReservation // concurrency leases (lease.go)
+		if m.admit(w, r, &held) {
 			next.ServeHTTP(w, r)
+		}
+		if held != nil { // the response has ended: free its slots
+			_ = held.Cancel(context.WithoutCancel(r.Context()))
 		}
 	})
 }
 
 // admit decides r, writing the headers, and the refusal when it refuses.
-func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, held **ratelimit.UsageReservation) bool {
 	client := m.Limits(r)
 	var global []Limit
 	if m.Global != nil {
@@ -78,7 +82,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	var deadline time.Time
 	for {
-		ds, err := m.decide(r.Context(), all)
+		ds, err := m.decide(r.Context(), all, held)
 		if err != nil {
 			if m.OnError != nil && m.OnError(w, r, err) {
 				return false
@@ -87,13 +91,14 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		}
 		qs := make([]Quota, len(all))
 		var overQuota, overCapacity []string
-		var wait time.Duration
+		var wait, quotaWait time.Duration
 		for i, l := range all {
 			qs[i] = QuotaOf(l.Policy, ds[i])
 			switch {
 			case ds[i].Allowed:
 			case i < len(client):
 				overQuota = append(overQuota, l.Policy.Name)
+				quotaWait = max(quotaWait, ds[i].RetryAfter) // a key in debt: when the debt is repaid
 			default:
 				overCapacity = append(overCapacity, l.Policy.Name)
 				wait = max(wait, ds[i].RetryAfter, time.Millisecond)
@@ -105,7 +110,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		switch {
 		case len(overQuota) > 0:
 			m.refuse(w, r, http.StatusTooManyRequests, "quota-exceeded", "Too Many Requests",
-				"the client is over its rate limit; retry after Retry-After seconds", overQuota)
+				"the client is over its rate limit; retry after Retry-After seconds", overQuota, quotaWait)
 			return false
 		case len(overCapacity) == 0:
 			return true
@@ -115,19 +120,22 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		}
 		if m.MaxWait <= 0 || time.Until(deadline) < wait || !sleep(r.Context(), wait) {
 			m.refuse(w, r, http.StatusServiceUnavailable, "temporary-reduced-capacity", "Service Unavailable",
-				"the service is shedding load; retry after Retry-After seconds", overCapacity)
+				"the service is shedding load; retry after Retry-After seconds", overCapacity, wait)
 			return false
 		}
 	}
 }
 
-func (m *Middleware) decide(ctx context.Context, ls []Limit) ([]ratelimit.Decision, error) {
+func (m *Middleware) decide(ctx context.Context, ls []Limit, held **ratelimit.UsageReservation) ([]ratelimit.Decision, error) {
 	if m.Decide != nil {
 		return m.Decide(ctx, ls)
 	}
 	checks := make([]ratelimit.Check, len(ls))
 	for i, l := range ls {
-		checks[i] = ratelimit.Check{Policy: l.Policy, Key: l.Key, Cost: max(l.Cost, 1)}
+		checks[i] = ratelimit.Check{Policy: l.Policy, Key: l.Key, Cost: max(l.Cost, 1), Fixed: true}
+	}
+	if ds, ok, err := m.lease(ctx, checks, held); ok {
+		return ds, err
 	}
 	_, ds, err := ratelimit.AllowAll(ctx, m.Store, checks)
 	return ds, err
@@ -153,15 +161,19 @@ type refusal struct {
 	Detail   string   `json:"detail"`
 	Instance string   `json:"instance,omitempty"`
 	Violated []string `json:"violated-policies"`
+	// RetryAfterMS is when the request would pass, in ms (Retry-After in
+	// seconds, rounded up): for a key in debt after a usage charge, when
+	// the debt is repaid.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, status int, slug, title, detail string, violated []string) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, status int, slug, title, detail string, violated []string, retry time.Duration) {
 	base := m.ProblemBase
 	if base == "" {
 		base = DefaultProblemBase
 	}
 	body, _ := json.Marshal(refusal{Type: base + slug, Title: title, Status: status, Detail: detail,
-		Instance: r.URL.Path, Violated: violated})
+		Instance: r.URL.Path, Violated: violated, RetryAfterMS: (retry + time.Millisecond - 1).Milliseconds()})
 	h := w.Header()
 	if h.Get("Retry-After") == "" {
 		h.Set("Retry-After", "1")

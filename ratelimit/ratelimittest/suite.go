@@ -95,6 +95,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"Reset", testReset},
 		{"Concurrency", testConcurrency},
 		{"RandomAgainstSimulate", testAgainstSimulate},
+		{"Usage", testUsage},
 	}
 	cases := map[string]bool{}
 	for _, tt := range tests {

@@ -222,7 +222,7 @@ func (c *call) decision(i int) ratelimit.Decision {
 	return ratelimit.Decision{
 		Allowed:    r[0] == 1,
 		Limit:      c.checks[i].policy.Capacity(),
-		Remaining:  r[1],
+		Remaining:  max(0, r[1]), // negative in debt (Charge)
 		RetryAfter: time.Duration(r[2]) * time.Microsecond,
 		ResetAfter: time.Duration(r[3]) * time.Microsecond,
 	}

@@ -49,7 +49,7 @@ func (s suite) policyRoundTrip(t *testing.T) {
 		p    limits.NamedPolicy
 	}{
 		{"soft sliding log", limits.NamedPolicy{Name: "login_ip", Algorithm: ratelimit.SlidingWindowLog, Limit: 5,
-			Period: limits.Period(time.Minute), Mode: limits.Soft, BurstOver: 2, OnStoreFailure: limits.FailClosed,
+			Period: limits.Period(time.Minute), Mode: limits.Soft, BurstOver: 2, OnStoreFailure: limits.FailClosed, MaxDebt: 7,
 			Description: "five a minute ünicode"}},
 		{"shadow gcra with a sub-second period", limits.NamedPolicy{Name: "a.b-c_d", Algorithm: ratelimit.GCRA, Limit: 3,
 			Period: limits.Period(1500 * time.Millisecond), Burst: 9, Mode: limits.Shadow, OnStoreFailure: limits.FailOpen}},

@@ -1,0 +1,60 @@
+package envoyrls
+
+import (
+	"context"
+	"math"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Usage-based limits behind Envoy (docs/envoy.md, "Token budgets"). Envoy
+// sends a rate limit action with apply_on_stream_done: true in a second
+// ShouldRateLimit call when the stream is done, whose answer it ignores,
+// and its hits_addend (descriptor-level, from route's RateLimit.hits_addend,
+// often a %DYNAMIC_METADATA(...)% format such as an AI gateway's token
+// count) is the cost. A rule marked charge: always charges a descriptor
+// carrying its own hits_addend above 0 (such a call) even over the limit,
+// after the fact and into debt, where Sluice otherwise charges nothing for
+// an over-limit call. The request-time call on the rule refuses while the
+// key is exhausted or in debt: with a descriptor hits_addend of 0 (Envoy
+// Gateway's request cost 0) it charges nothing, and without one (the
+// request's hits, 1 by default) it is an ordinary check.
+
+// chargeAfter charges the call's after items, never refused, whatever the
+// other descriptors decide, and records each one's state afterwards.
+func (s *Server) chargeAfter(ctx context.Context, c *call) error {
+	var checks []ratelimit.Check
+	for i := range c.items {
+		it := &c.items[i]
+		if it.kind != after {
+			continue
+		}
+		merged := false // one counter named twice is charged once, both hits added
+		for j, ch := range checks {
+			if ch.Key == it.key && ch.Policy.Name == it.rule.policy.Name {
+				checks[j].Cost = min(ch.Cost+it.cost, math.MaxInt64/2)
+				merged = true
+			}
+		}
+		if !merged {
+			checks = append(checks, ratelimit.Check{Policy: &it.rule.policy, Key: it.key, Cost: min(it.cost, 1<<53-1)})
+		}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	ds, err := ratelimit.Charge(ctx, s.store, checks)
+	if err != nil {
+		return err
+	}
+	for j, d := range ds {
+		d.Allowed = true // a charge is never refused
+		for i := range c.items {
+			it := &c.items[i]
+			if it.kind == after && it.key == checks[j].Key && it.rule.policy.Name == checks[j].Policy.Name {
+				it.d = d
+			}
+		}
+	}
+	return nil
+}

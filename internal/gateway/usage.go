@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/httplimit"
+)
+
+// Usage-based limits in the gateway (docs/gateway.md, "Usage-based
+// limits"): a route with cost_from_response reserves an estimate and
+// settles it with the cost the response reports when it ends; a route
+// with count_statuses charges only responses with those statuses; a
+// concurrency policy's lease is released when the response ends.
+
+// maxMetered bounds the body kept to find a JSON cost: a whole JSON body,
+// or one server-sent event.
+const maxMetered = 1 << 20
+
+// settleTimeout bounds settling after the response ended.
+const settleTimeout = 5 * time.Second
+
+type usageKey struct{}
+
+// usage is one request's reservation, from decide to the response's end.
+type usage struct {
+	route  config.GatewayRoute
+	routed bool
+	id     string // the reservation, once decide took one
+}
+
+func usageFrom(ctx context.Context) *usage {
+	u, _ := ctx.Value(usageKey{}).(*usage)
+	return u
+}
+
+// withUsage gives each request its usage slot and, once the response has
+// ended, settles the reservation decide took for it.
+func (g *Gateway) withUsage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := &usage{}
+		u.route, u.routed = g.route(r)
+		r = r.WithContext(context.WithValue(r.Context(), usageKey{}, u))
+		m := &meter{ResponseWriter: w}
+		if u.routed && u.route.CostFromResponse != nil {
+			m.field = u.route.CostFromResponse.JSON
+		}
+		next.ServeHTTP(m, r)
+		if u.id == "" {
+			return
+		}
+		cost := g.cost(u, m)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
+		defer cancel()
+		if _, err := g.svc.Settle(ctx, u.id, cost); err != nil {
+			g.log.Warn("gateway could not settle a reservation; it keeps its estimate", slog.String("path", r.URL.Path), slog.Any("error", err))
+		}
+	})
+}
+
+// counting reports whether u's route counts only some statuses.
+func (u *usage) counting() bool { return u.routed && len(u.route.CountStatuses) > 0 }
+
+// metered reports whether u's route takes its cost from the response.
+func (u *usage) metered() bool { return u.routed && u.route.CostFromResponse != nil }
+
+// usagePolicy reports whether l's cost comes from the response.
+func (g *Gateway) usagePolicy(u *usage, l httplimit.Limit) bool {
+	if !u.metered() {
+		return false
+	}
+	if ps := u.route.CostFromResponse.Policies; len(ps) > 0 {
+		return slices.Contains(ps, l.Policy.Name)
+	}
+	n := l.Policy.Name
+	return n != u.route.IPPolicy && n != u.route.AccountPolicy && n != g.cfg.Global.Policy
+}
+
+// reserves reports whether decide must reserve ls rather than check them.
+func (u *usage) reserves(ls []httplimit.Limit) bool {
+	return u.metered() || u.counting() || slices.ContainsFunc(ls, func(l httplimit.Limit) bool { return l.Policy.Algorithm == ratelimit.Concurrency })
+}
+
+// reserve is decide for a request settled when its response ends.
+func (g *Gateway) reserve(ctx context.Context, u *usage, ls []httplimit.Limit) ([]ratelimit.Decision, error) {
+	reqs := make([]limits.UsageRequest, len(ls))
+	for i, l := range ls {
+		reqs[i] = limits.UsageRequest{CheckRequest: limits.CheckRequest{Policy: l.Policy.Name, Key: l.Key, Cost: max(l.Cost, 1)}, Fixed: true}
+		if g.usagePolicy(u, l) {
+			reqs[i].Cost = min(max(u.route.CostFromResponse.Estimate, 1), l.Policy.MaxCost())
+			reqs[i].Fixed = false
+		} else if u.counting() && !u.metered() {
+			reqs[i].Fixed = false // charged 1 for a counted status, else nothing
+		}
+	}
+	opts := ratelimit.UsageOptions{}
+	if u.counting() {
+		opts.Charge = ratelimit.ChargeOnSettle
+	}
+	_, results, res, err := g.svc.Reserve(ctx, reqs, opts)
+	if err != nil {
+		if apperr.Is(err, apperr.Invalid) || apperr.Is(err, apperr.NotFound) {
+			g.log.Warn("gateway reservation refused by the rate limiter; request let through", slog.Any("error", err))
+		}
+		return nil, err
+	}
+	u.id = res.ID
+	ds := make([]ratelimit.Decision, len(results))
+	for i, r := range results {
+		ds[i] = r.Verdict.Decision
+	}
+	return ds, nil
+}
+
+// cost is what u's request cost, from its response in m.
+func (g *Gateway) cost(u *usage, m *meter) int64 {
+	status := cmpOr(m.status, http.StatusOK)
+	cost := int64(1)
+	if u.metered() {
+		c := u.route.CostFromResponse
+		cost = max(c.Estimate, 1)
+		if v, ok := responseCost(c, m); ok {
+			cost = v
+		}
+	}
+	if u.counting() && !slices.Contains(u.route.CountStatuses, status) {
+		return 0
+	}
+	return cost
+}
+
+func cmpOr(a, b int) int {
+	if a == 0 {
+		return b
+	}
+	return a
+}
+
+// responseCost reads the cost from the response's header (or trailer) or
+// its JSON body.
+func responseCost(c *config.CostFromResponse, m *meter) (int64, bool) {
+	if c.Header != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(m.Header().Get(c.Header)), 10, 64)
+		return n, err == nil && n >= 0
+	}
+	if m.sse {
+		return m.last, m.found
+	}
+	return fieldOf(m.buf.Bytes(), c.JSON)
+}
+
+// fieldOf returns the number at dotted path in a JSON document.
+func fieldOf(doc []byte, path string) (int64, bool) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return 0, false
+	}
+	for part := range strings.SplitSeq(path, ".") {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return 0, false
+		}
+		if v, ok = obj[part]; !ok {
+			return 0, false
+		}
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	if i, err := n.Int64(); err == nil {
+		return i, i >= 0
+	}
+	f, err := n.Float64()
+	if err != nil || f < 0 || f >= 1<<53 {
+		return 0, false
+	}
+	return int64(math.Ceil(f)), true
+}
+
+// meter passes a response through, keeping its status and, when a JSON
+// field holds the cost, the body (a JSON document) or the last
+// server-sent event that carried the field.
+type meter struct {
+	http.ResponseWriter
+	status int
+	field  string
+	sse    bool
+	skip   bool // not JSON, or too long: nothing to find
+	buf    bytes.Buffer
+	last   int64
+	found  bool
+}
+
+func (m *meter) WriteHeader(code int) {
+	if m.status == 0 && code >= 200 {
+		m.status = code
+		ct, _, _ := mime.ParseMediaType(m.Header().Get("Content-Type"))
+		m.sse = ct == "text/event-stream"
+		m.skip = m.field == "" || (!m.sse && ct != "application/json" && !strings.HasSuffix(ct, "+json"))
+	}
+	m.ResponseWriter.WriteHeader(code)
+}
+
+func (m *meter) Write(b []byte) (int, error) {
+	if m.status == 0 {
+		m.WriteHeader(http.StatusOK)
+	}
+	if !m.skip {
+		m.buf.Write(b)
+		if m.sse {
+			m.events()
+		}
+		if m.buf.Len() > maxMetered {
+			m.buf.Reset()
+			m.skip = !m.sse
+		}
+	}
+	return m.ResponseWriter.Write(b)
+}
+
+// events consumes the complete events in buf.
+func (m *meter) events() {
+	for {
+		data := m.buf.Bytes()
+		i, n := bytes.Index(data, []byte("\n\n")), 2
+		if j := bytes.Index(data, []byte("\r\n\r\n")); j >= 0 && (i < 0 || j < i) {
+			i, n = j, 4
+		}
+		if i < 0 {
+			return
+		}
+		var payload []byte
+		for line := range bytes.Lines(data[:i]) {
+			line = bytes.TrimRight(line, "\r\n")
+			if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				payload = append(append(payload, bytes.TrimPrefix(d, []byte(" "))...), '\n')
+			}
+		}
+		if v, ok := fieldOf(payload, m.field); ok {
+			m.last, m.found = v, true
+		}
+		m.buf.Next(i + n)
+	}
+}
+
+// Flush lets streamed responses through as they come.
+func (m *meter) Flush() {
+	if f, ok := m.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (m *meter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
