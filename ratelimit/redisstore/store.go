@@ -180,9 +180,10 @@ type call struct {
 	checks []check
 	slot   int // Cluster slot, or 0 on a standalone server
 
-	reply []int64 // status, then 5 per check
-	now   int64   // the script's clock
-	err   error
+	inFast bool    // in its script call's fast section (see fast.go)
+	reply  []int64 // status, then 5 per check
+	now    int64   // the script's clock
+	err    error
 
 	wake  chan struct{} // one send: results are in, or lead is set
 	lead  []*call       // when woken to lead: the batch to run

@@ -1,0 +1,118 @@
+package redisstore_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
+)
+
+// The fast section (single-check allows on token buckets and GCRA, one
+// reply number each, the decision rebuilt in Go) decides exactly as the
+// memory store: random policies, costs and clock steps, both stores on one
+// clock, every decision compared field by field. Concurrent callers fill
+// batches with several fast groups (policies and costs) at once.
+func TestFastPathMatchesMemory(t *testing.T) {
+	t.Parallel()
+	client := newClient(t)
+	r := rand.New(rand.NewPCG(19, 1))
+	for round := range 12 {
+		clock := ratelimittest.NewClock(ratelimittest.Epoch)
+		var mu sync.Mutex // the clock moves between steps only
+		rs, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client), Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now})
+		var policies []*ratelimit.Policy
+		for i := range 4 {
+			p := &ratelimit.Policy{Name: "p" + string(rune('a'+i)), Algorithm: ratelimit.TokenBucket, Limit: 1 + r.Int64N(50), Period: time.Duration(1+r.Int64N(5_000_000)) * time.Microsecond}
+			if r.IntN(2) == 0 {
+				p.Algorithm = ratelimit.GCRA
+			}
+			if r.IntN(2) == 0 {
+				p.Burst = 1 + r.Int64N(80)
+			}
+			if round == 0 && i == 0 { // a period whose µs share a factor with the limit, scaled down
+				p.Limit, p.Period, p.Burst = 1<<20, time.Duration(1<<40)*time.Microsecond, 1<<20
+			}
+			policies = append(policies, p)
+		}
+		for range 30 {
+			clock.Advance(time.Duration(r.Int64N(400_000)) * time.Microsecond)
+			type op struct {
+				p    *ratelimit.Policy
+				key  string
+				cost int64
+			}
+			ops := make([]op, 8)
+			for i := range ops {
+				p := policies[r.IntN(len(policies))]
+				ops[i] = op{p, "k" + string(rune('0'+i)), 1 + r.Int64N(min(3, p.MaxCost()))}
+			}
+			got := make([]ratelimit.Decision, len(ops))
+			var wg sync.WaitGroup
+			mu.Lock()
+			for i, o := range ops {
+				wg.Go(func() {
+					d, err := rs.Allow(t.Context(), o.p, o.key, o.cost)
+					if err != nil {
+						t.Error(err)
+					}
+					got[i] = d
+				})
+			}
+			wg.Wait()
+			mu.Unlock()
+			for i, o := range ops {
+				want, err := mem.Allow(t.Context(), o.p, o.key, o.cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[i] != want {
+					t.Fatalf("round %d, %+v key %s cost %d at %v: redis %+v, memory %+v", round, *o.p, o.key, o.cost, clock.Now(), got[i], want)
+				}
+			}
+		}
+	}
+}
+
+// Concurrent callers on one key fill batches with the same key many times
+// over; the fast section reads its keys at once, so the repeats go the
+// general way, and the count is still exact.
+func TestFastPathSameKeyInBatch(t *testing.T) {
+	t.Parallel()
+	client := newClient(t)
+	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA} {
+		p := &ratelimit.Policy{Name: "day", Algorithm: alg, Limit: 300, Period: 24 * time.Hour}
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for range 10 {
+					d, err := s.Allow(t.Context(), p, "shared", 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						allowed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := allowed.Load(); got != 300 {
+			t.Errorf("%s: 640 concurrent checks of one key on a limit of 300: %d allowed, want 300", alg, got)
+		}
+	}
+}
