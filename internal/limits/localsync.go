@@ -224,10 +224,15 @@ func (s *LocalSync) Sync(ctx context.Context) {
 		}
 		g.due = now.Add(iv)
 		for k, e := range g.keys {
-			if e.pending == 0 && now.Sub(e.lastUse) >= iv {
-				delete(g.keys, k)
-				s.keys--
-				continue
+			if e.pending == 0 {
+				if now.Sub(e.lastUse) >= iv {
+					delete(g.keys, k)
+					s.keys--
+					continue
+				}
+				if !e.lastUse.After(e.syncedAt) && now.Sub(e.syncedAt) < iv {
+					continue // not checked since its state came, not long ago: nothing to send or learn yet
+				}
 			}
 			c := min(e.pending, e.policy.MaxCost())
 			e.pending -= c

@@ -13,16 +13,19 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
 // Redis CPU per check: a private redis-server (so nobody else's commands
-// count) serves b.N allowed token bucket checks on 100,000 keys, and the
+// count) serves b.N token bucket checks on 100,000 or 1,000 keys, and the
 // benchmark reports the server's used_cpu_user+used_cpu_sys over the run
 // divided by b.N, the script calls per check (INFO commandstats) and
-// checks/s. Sluice batched, Sluice with one check per script call, and
-// github.com/go-redis/redis_rate/v10, at the same load. Results and the
+// checks/s. Sluice batched (token bucket, GCRA, one call in flight),
+// Sluice with one check per script call, Sluice with "sync": "local" every
+// 50 ms (limits.LocalSync), and github.com/go-redis/redis_rate/v10, at the
+// same load. Results and the
 // command are in docs/benchmarks.md ("Issue 19: the Redis path").
 //
 //	CI=true go test -run '^$' -bench BenchmarkRedisCPU -benchtime 200000x ./ratelimit/redisstore/
@@ -71,6 +74,22 @@ func BenchmarkRedisCPU(b *testing.B) {
 		{"sluice-gcra", sluice(gcra, redisstore.Options{})},
 		{"sluice-inflight1", sluice(policy, redisstore.Options{MaxInFlight: 1})},
 		{"sluice-unbatched", sluice(policy, redisstore.Options{MaxBatch: 1, MaxInFlight: 1024})},
+		{"sluice-local", func(b *testing.B) func(ctx context.Context, key string) error {
+			// "sync": "local" every 50 ms in front of the same store.
+			s, err := redisstore.New(rc, redisstore.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ls := limits.NewLocalSync(s, limits.LocalSyncOptions{Interval: func(string) time.Duration { return 50 * time.Millisecond }})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = ls.Run(ctx); close(done) }()
+			b.Cleanup(func() { cancel(); <-done })
+			return func(ctx context.Context, key string) error {
+				_, err := ls.Allow(ctx, policy, key, 1)
+				return err
+			}
+		}},
 		{"redis_rate", func(b *testing.B) func(ctx context.Context, key string) error {
 			l := redis_rate.NewLimiter(gc)
 			return func(ctx context.Context, key string) error {
@@ -82,16 +101,16 @@ func BenchmarkRedisCPU(b *testing.B) {
 			}
 		}},
 	}
-	for _, callers := range []int{1, 64} {
+	for _, run := range []struct{ callers, keys int }{{1, 100_000}, {64, 100_000}, {64, 1_000}} {
 		for _, impl := range impls {
-			b.Run(fmt.Sprintf("callers=%d/impl=%s", callers, impl.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("keys=%d/callers=%d/impl=%s", run.keys, run.callers, impl.name), func(b *testing.B) {
 				ctx := context.Background()
 				if err := rc.Do(ctx, rc.B().Flushall().Build()).Error(); err != nil { // the private server
 					b.Fatal(err)
 				}
 				check := impl.make(b)
 				cpu0, calls0 := redisCPU(b, rc)
-				runCallersKeys(b, callers, 100_000, check)
+				runCallersKeys(b, run.callers, run.keys, check)
 				cpu1, calls1 := redisCPU(b, rc)
 				b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/check")
 				b.ReportMetric(float64(calls1-calls0)/float64(b.N), "calls/check")

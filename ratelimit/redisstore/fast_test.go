@@ -116,3 +116,44 @@ func TestFastPathSameKeyInBatch(t *testing.T) {
 		}
 	}
 }
+
+// A fast check sets a key's expiry to twice its time to full and the next
+// checks keep it while it outlasts their time to full: the key never
+// expires before it is full again (on the server's clock), nor lingers
+// more than twice as long.
+func TestFastPathExpiry(t *testing.T) {
+	t.Parallel()
+	client := newClient(t)
+	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA} {
+		p := &ratelimit.Policy{Name: "exp", Algorithm: alg, Limit: 100, Period: 100 * time.Second}
+		name := redisstore.KeyNameForTest(s, p, "k")
+		var prev int64
+		kept := false
+		for i := range 30 {
+			d, err := s.Allow(t.Context(), p, "k", 1)
+			if err != nil || !d.Allowed {
+				t.Fatalf("%s: check %d = %+v, %v; want allowed", alg, i, d, err)
+			}
+			ttl, err := client.Do(t.Context(), client.B().Pttl().Key(name).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A few ms of real time pass between the check and PTTL.
+			full := (d.ResetAfter + time.Millisecond - 1).Milliseconds()
+			if ttl < full-50 || ttl > 2*full+1 {
+				t.Errorf("%s: check %d: PTTL %d ms, ResetAfter %v; want between the time to full and twice it", alg, i, ttl, d.ResetAfter)
+			}
+			if i > 0 && ttl <= prev {
+				kept = true
+			}
+			prev = ttl
+		}
+		if !kept {
+			t.Errorf("%s: every check moved the expiry; want later checks to keep it", alg)
+		}
+	}
+}

@@ -21,7 +21,10 @@
 -- Reply: now, then per fast check the bucket's level after the check
 -- minus what it needed (>= 0 when allowed), then per operation: status (1 allowed), and per check:
 -- allowed, remaining, retry µs, reset µs, delay µs.
--- States of the scalar algorithms are little-endian doubles (struct.pack).
+-- States of the scalar algorithms are little-endian doubles (struct.pack);
+-- the fast section writes a third, the end of the key's expiry, and sets
+-- that expiry to twice the time to full, so that the next writes keep it
+-- (SET KEEPTTL) while it lasts: a key full again lingers at most that long.
 
 local MAXEXACT = 9007199254740992
 
@@ -67,6 +70,84 @@ local function prep(alg, limit, period, burst)
   end
   return p
 end
+
+local policies = {}
+local ai = 3
+for i = 1, tonumber(ARGV[2]) do
+  policies[i] = prep(ARGV[ai], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3]))
+  ai = ai + 4
+end
+
+-- fastbucket runs n single-check allows of cost on the token bucket or
+-- GCRA p, keys from KEYS[ki]: step and save of the general path without a
+-- table per check, the keys read with one MGET, each check answered with
+-- one number (see the header).
+local function fastbucket(p, cost, n, ki, out, no)
+  local cap, rate, need = p.cap, p.rate, cost * p.unit
+  local gcra = p.alg == 'g'
+  local vals = redis.call('MGET', unpack(KEYS, ki, ki + n - 1))
+  for i = 1, n do
+    local key, v = KEYS[ki], vals[i]
+    ki = ki + 1
+    -- the state, and when the key's expiry (set here before) ends
+    local s1, s2, held = nil, nil, 0
+    if v then
+      if #v >= 24 then s1, s2, held = struct.unpack('<ddd', v) else s1, s2 = struct.unpack('<dd', v) end
+    end
+    local lvl, t
+    if gcra then
+      local tat, rem = s1 or 0, s2 or 0
+      lvl = cap
+      if tat > now then lvl = cap - ((tat - now) * rate + rem) elseif tat == now then lvl = cap - rem end
+    else
+      if v then lvl, t = s1, s2 else lvl, t = cap, now end
+      if now > t then
+        local gained = (now - t) * rate
+        if gained >= MAXEXACT or lvl + gained >= cap then lvl = cap else lvl = lvl + gained end
+        t = now
+      end
+    end
+    local x = lvl - need
+    if x >= 0 then
+      local reset = cdiv(cap - x, rate)
+      local a, b = x, t
+      if gcra then
+        local d = cap - x
+        local q = fdiv(d, rate)
+        a, b = now + q, d - q * rate
+      end
+      if reset <= 0 then
+        redis.call('DEL', key)
+      elseif now + reset <= held then
+        -- The expiry in place outlasts the time to full: keep it, which
+        -- spares Redis most of a write's work.
+        redis.call('SET', key, struct.pack('<ddd', a, b, held), 'KEEPTTL')
+      else
+        -- Twice the time to full, so that the next checks keep it; held
+        -- is rounded down to the millisecond Redis counts from.
+        local ms = cdiv(2 * reset, 1000)
+        redis.call('SET', key, struct.pack('<ddd', a, b, now + ms * 1000 - 1000), 'PX', string.format('%d', ms))
+      end
+    end
+    no = no + 1
+    out[no] = x
+  end
+  return ki, no
+end
+
+local out, no = { now }, 1
+local ki = 1
+local nfast = tonumber(ARGV[ai])
+ai = ai + 1
+for _ = 1, nfast do
+  ki, no = fastbucket(policies[tonumber(ARGV[ai])], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), ki, out, no)
+  ai = ai + 3
+end
+local nops = tonumber(ARGV[ai])
+ai = ai + 1
+-- Most calls carry only fast checks: return before the general path's
+-- functions are even made (each call runs the whole chunk).
+if nops == 0 then return out end
 
 local function load(p, key)
   local st = {}
@@ -347,67 +428,6 @@ local function peek(p, key)
   return v
 end
 
-local policies = {}
-local ai = 3
-for i = 1, tonumber(ARGV[2]) do
-  policies[i] = prep(ARGV[ai], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3]))
-  ai = ai + 4
-end
-
--- fastbucket runs n single-check allows of cost on the token bucket or
--- GCRA p, keys from KEYS[ki]: step and save of the general path without a
--- table per check, the keys read with one MGET, each check answered with
--- one number (see the header).
-local function fastbucket(p, cost, n, ki, out, no)
-  local cap, rate, need = p.cap, p.rate, cost * p.unit
-  local gcra = p.alg == 'g'
-  local vals = redis.call('MGET', unpack(KEYS, ki, ki + n - 1))
-  for i = 1, n do
-    local key, v = KEYS[ki], vals[i]
-    ki = ki + 1
-    local lvl, t
-    if gcra then
-      local tat, rem = 0, 0
-      if v then tat, rem = struct.unpack('<dd', v) end
-      lvl = cap
-      if tat > now then lvl = cap - ((tat - now) * rate + rem) elseif tat == now then lvl = cap - rem end
-    else
-      if v then lvl, t = struct.unpack('<dd', v) else lvl, t = cap, now end
-      if now > t then
-        local gained = (now - t) * rate
-        if gained >= MAXEXACT or lvl + gained >= cap then lvl = cap else lvl = lvl + gained end
-        t = now
-      end
-    end
-    local x = lvl - need
-    if x >= 0 then
-      local ms = cdiv(cdiv(cap - x, rate), 1000)
-      if ms <= 0 then
-        redis.call('DEL', key)
-      elseif gcra then
-        local d = cap - x
-        local q = fdiv(d, rate)
-        redis.call('SET', key, struct.pack('<dd', now + q, d - q * rate), 'PX', ms)
-      else
-        redis.call('SET', key, struct.pack('<dd', x, t), 'PX', ms)
-      end
-    end
-    no = no + 1
-    out[no] = x
-  end
-  return ki, no
-end
-
-local out, no = { now }, 1
-local ki = 1
-local nfast = tonumber(ARGV[ai])
-ai = ai + 1
-for _ = 1, nfast do
-  ki, no = fastbucket(policies[tonumber(ARGV[ai])], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), ki, out, no)
-  ai = ai + 3
-end
-local nops = tonumber(ARGV[ai])
-ai = ai + 1
 for _ = 1, nops do
   local code, nchecks = ARGV[ai], tonumber(ARGV[ai + 1])
   ai = ai + 2
