@@ -233,7 +233,7 @@ func distribute(g []*call, res rueidis.RedisResult) {
 		want := 1
 		for _, c := range g {
 			if c.inFast {
-				want++
+				want += fastWidth(c.checks[0].policy)
 			} else {
 				want += 1 + 5*len(c.checks)
 			}
@@ -254,8 +254,13 @@ func distribute(g []*call, res rueidis.RedisResult) {
 		if c.inFast {
 			ch := c.checks[0]
 			cost, _ := strconv.ParseInt(ch.cost, 10, 64)
-			d := fastDecision(ch.policy, cost, vals[off])
-			off++
+			var d ratelimit.Decision
+			if ch.policy.Algorithm == ratelimit.FixedWindow {
+				d = windowDecision(ch.policy, cost, vals[off], vals[off+1])
+			} else {
+				d = fastDecision(ch.policy, cost, vals[off])
+			}
+			off += fastWidth(ch.policy)
 			allowed := int64(0)
 			if d.Allowed {
 				allowed = 1

@@ -8,7 +8,8 @@ import (
 )
 
 // The fast section of a script call carries the single-check allows on
-// token buckets and GCRA, the bulk of all checks, at the least Lua work
+// token buckets, GCRA and fixed windows (Envoy's rules), the bulk of all
+// checks, at the least Lua work
 // per check: grouped by policy and cost, so a check sends no argument but
 // its key, and answered with one number, from which decision rebuilds the
 // whole decision in Go (see fastDecision). The profile behind it is in
@@ -20,7 +21,32 @@ func (c *call) fast() bool {
 		return false
 	}
 	a := c.checks[0].policy.Algorithm
-	return a == ratelimit.TokenBucket || a == ratelimit.GCRA
+	return a == ratelimit.TokenBucket || a == ratelimit.GCRA || a == ratelimit.FixedWindow
+}
+
+// fastWidth is how many numbers the script answers a fast check with.
+func fastWidth(p *ratelimit.Policy) int {
+	if p.Algorithm == ratelimit.FixedWindow {
+		return 2
+	}
+	return 1
+}
+
+// windowDecision rebuilds the decision of a fast fixed window check of
+// cost on p from the script's x (what the window has left minus cost) and
+// end (µs to the window's end), as the script's fixed verdict.
+func windowDecision(p *ratelimit.Policy, cost, x, end int64) ratelimit.Decision {
+	d := ratelimit.Decision{Limit: p.Capacity(), ResetAfter: time.Duration(end) * time.Microsecond}
+	if x >= 0 {
+		d.Allowed, d.Remaining = true, x
+		return d
+	}
+	d.Remaining = x + cost
+	d.RetryAfter = d.ResetAfter
+	if d.Remaining >= p.Limit {
+		d.ResetAfter = 0 // nothing counted in the window
+	}
+	return d
 }
 
 // bucketParams are the script's prep of a token bucket or GCRA policy: the

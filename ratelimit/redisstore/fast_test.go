@@ -12,8 +12,8 @@ import (
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
-// The fast section (single-check allows on token buckets and GCRA, one
-// reply number each, the decision rebuilt in Go) decides exactly as the
+// The fast section (single-check allows on token buckets, GCRA and fixed
+// windows, one or two reply numbers each, the decision rebuilt in Go) decides exactly as the
 // memory store: random policies, costs and clock steps, both stores on one
 // clock, every decision compared field by field. Concurrent callers fill
 // batches with several fast groups (policies and costs) at once.
@@ -32,10 +32,13 @@ func TestFastPathMatchesMemory(t *testing.T) {
 		var policies []*ratelimit.Policy
 		for i := range 4 {
 			p := &ratelimit.Policy{Name: "p" + string(rune('a'+i)), Algorithm: ratelimit.TokenBucket, Limit: 1 + r.Int64N(50), Period: time.Duration(1+r.Int64N(5_000_000)) * time.Microsecond}
-			if r.IntN(2) == 0 {
+			switch r.IntN(3) {
+			case 1:
 				p.Algorithm = ratelimit.GCRA
+			case 2:
+				p.Algorithm = ratelimit.FixedWindow
 			}
-			if r.IntN(2) == 0 {
+			if r.IntN(2) == 0 && p.Algorithm != ratelimit.FixedWindow {
 				p.Burst = 1 + r.Int64N(80)
 			}
 			if round == 0 && i == 0 { // a period whose µs share a factor with the limit, scaled down
@@ -92,7 +95,7 @@ func TestFastPathSameKeyInBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.FixedWindow} {
 		p := &ratelimit.Policy{Name: "day", Algorithm: alg, Limit: 300, Period: 24 * time.Hour}
 		var allowed atomic.Int64
 		var wg sync.WaitGroup

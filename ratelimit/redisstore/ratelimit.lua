@@ -7,7 +7,8 @@
 --          'l','k'), limit, period µs, burst
 -- then     number of fast groups; then per group: policy index, cost,
 --          number of checks n; each check a single-check allow 'a' on a
---          token bucket or GCRA, its key the next of KEYS (fastbucket); no
+--          token bucket, GCRA or fixed window, its key the next of KEYS
+--          (fastbucket, fastwindow); no
 --          key appears twice in the fast groups, since they are read at
 --          once, before any is written
 -- then     number of operations; then per operation: code ('a' allow
@@ -19,7 +20,8 @@
 --          µs for 'c'; for 'f' and 'c' refunds, the refunded allow's now).
 -- KEYS: one per check, in order.
 -- Reply: now, then per fast check the bucket's level after the check
--- minus what it needed (>= 0 when allowed), then per operation: status (1 allowed), and per check:
+-- minus what it needed (>= 0 when allowed), or for a fixed window what it
+-- has left minus cost and the µs to its end, then per operation: status (1 allowed), and per check:
 -- allowed, remaining, retry µs, reset µs, delay µs.
 -- States of the scalar algorithms are little-endian doubles (struct.pack);
 -- the fast section writes a third, the end of the key's expiry, and sets
@@ -135,12 +137,45 @@ local function fastbucket(p, cost, n, ki, out, no)
   return ki, no
 end
 
+-- fastwindow is fastbucket for a fixed window: each check answered with
+-- two numbers, what the window has left minus cost (>= 0 when allowed)
+-- and the µs to the window's end. A window's writes keep the expiry its first one set.
+local function fastwindow(p, cost, n, ki, out, no)
+  local limit, period = p.limit, p.period
+  local idx = fdiv(now, period)
+  local vals = redis.call('MGET', unpack(KEYS, ki, ki + n - 1))
+  for i = 1, n do
+    local key, v = KEYS[ki], vals[i]
+    ki = ki + 1
+    local a, b, held = idx, 0, 0
+    if v then
+      if #v >= 24 then a, b, held = struct.unpack('<ddd', v) else a, b = struct.unpack('<dd', v) end
+      if idx > a then a, b = idx, 0 end
+    end
+    local e = (a + 1) * period
+    local x = limit - b - cost
+    if x >= 0 then
+      if held == e then
+        redis.call('SET', key, struct.pack('<ddd', a, b + cost, e), 'KEEPTTL')
+      else
+        redis.call('SET', key, struct.pack('<ddd', a, b + cost, e), 'PX', string.format('%d', cdiv(e - now, 1000)))
+      end
+    end
+    out[no + 1], out[no + 2] = x, e - now
+    no = no + 2
+  end
+  return ki, no
+end
+
 local out, no = { now }, 1
 local ki = 1
 local nfast = tonumber(ARGV[ai])
 ai = ai + 1
 for _ = 1, nfast do
-  ki, no = fastbucket(policies[tonumber(ARGV[ai])], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), ki, out, no)
+  local p = policies[tonumber(ARGV[ai])]
+  local run = fastbucket
+  if p.alg == 'f' then run = fastwindow end
+  ki, no = run(p, tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), ki, out, no)
   ai = ai + 3
 end
 local nops = tonumber(ARGV[ai])
