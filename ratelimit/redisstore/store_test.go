@@ -82,7 +82,7 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			// -2: gone already (the Peek emptied a log); else the expiry.
-			if want := (2*resetAfter+time.Millisecond-1).Milliseconds() + 1; ttl != -2 && (ttl <= 0 || ttl > want) {
+			if want := (2*resetAfter + time.Millisecond - 1).Milliseconds() + 1; ttl != -2 && (ttl <= 0 || ttl > want) {
 				t.Errorf("PTTL %s = %d ms, want gone or in (0, %d]", name, ttl, want)
 			}
 		},
