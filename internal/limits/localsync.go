@@ -30,6 +30,8 @@ type LocalSyncOptions struct {
 	// Logger receives failed flushes (at most one line per sync round). If
 	// nil, nothing is logged.
 	Logger *slog.Logger
+	// Metrics receives SyncedOver. If nil, nothing is recorded.
+	Metrics *Metrics
 }
 
 // LocalSync is a ratelimit.Store in front of a shared one (Redis, through
@@ -287,11 +289,13 @@ func (s *LocalSync) flush(ctx context.Context, f *flush) (ratelimit.Decision, er
 	if err != nil || d.Allowed {
 		return d, err
 	}
+	taken := int64(0)
 	if d.Remaining > 0 {
-		if d2, err := s.next.Allow(ctx, &f.policy, f.k.key, d.Remaining); err == nil {
-			d = d2
+		if d2, err := s.next.Allow(ctx, &f.policy, f.k.key, d.Remaining); err == nil && d2.Allowed {
+			taken, d = d.Remaining, d2
 		}
 	}
+	s.opts.Metrics.syncedOver(f.policy.Name, f.charge-taken)
 	d.Remaining = 0
 	return d, nil
 }
