@@ -49,7 +49,10 @@ type LocalSyncOptions struct {
 // back, so a key may admit more than its limit (each node's share is
 // rounded up, and a flush may find the store with less than the node
 // admitted) or refuse before its limit (one node's share used up while
-// another's is idle). A local refusal's RetryAfter is the time until the
+// another's is idle). A share is taken net of half what the other nodes
+// took during the last interval (about what they hold unsent), and a fixed
+// window's counts are dropped once their window has ended instead of
+// being charged to the next one. A local refusal's RetryAfter is the time until the
 // next sync. Multi-key checks, reservations, leases, peeks and resets go
 // to the store as for any policy. It is safe for concurrent use.
 type LocalSync struct {
@@ -76,7 +79,9 @@ type syncEntry struct {
 	d        ratelimit.Decision
 	syncedAt time.Time
 	lastUse  time.Time
-	stale    bool // the policy changed: ask the store again
+	stale    bool  // the policy changed: ask the store again
+	last     int64 // the store's remainder at the last sync
+	known    bool  // last is set
 }
 
 var (
@@ -113,11 +118,27 @@ func (s *LocalSync) interval(p *ratelimit.Policy) time.Duration {
 
 // adopt takes the store's decision d as e's state at now: the remainder,
 // less what this node admitted since (e.pending, not in d), shared.
-func (s *LocalSync) adopt(e *syncEntry, d ratelimit.Decision, now time.Time) {
+func (s *LocalSync) adopt(e *syncEntry, d ratelimit.Decision, now time.Time, charge int64) {
 	n := int64(s.opts.Nodes)
+	r := max(d.Remaining, 0)
+	if n > 1 && e.known {
+		// What the other nodes took during the last interval is about what
+		// they hold unsent now, half of it on average.
+		others := max(0, e.last-charge-r)
+		r = max(0, r-others/2)
+	}
+	e.last, e.known = max(d.Remaining, 0), true
 	e.d, e.syncedAt, e.stale = d, now, false
-	e.share = (max(d.Remaining, 0) + n - 1) / n
+	e.share = (r + n - 1) / n
 	e.used = min(e.pending, e.share)
+}
+
+// windowOver reports whether e is a fixed window's and the window its
+// share came from has ended by now: what this node admitted in it belongs
+// to a finished window (charging it to the next one would only refuse
+// early there), and the share says nothing of the new window.
+func windowOver(e *syncEntry, now time.Time) bool {
+	return e.policy.Algorithm == ratelimit.FixedWindow && e.d.ResetAfter > 0 && !now.Before(e.syncedAt.Add(e.d.ResetAfter))
 }
 
 // Allow implements ratelimit.Store.
@@ -133,6 +154,10 @@ func (s *LocalSync) Allow(ctx context.Context, p *ratelimit.Policy, key string, 
 	var e *syncEntry
 	if g != nil {
 		e = g.keys[k]
+	}
+	if e != nil && windowOver(e, now) {
+		e.pending, e.known = 0, false // the window's counts are done with; ask the store
+		e.stale = true
 	}
 	if e != nil && !e.stale && e.policy == *p {
 		e.lastUse = now
@@ -174,7 +199,7 @@ func (s *LocalSync) Allow(ctx context.Context, p *ratelimit.Policy, key string, 
 		s.keys++
 	}
 	e.policy, e.lastUse = *p, now
-	s.adopt(e, d, now)
+	s.adopt(e, d, now, cost)
 	return d, nil
 }
 
@@ -226,6 +251,9 @@ func (s *LocalSync) Sync(ctx context.Context) {
 		}
 		g.due = now.Add(iv)
 		for k, e := range g.keys {
+			if windowOver(e, now) {
+				e.pending, e.known = 0, false
+			}
 			if e.pending == 0 {
 				if now.Sub(e.lastUse) >= iv {
 					delete(g.keys, k)
@@ -261,7 +289,7 @@ func (s *LocalSync) Sync(ctx context.Context) {
 			if err != nil {
 				f.e.pending += f.charge // sent again next time
 			} else {
-				s.adopt(f.e, d, now)
+				s.adopt(f.e, d, now, f.charge)
 			}
 			s.mu.Unlock()
 			if err != nil {

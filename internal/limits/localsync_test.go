@@ -122,3 +122,27 @@ func TestLocalSyncReset(t *testing.T) {
 		t.Errorf("check after a reset = %+v after %d store calls, want allowed by the store (2 calls)", d, shared.calls.Load())
 	}
 }
+
+// What a node admitted in a fixed window that has ended is not charged to
+// the next window: the first check after the window's end asks the store,
+// which holds that check alone.
+func TestLocalSyncWindowEnd(t *testing.T) {
+	t.Parallel()
+	ls, shared, clock := newLocalSync(t, 0)
+	ctx := t.Context()
+	p := &ratelimit.Policy{Name: "local", Algorithm: ratelimit.FixedWindow, Limit: 10, Period: time.Second}
+	clock.Advance(900 * time.Millisecond)
+	for range 5 {
+		if d, _ := ls.Allow(ctx, p, "k", 1); !d.Allowed {
+			t.Fatal("check in the first window refused")
+		}
+	}
+	clock.Advance(150 * time.Millisecond) // into the next window
+	if d, _ := ls.Allow(ctx, p, "k", 1); !d.Allowed || shared.calls.Load() != 2 {
+		t.Fatalf("first check of the next window = %+v after %d store calls, want allowed by the store (2 calls)", d, shared.calls.Load())
+	}
+	ls.Sync(ctx)
+	if d, _ := shared.Store.Peek(ctx, p, "k"); d.Remaining != 9 {
+		t.Errorf("store after the sync: Remaining %d, want 9 (the new window's one check)", d.Remaining)
+	}
+}
