@@ -110,10 +110,14 @@ func (s *LocalSync) Len() int {
 
 // interval returns p's sync interval, or 0 when p is checked at the store.
 func (s *LocalSync) interval(p *ratelimit.Policy) time.Duration {
-	if p == nil || p.Algorithm == ratelimit.Concurrency || p.Validate() != nil {
+	if p == nil {
 		return 0
 	}
-	return s.opts.Interval(p.Name)
+	iv := s.opts.Interval(p.Name) // 0 for most policies: asked first, it keeps their checks cheap
+	if iv <= 0 || p.Algorithm == ratelimit.Concurrency || p.Validate() != nil {
+		return 0
+	}
+	return iv
 }
 
 // adopt takes the store's decision d as e's state at now: the remainder,
