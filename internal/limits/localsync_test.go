@@ -146,3 +146,29 @@ func TestLocalSyncWindowEnd(t *testing.T) {
 		t.Errorf("store after the sync: Remaining %d, want 9 (the new window's one check)", d.Remaining)
 	}
 }
+
+// The cost of a check decided locally (a key this node tracks), beside the
+// same check on the memory store it fronts. docs/benchmarks.md has figures:
+//
+//	go test -run '^$' -bench BenchmarkLocalSync -benchtime 1s ./internal/limits/
+func BenchmarkLocalSync(b *testing.B) {
+	mem := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	ls := limits.NewLocalSync(mem, limits.LocalSyncOptions{Interval: func(string) time.Duration { return time.Hour }})
+	p := &ratelimit.Policy{Name: "local", Algorithm: ratelimit.TokenBucket, Limit: 1_000_000_000, Period: time.Second}
+	ctx := context.Background()
+	for _, s := range []struct {
+		name  string
+		store ratelimit.Store
+	}{{"local", ls}, {"memory", mem}} {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if d, err := s.store.Allow(ctx, p, "hot", 1); err != nil || !d.Allowed {
+						b.Fatalf("Allow = %+v, %v", d, err)
+					}
+				}
+			})
+		})
+	}
+}
