@@ -157,22 +157,9 @@ func (s *Store) command(g []*call, nowArg string, sha bool) (rueidis.Completed, 
 		return i
 	}
 	var groups []fastGroup
-	var seen map[string]struct{}
 	slow := 0
 	for _, c := range g {
 		c.inFast = c.fast()
-		if c.inFast {
-			// The fast groups read every key before writing any: a key
-			// already there goes the general way.
-			if seen == nil {
-				seen = make(map[string]struct{}, len(g))
-			}
-			if _, dup := seen[c.keys[0]]; dup {
-				c.inFast = false
-			} else {
-				seen[c.keys[0]] = struct{}{}
-			}
-		}
 		if !c.inFast {
 			for _, ch := range c.checks {
 				policy(ch.policy)

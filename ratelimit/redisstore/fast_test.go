@@ -86,8 +86,8 @@ func TestFastPathMatchesMemory(t *testing.T) {
 }
 
 // Concurrent callers on one key fill batches with the same key many times
-// over; the fast section reads its keys at once, so the repeats go the
-// general way, and the count is still exact.
+// over; each check reads its key after the one before it wrote, so the
+// count is still exact.
 func TestFastPathSameKeyInBatch(t *testing.T) {
 	t.Parallel()
 	client := newClient(t)

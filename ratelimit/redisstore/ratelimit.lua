@@ -8,9 +8,7 @@
 -- then     number of fast groups; then per group: policy index, cost,
 --          number of checks n; each check a single-check allow 'a' on a
 --          token bucket, GCRA or fixed window, its key the next of KEYS
---          (fastbucket, fastwindow); no
---          key appears twice in the fast groups, since they are read at
---          once, before any is written
+--          (fastbucket, fastwindow)
 -- then     number of operations; then per operation: code ('a' allow
 --          all-or-nothing, 'e' evaluate only (as 'a', charging nothing),
 --          'u' refund an 'a' that was allowed, 'r' reserve, 'c' cancel,
@@ -82,14 +80,16 @@ end
 
 -- fastbucket runs n single-check allows of cost on the token bucket or
 -- GCRA p, keys from KEYS[ki]: step and save of the general path without a
--- table per check, the keys read with one MGET, each check answered with
--- one number (see the header).
+-- table per check, each answered with one number (see the header). Each
+-- key is read with GET, not all at once with MGET, which would answer nil
+-- for a key of another type (and the SET overwrite it) where GET replies
+-- WRONGTYPE.
 local function fastbucket(p, cost, n, ki, out, no)
   local cap, rate, need = p.cap, p.rate, cost * p.unit
   local gcra = p.alg == 'g'
-  local vals = redis.call('MGET', unpack(KEYS, ki, ki + n - 1))
-  for i = 1, n do
-    local key, v = KEYS[ki], vals[i]
+  for _ = 1, n do
+    local key = KEYS[ki]
+    local v = redis.call('GET', key)
     ki = ki + 1
     -- the state, and when the key's expiry (set here before) ends
     local s1, s2, held = nil, nil, 0
@@ -143,9 +143,9 @@ end
 local function fastwindow(p, cost, n, ki, out, no)
   local limit, period = p.limit, p.period
   local idx = fdiv(now, period)
-  local vals = redis.call('MGET', unpack(KEYS, ki, ki + n - 1))
-  for i = 1, n do
-    local key, v = KEYS[ki], vals[i]
+  for _ = 1, n do
+    local key = KEYS[ki]
+    local v = redis.call('GET', key)
     ki = ki + 1
     local a, b, held = idx, 0, 0
     if v then

@@ -13,7 +13,7 @@
 //
 // Single-key allows on token buckets, GCRA and fixed windows, the bulk of
 // all checks, take the script's fast section (fast.go): grouped by policy
-// and cost, one MGET per group, one or two reply numbers per check, the
+// and cost, no argument but the key, one or two reply numbers per check, the
 // decision rebuilt in Go. docs/benchmarks.md ("Issue 19: the Redis path")
 // has the profile behind it.
 //
