@@ -49,6 +49,12 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 		if cfg.HotKeys > 0 {
 			n.counters = limits.NewHotKeys(failover, cfg.HotKeys, nil)
 		}
+		// Policies with "sync": "local" decide from this node's share and
+		// sync every interval; the others pass through.
+		local := limits.NewLocalSync(n.counters, limits.LocalSyncOptions{Interval: rules.SyncInterval,
+			Nodes: cfg.Nodes, Logger: n.log, Metrics: hooks})
+		n.goBackground(ctx, "rate limit local sync", local.Run)
+		n.counters = local
 	}
 
 	ann := announce.NewRatelimit(n.queue.NATS(), n.queue.Name)

@@ -20,6 +20,8 @@ type policyBody struct {
 	Mode           string `json:"mode,omitempty"`
 	BurstOver      int64  `json:"burst_over"`
 	OnStoreFailure string `json:"on_store_failure,omitempty"`
+	Sync           string `json:"sync,omitempty"`
+	SyncInterval   string `json:"sync_interval,omitempty"`
 	Description    string `json:"description,omitempty"`
 	MaxDebt        int64  `json:"max_debt,omitempty"`
 	Source         string `json:"source,omitempty"` // responses only
@@ -29,7 +31,7 @@ type policyBody struct {
 func (b policyBody) toPolicy(prefix string) (limits.NamedPolicy, error) {
 	p := limits.NamedPolicy{Name: b.Name, Algorithm: ratelimit.Algorithm(b.Algorithm), Limit: b.Limit, Burst: b.Burst,
 		Mode: limits.Mode(b.Mode), BurstOver: b.BurstOver, OnStoreFailure: limits.Failure(b.OnStoreFailure),
-		Description: b.Description, MaxDebt: b.MaxDebt}
+		Sync: limits.Sync(b.Sync), Description: b.Description, MaxDebt: b.MaxDebt}
 	var fe []apperr.FieldError
 	if b.Source != "" {
 		fe = append(fe, apperr.FieldError{Field: prefix + "source", Detail: "is set by the server"})
@@ -42,6 +44,13 @@ func (b policyBody) toPolicy(prefix string) (limits.NamedPolicy, error) {
 	} else {
 		p.Period, periodBad = d, false
 	}
+	if b.SyncInterval != "" {
+		if d, err := limits.ParsePeriod(b.SyncInterval); err != nil {
+			fe = append(fe, apperr.FieldError{Field: prefix + "sync_interval", Detail: err.Error()})
+		} else {
+			p.SyncInterval = d
+		}
+	}
 	p = p.Normalize()
 	for _, f := range p.FieldErrors(prefix) {
 		if !periodBad || f.Field != prefix+"period" {
@@ -52,9 +61,13 @@ func (b policyBody) toPolicy(prefix string) (limits.NamedPolicy, error) {
 }
 
 func toPolicyBody(p limits.NamedPolicy, src limits.Source) policyBody {
-	return policyBody{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit, Period: p.Period.String(),
+	b := policyBody{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit, Period: p.Period.String(),
 		Burst: p.Burst, Mode: string(p.Mode), BurstOver: p.BurstOver, OnStoreFailure: string(p.OnStoreFailure),
-		Description: p.Description, MaxDebt: p.MaxDebt, Source: string(src)}
+		Sync: string(p.Sync), Description: p.Description, MaxDebt: p.MaxDebt, Source: string(src)}
+	if p.SyncInterval != 0 {
+		b.SyncInterval = p.SyncInterval.String()
+	}
+	return b
 }
 
 func listPolicies(rl Ratelimiter, w http.ResponseWriter, _ *http.Request) error {

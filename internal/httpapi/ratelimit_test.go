@@ -177,6 +177,29 @@ func TestPoliciesCRUD(t *testing.T) {
 	}
 }
 
+// A policy's sync mode and interval go through the API and back; an
+// interval without sync local is a 422 naming it.
+func TestPolicySyncFields(t *testing.T) {
+	t.Parallel()
+	b := setupRL(t)
+	body := `{"algorithm":"token_bucket","limit":1000,"period":"1s","sync":"local","sync_interval":"20ms"}`
+	if resp := b.do(call{method: "PUT", path: "/v1/ratelimit/policies/edge", body: body}); resp.StatusCode != 201 {
+		t.Fatalf("PUT sync local policy = %d, want 201", resp.StatusCode)
+	}
+	got := decode[policyBody](t, b.do(call{method: "GET", path: "/v1/ratelimit/policies/edge"}))
+	if got.Sync != "local" || got.SyncInterval != "20ms" {
+		t.Errorf("GET policy = %+v, want sync local every 20ms", got)
+	}
+	b.do(call{method: "PUT", path: "/v1/ratelimit/policies/edge2", body: `{"algorithm":"gcra","limit":10,"period":"1s","sync":"local"}`})
+	if got := decode[policyBody](t, b.do(call{method: "GET", path: "/v1/ratelimit/policies/edge2"})); got.SyncInterval != "50ms" {
+		t.Errorf("GET policy without sync_interval = %+v, want the default 50ms", got)
+	}
+	resp := b.do(call{method: "PUT", path: "/v1/ratelimit/policies/bad", body: `{"algorithm":"token_bucket","limit":10,"period":"1s","sync_interval":"1s"}`})
+	if resp.StatusCode != 422 {
+		t.Errorf("PUT sync_interval without sync local = %d, want 422", resp.StatusCode)
+	}
+}
+
 func TestSimulateEndpoint(t *testing.T) {
 	t.Parallel()
 	b := setupRL(t)

@@ -27,6 +27,10 @@ type Metrics struct {
 	// Failover store is built and whenever its store answers again, false
 	// when the store becomes unreachable.
 	StoreUp func(up bool)
+	// SyncedOver is told, at each LocalSync sync, how many of the checks a
+	// node admitted on its own found no room left in the shared store: the
+	// local mode's admissions over the limit.
+	SyncedOver func(policy string, n int64)
 }
 
 // Check outcomes, the values of Metrics.Checked's result.
@@ -52,6 +56,12 @@ func (m *Metrics) wouldHaveRefused(policy string, mode Mode) {
 func (m *Metrics) fellBack(policy string, how Failure) {
 	if m != nil && m.FellBack != nil {
 		m.FellBack(policy, how)
+	}
+}
+
+func (m *Metrics) syncedOver(policy string, n int64) {
+	if m != nil && m.SyncedOver != nil && n > 0 {
+		m.SyncedOver(policy, n)
 	}
 }
 

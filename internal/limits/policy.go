@@ -30,6 +30,18 @@ const (
 	FailClosed Failure = "closed" // refuse
 )
 
+// Sync says how a policy's checks reach a shared store.
+type Sync string
+
+// The sync modes (docs/ratelimit.md, "Local sync").
+const (
+	SyncExact Sync = ""      // every check is one atomic step on the store (the default)
+	SyncLocal Sync = "local" // each node decides from its local share, synced every SyncInterval
+)
+
+// DefaultSyncInterval is a local policy's sync interval when it names none.
+const DefaultSyncInterval = 50 * time.Millisecond
+
 // Source says where a policy comes from.
 type Source string
 
@@ -105,6 +117,8 @@ type NamedPolicy struct {
 	Mode           Mode                `json:"mode,omitempty" yaml:"mode"`
 	BurstOver      int64               `json:"burst_over,omitempty" yaml:"burst_over"`
 	OnStoreFailure Failure             `json:"on_store_failure,omitempty" yaml:"on_store_failure"`
+	Sync           Sync                `json:"sync,omitempty" yaml:"sync"`
+	SyncInterval   Period              `json:"sync_interval,omitempty" yaml:"sync_interval"`
 	// MaxDebt caps how far after-the-fact charges push a key past its
 	// limit (0: no cap); see docs/ratelimit.md, "Usage-based limits".
 	MaxDebt     int64  `json:"max_debt,omitempty" yaml:"max_debt"`
@@ -124,6 +138,9 @@ func (p NamedPolicy) Normalize() NamedPolicy {
 	}
 	if p.OnStoreFailure == "" {
 		p.OnStoreFailure = FailOpen
+	}
+	if p.Sync == SyncLocal && p.SyncInterval == 0 {
+		p.SyncInterval = Period(DefaultSyncInterval)
 	}
 	return p
 }
@@ -184,6 +201,21 @@ func (p NamedPolicy) FieldErrors(prefix string) []apperr.FieldError {
 	case "", FailOpen, FailClosed:
 	default:
 		bad("on_store_failure", "must be open or closed")
+	}
+	switch p.Sync {
+	case SyncExact:
+		if p.SyncInterval != 0 {
+			bad("sync_interval", "applies only to sync local")
+		}
+	case SyncLocal:
+		if p.Algorithm == ratelimit.Concurrency {
+			bad("sync", "local does not apply to concurrency (a lease is one atomic step)")
+		}
+		if d := time.Duration(p.SyncInterval); d != 0 && (d < time.Millisecond || d > time.Minute || d%time.Millisecond != 0) {
+			bad("sync_interval", "must be a whole number of milliseconds between 1ms and 1m")
+		}
+	default:
+		bad("sync", "must be local or absent")
 	}
 	if len(p.Description) > 1024 {
 		bad("description", "must be at most 1024 bytes")

@@ -262,5 +262,15 @@ func (r *Rules) FailsClosed(name string) bool {
 	return ok && e.OnStoreFailure == FailClosed
 }
 
+// SyncInterval returns the sync interval of the named policy when it says
+// "sync": "local", else 0; LocalSync asks it.
+func (r *Rules) SyncInterval(name string) time.Duration {
+	e, ok := r.lookup(name)
+	if !ok || e.Sync != SyncLocal {
+		return 0
+	}
+	return time.Duration(e.SyncInterval)
+}
+
 // Version increases with every installed snapshot.
 func (r *Rules) Version() uint64 { return r.cur.Load().version }

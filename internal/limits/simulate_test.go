@@ -102,6 +102,14 @@ func TestPolicyValidation(t *testing.T) {
 		{"soft without burst_over", func(p *limits.NamedPolicy) { p.Mode = limits.Soft }, []string{"burst_over"}},
 		{"burst_over on hard", func(p *limits.NamedPolicy) { p.BurstOver = 3 }, []string{"burst_over"}},
 		{"sub-millisecond period", func(p *limits.NamedPolicy) { p.Period = limits.Period(1500 * time.Microsecond) }, []string{"period"}},
+		{"sync local", func(p *limits.NamedPolicy) {
+			p.Sync, p.SyncInterval = limits.SyncLocal, limits.Period(50*time.Millisecond)
+		}, nil},
+		{"sync local, default interval", func(p *limits.NamedPolicy) { p.Sync = limits.SyncLocal }, nil},
+		{"sync unknown", func(p *limits.NamedPolicy) { p.Sync = "eventual" }, []string{"sync"}},
+		{"sync_interval without sync local", func(p *limits.NamedPolicy) { p.SyncInterval = limits.Period(time.Second) }, []string{"sync_interval"}},
+		{"sync_interval too long", func(p *limits.NamedPolicy) { p.Sync, p.SyncInterval = limits.SyncLocal, limits.Period(2*time.Minute) }, []string{"sync_interval"}},
+		{"sync local on concurrency", func(p *limits.NamedPolicy) { p.Algorithm, p.Sync = ratelimit.Concurrency, limits.SyncLocal }, []string{"sync"}},
 		{"huge burst over a long period", func(p *limits.NamedPolicy) {
 			p.Limit, p.Burst, p.Period = 7, 1<<40, limits.Period(3000*24*time.Hour)
 		}, []string{"burst"}},

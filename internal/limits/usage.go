@@ -140,3 +140,32 @@ func (f *Failover) Settle(ctx context.Context, id string, cost int64) (ratelimit
 	}
 	return s, err
 }
+
+// Charge implements ratelimit.UsageStore: usage calls go to the store
+// behind, exactly, as multi-key checks do; a key's local share learns of
+// them at its next sync.
+func (s *LocalSync) Charge(ctx context.Context, checks []ratelimit.Check) ([]ratelimit.Decision, error) {
+	us, err := usageOf(s.next)
+	if err != nil {
+		return nil, err
+	}
+	return us.Charge(ctx, checks)
+}
+
+// Hold implements ratelimit.UsageStore (see Charge).
+func (s *LocalSync) Hold(ctx context.Context, id string, checks []ratelimit.Check, opts ratelimit.UsageOptions) (ratelimit.Hold, error) {
+	us, err := usageOf(s.next)
+	if err != nil {
+		return ratelimit.Hold{}, err
+	}
+	return us.Hold(ctx, id, checks, opts)
+}
+
+// Settle implements ratelimit.UsageStore (see Charge).
+func (s *LocalSync) Settle(ctx context.Context, id string, cost int64) (ratelimit.Settlement, error) {
+	us, err := usageOf(s.next)
+	if err != nil {
+		return ratelimit.Settlement{}, err
+	}
+	return us.Settle(ctx, id, cost)
+}

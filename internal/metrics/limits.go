@@ -34,7 +34,11 @@ func NewLimits(reg prometheus.Registerer) *limits.Metrics {
 		Help: "1 while the shared rate limit store (Redis) answers, 0 while checks fall back to local limiters.",
 	})
 	storeUp.Set(1)
-	reg.MustRegister(checks, wouldRefuse, fallback, latency, storeUp)
+	syncedOver := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_ratelimit_local_sync_over_total",
+		Help: "Checks of sync local policies a node admitted on its own that found no room left in Redis at the next sync (admitted over the limit), by policy.",
+	}, []string{"policy"})
+	reg.MustRegister(checks, wouldRefuse, fallback, latency, storeUp, syncedOver)
 	return &limits.Metrics{
 		Checked: func(policy, result string) { checks.WithLabelValues(policy, result).Inc() },
 		WouldRefuse: func(policy string, mode limits.Mode) {
@@ -44,6 +48,9 @@ func NewLimits(reg prometheus.Registerer) *limits.Metrics {
 			fallback.WithLabelValues(policy, string(how)).Inc()
 		},
 		Took: func(policy string, d time.Duration) { latency.WithLabelValues(policy).Observe(d.Seconds()) },
+		SyncedOver: func(policy string, n int64) {
+			syncedOver.WithLabelValues(policy).Add(float64(n))
+		},
 		StoreUp: func(up bool) {
 			if up {
 				storeUp.Set(1)

@@ -211,10 +211,34 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		if existing.RequestHash != hash {
 			return Accepted{}, conflict(req.RequestID)
 		}
+		s.requeue(ctx, existing.ID)
 		return Accepted{NotificationID: existing.ID, Duplicate: true}, nil
 	}
 	s.publish(ctx, n, ds)
 	return Accepted{NotificationID: n.ID}, nil
+}
+
+// requeue publishes again the jobs of notification id's deliveries that
+// are still queued and due, for a repeated request: the first one may have
+// been saved by a node that died before its jobs reached the queue (the
+// client, getting no answer, retried), and the client sends its next
+// request only after this answer, so the jobs are queued before it rather
+// than by the recovery sweep a minute later, out of order. A job the queue
+// still holds is not added twice (Nats-Msg-Id); one already done is
+// dropped by the worker, which finds the delivery no longer queued.
+func (s *Service) requeue(ctx context.Context, id string) {
+	rec, err := s.opts.Store.Notification(ctx, id)
+	if err != nil {
+		s.log.Warn("could not read a repeated notification to queue it again; the recovery sweep will", logKeyNotification, id, logKeyError, err)
+		return
+	}
+	var ds []Delivery
+	for _, d := range rec.Deliveries {
+		if d.Status == StatusQueued && d.NextAttemptAt.IsZero() {
+			ds = append(ds, d)
+		}
+	}
+	s.publishJobs(ctx, rec.Notification, ds, false)
 }
 
 // publish queues the jobs of n's deliveries ds that are due now: confirmed
@@ -222,12 +246,20 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 // A job the queue did not take is logged; the recovery sweep republishes
 // it.
 func (s *Service) publish(ctx context.Context, n Notification, ds []Delivery) {
+	s.publishJobs(ctx, n, ds, true)
+}
+
+// publishJobs publishes the jobs of ds that are queued and due; fresh says
+// they were just saved by this node (see freshSet).
+func (s *Service) publishJobs(ctx context.Context, n Notification, ds []Delivery, fresh bool) {
 	var jobs []Job
 	for _, d := range ds {
 		if d.Status == StatusQueued && d.NextAttemptAt.IsZero() {
-			// Known fresh before the publish, so a worker that picks the
-			// job up at once finds it.
-			s.fresh.add(d.Key())
+			if fresh {
+				// Known fresh before the publish, so a worker that picks
+				// the job up at once finds it.
+				s.fresh.add(d.Key())
+			}
 			jobs = append(jobs, JobFor(n, d))
 		}
 	}
@@ -264,6 +296,7 @@ func (s *Service) resolveDuplicate(ctx context.Context, requestID, hash, existin
 	case n.RequestHash != hash:
 		return Accepted{}, true, conflict(requestID)
 	}
+	s.requeue(ctx, n.ID)
 	return Accepted{NotificationID: n.ID, Duplicate: true}, true, nil
 }
 

@@ -48,6 +48,16 @@ func (q *recQueue) Publish(_ context.Context, j notify.Job) error {
 	return nil
 }
 
+// msgIDs returns the distinct message ids of jobs: what JetStream keeps
+// of them (it stores one job per Nats-Msg-Id within its window).
+func msgIDs(jobs []notify.Job) map[string]bool {
+	ids := map[string]bool{}
+	for _, j := range jobs {
+		ids[j.MsgID()] = true
+	}
+	return ids
+}
+
 // take returns and forgets the jobs published so far.
 func (q *recQueue) take() []notify.Job {
 	q.mu.Lock()
@@ -203,7 +213,8 @@ func TestSendIdempotent(t *testing.T) {
 	if first.Duplicate {
 		t.Fatal("first Send reported a duplicate")
 	}
-	queued := len(b.q.take())
+	firstJobs := msgIDs(b.q.take())
+	queued := len(firstJobs)
 	// Same body, keys in another order: the same request.
 	again := req
 	again.Data = json.RawMessage(`{ "name": "Ann", "order": "#42" }`)
@@ -211,8 +222,26 @@ func TestSendIdempotent(t *testing.T) {
 	if !second.Duplicate || second.NotificationID != first.NotificationID {
 		t.Errorf("repeat = %+v, want a duplicate of %s", second, first.NotificationID)
 	}
+	for id := range msgIDs(b.q.take()) {
+		if !firstJobs[id] {
+			t.Errorf("repeat queued job %s, not one of the first request's (the queue would hold it twice)", id)
+		}
+	}
+	// A first request whose jobs never reached the queue (its node died
+	// before): the repeat queues them.
+	lost := req
+	lost.RequestID = "order-9002-shipped"
+	b.q.fail = true
+	b.send(t, lost)
+	b.q.fail = false
 	if n := len(b.q.take()); n != 0 {
-		t.Errorf("repeat queued %d jobs, want none (first queued %d)", n, queued)
+		t.Fatalf("a failing queue took %d jobs", n)
+	}
+	if again := b.send(t, lost); !again.Duplicate {
+		t.Fatalf("repeat of the lost request = %+v, want a duplicate", again)
+	}
+	if n := len(msgIDs(b.q.take())); n != queued {
+		t.Errorf("repeat of a request whose jobs were lost queued %d jobs, want %d", n, queued)
 	}
 	changed := req
 	changed.Data = json.RawMessage(`{"order":"#43"}`)
@@ -286,8 +315,8 @@ func TestSendConcurrentDuplicatesMakeOneNotification(t *testing.T) {
 			if err != nil || len(recs) != 1 {
 				t.Errorf("stored %d notifications, %v; want 1", len(recs), err)
 			}
-			if jobs := b.q.take(); len(jobs) != 3 {
-				t.Errorf("queued %d jobs, want 3 (email, sms, push once)", len(jobs))
+			if jobs := msgIDs(b.q.take()); len(jobs) != 3 {
+				t.Errorf("queued %d distinct jobs, want 3 (email, sms, push once)", len(jobs))
 			}
 		})
 	}

@@ -399,14 +399,16 @@ var _ notify.QueueConfirmer = (*NotifyQueue)(nil)
 // acknowledgement, publishes it again (the same Nats-Msg-Id: never twice
 // in the stream) after a pause doubling from confirmPause, and gives up
 // after confirmFor: long enough for an R3 stream to elect a new leader
-// when its leader's server dies. It waits only while the connection is
-// up: a job published while the client is reconnecting waits in its
-// reconnect buffer, sent in order when it is back, and the 202 does not
-// wait for that.
+// when its leader's server dies. While the connection is down it gives
+// up after confirmOffline instead: long enough to reconnect to another
+// server of a cluster, short enough that NATS down as a whole does not
+// hold every request for long (pending acknowledgements fail on a
+// disconnect, and such a job may be lost with the server).
 const (
-	confirmAck   = 2 * time.Second
-	confirmPause = 50 * time.Millisecond
-	confirmFor   = 10 * time.Second
+	confirmAck     = 2 * time.Second
+	confirmPause   = 50 * time.Millisecond
+	confirmFor     = 10 * time.Second
+	confirmOffline = 3 * time.Second
 )
 
 // PublishConfirmed implements notify.QueueConfirmer: it publishes jobs
@@ -415,11 +417,8 @@ const (
 // (then the error of the last failure; the recovery sweep republishes
 // those). A notification's jobs are thus in their streams before it is
 // answered 202, so a request sent after that answer is queued after them
-// even while a NATS server dies. A job published while the connection is
-// down is not waited for (it leaves from the reconnect buffer, and the
-// recovery sweep republishes it if the server loses it), so an outage of
-// NATS as a whole does not hold every request. With Unconfirmed it is
-// Publish for each.
+// even while a NATS server dies. While the connection is down it tries
+// for confirmOffline only. With Unconfirmed it is Publish for each.
 func (q *NotifyQueue) PublishConfirmed(ctx context.Context, jobs []notify.Job) error {
 	if q.o.Unconfirmed {
 		var errs []error
@@ -433,16 +432,15 @@ func (q *NotifyQueue) PublishConfirmed(ctx context.Context, jobs []notify.Job) e
 	for {
 		futures := make([]jetstream.PubAckFuture, len(pending))
 		errs := make([]error, len(pending))
-		connected := make([]bool, len(pending))
+		online := true
 		for i, j := range pending {
-			futures[i], connected[i], errs[i] = q.publishAsync(j)
+			var up bool
+			futures[i], up, errs[i] = q.publishAsync(j)
+			online = online && up
 		}
 		var failed []notify.Job
 		var last error
 		for i, f := range futures {
-			if errs[i] == nil && !connected[i] {
-				continue // in the reconnect buffer: not waited for
-			}
 			if errs[i] == nil {
 				select {
 				case <-f.Ok():
@@ -460,7 +458,11 @@ func (q *NotifyQueue) PublishConfirmed(ctx context.Context, jobs []notify.Job) e
 		if len(failed) == 0 {
 			return nil
 		}
-		if time.Since(began)+pause > confirmFor {
+		limit := confirmFor
+		if !online {
+			limit = confirmOffline
+		}
+		if time.Since(began)+pause > limit {
 			return last
 		}
 		select {

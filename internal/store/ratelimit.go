@@ -11,7 +11,7 @@ import (
 
 var _ limits.RuleStore = (*DB)(nil)
 
-const policyColumns = "name, algorithm, limit_count, period_us, burst, mode, burst_over, on_store_failure, description, max_debt"
+const policyColumns = "name, algorithm, limit_count, period_us, burst, mode, burst_over, on_store_failure, description, max_debt, sync, sync_interval_us"
 
 // ListPolicies returns every stored rate limit policy, by name.
 func (db *DB) ListPolicies(ctx context.Context) ([]limits.NamedPolicy, error) {
@@ -23,14 +23,15 @@ func (db *DB) ListPolicies(ctx context.Context) ([]limits.NamedPolicy, error) {
 	out := []limits.NamedPolicy{}
 	for rows.Next() {
 		var (
-			p      limits.NamedPolicy
-			period int64
+			p              limits.NamedPolicy
+			period, syncIv int64
 		)
 		if err := rows.Scan(&p.Name, &p.Algorithm, &p.Limit, &period, &p.Burst, &p.Mode, &p.BurstOver,
-			&p.OnStoreFailure, &p.Description, &p.MaxDebt); err != nil {
+			&p.OnStoreFailure, &p.Description, &p.MaxDebt, &p.Sync, &syncIv); err != nil {
 			return nil, mapErr(err, "list policies")
 		}
 		p.Period = limits.Period(time.Duration(period) * time.Microsecond)
+		p.SyncInterval = limits.Period(time.Duration(syncIv) * time.Microsecond)
 		out = append(out, p)
 	}
 	return out, mapErr(rows.Err(), "list policies")
@@ -51,13 +52,14 @@ func (db *DB) PutPolicy(ctx context.Context, p limits.NamedPolicy) (created bool
 		}
 		created = n == 0
 		_, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO ratelimit_policies (`+policyColumns+`, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET algorithm = excluded.algorithm, limit_count = excluded.limit_count,
 				period_us = excluded.period_us, burst = excluded.burst, mode = excluded.mode,
 				burst_over = excluded.burst_over, on_store_failure = excluded.on_store_failure,
-				description = excluded.description, max_debt = excluded.max_debt, updated_at = excluded.updated_at`),
+				description = excluded.description, max_debt = excluded.max_debt, sync = excluded.sync,
+				sync_interval_us = excluded.sync_interval_us, updated_at = excluded.updated_at`),
 			p.Name, string(p.Algorithm), p.Limit, period, p.Burst, string(p.Mode), p.BurstOver,
-			string(p.OnStoreFailure), p.Description, p.MaxDebt, now, now)
+			string(p.OnStoreFailure), p.Description, p.MaxDebt, string(p.Sync), time.Duration(p.SyncInterval).Microseconds(), now, now)
 		return mapErr(err, "put policy")
 	})
 	return created, err

@@ -106,13 +106,15 @@ func (s *Store) exec(ctx context.Context, batch []*call) {
 	}
 	cmds := make(rueidis.Commands, len(groups))
 	for i, g := range groups {
-		cmds[i] = s.command(g, nowArg, true)
+		cmds[i], groups[i] = s.command(g, nowArg, true)
 	}
 	results := s.client.DoMulti(ctx, cmds...)
 	for i, g := range groups {
 		res := results[i]
 		if err, ok := rueidis.IsRedisErr(res.Error()); ok && err.IsNoScript() {
-			res = s.client.Do(ctx, s.command(g, nowArg, false))
+			var cmd rueidis.Completed
+			cmd, g = s.command(g, nowArg, false)
+			res = s.client.Do(ctx, cmd)
 		}
 		distribute(g, res)
 	}
@@ -124,42 +126,87 @@ type policyArgs struct {
 	limit, period, burst int64
 }
 
-// command builds the EVALSHA (or EVAL) of one batch. Each distinct policy
+// fastGroup is the fast checks of one policy and cost in a batch.
+type fastGroup struct {
+	policy, cost string
+	calls        []*call
+}
+
+// command builds the EVALSHA (or EVAL) of one batch, and returns the
+// batch's calls in the order the script answers them: the fast checks
+// first, grouped by policy and cost, then the others. Each distinct policy
 // is sent once, and checks refer to it by index.
-func (s *Store) command(g []*call, nowArg string, sha bool) rueidis.Completed {
+func (s *Store) command(g []*call, nowArg string, sha bool) (rueidis.Completed, []*call) {
 	nkeys := 0
 	for _, c := range g {
 		nkeys += len(c.keys)
 	}
 	keys := make([]string, 0, nkeys)
-	args := make([]string, 2, 4+3*nkeys+2*len(g))
+	order := make([]*call, 0, len(g))
+	args := make([]string, 2, 8+3*nkeys+2*len(g))
 	args[0] = nowArg
 	index := make(map[policyArgs]string, 2)
-	for _, c := range g {
-		keys = append(keys, c.keys...)
-		for _, ch := range c.checks {
-			pa := policyArgs{ch.policy.Algorithm, ch.policy.Limit, int64(ch.policy.Period / time.Microsecond), ch.policy.Burst}
-			if _, ok := index[pa]; !ok {
-				index[pa] = strconv.Itoa(len(index) + 1)
-				args = append(args, algCode(pa.alg), strconv.FormatInt(pa.limit, 10), strconv.FormatInt(pa.period, 10), strconv.FormatInt(pa.burst, 10))
-			}
+	policy := func(p *ratelimit.Policy) string {
+		pa := policyArgs{p.Algorithm, p.Limit, int64(p.Period / time.Microsecond), p.Burst}
+		i, ok := index[pa]
+		if !ok {
+			i = strconv.Itoa(len(index) + 1)
+			index[pa] = i
+			args = append(args, algCode(pa.alg), strconv.FormatInt(pa.limit, 10), strconv.FormatInt(pa.period, 10), strconv.FormatInt(pa.burst, 10))
 		}
+		return i
+	}
+	var groups []fastGroup
+	slow := 0
+	for _, c := range g {
+		c.inFast = c.fast()
+		if !c.inFast {
+			for _, ch := range c.checks {
+				policy(ch.policy)
+			}
+			slow++
+			continue
+		}
+		ch := c.checks[0]
+		pi := policy(ch.policy)
+		j := slices.IndexFunc(groups, func(fg fastGroup) bool { return fg.policy == pi && fg.cost == ch.cost })
+		if j < 0 {
+			j = len(groups)
+			groups = append(groups, fastGroup{policy: pi, cost: ch.cost})
+		}
+		groups[j].calls = append(groups[j].calls, c)
 	}
 	args[1] = strconv.Itoa(len(index))
-	args = append(args, strconv.Itoa(len(g)))
+	args = append(args, strconv.Itoa(len(groups)))
+	for _, fg := range groups {
+		args = append(args, fg.policy, fg.cost, strconv.Itoa(len(fg.calls)))
+		for _, c := range fg.calls {
+			keys = append(keys, c.keys[0])
+			order = append(order, c)
+		}
+	}
+	args = append(args, strconv.Itoa(slow))
 	for _, c := range g {
+		if c.inFast {
+			continue
+		}
+		keys = append(keys, c.keys...)
+		order = append(order, c)
 		args = append(args, c.code, strconv.Itoa(len(c.checks)))
 		for _, ch := range c.checks {
-			pa := policyArgs{ch.policy.Algorithm, ch.policy.Limit, int64(ch.policy.Period / time.Microsecond), ch.policy.Burst}
-			args = append(args, index[pa], ch.cost, ch.extra)
+			args = append(args, policy(ch.policy), ch.cost, ch.extra)
 		}
 	}
 	if sha {
-		return s.client.B().Evalsha().Sha1(s.sha).Numkeys(int64(nkeys)).Key(keys...).Arg(args...).Build()
+		return s.client.B().Evalsha().Sha1(s.sha).Numkeys(int64(nkeys)).Key(keys...).Arg(args...).Build(), order
 	}
-	return s.client.B().Eval().Script(scriptSource).Numkeys(int64(nkeys)).Key(keys...).Arg(args...).Build()
+	return s.client.B().Eval().Script(scriptSource).Numkeys(int64(nkeys)).Key(keys...).Arg(args...).Build(), order
 }
 
+// distribute hands each call of g, in the script's order, its part of res.
+// A fast check's one number becomes the reply of the general form (status,
+// then allowed, remaining, retry, reset and delay), so that the rest of
+// the store reads every reply alike.
 func distribute(g []*call, res rueidis.RedisResult) {
 	if err := res.Error(); err != nil {
 		err = classify(err)
@@ -172,7 +219,11 @@ func distribute(g []*call, res rueidis.RedisResult) {
 	if err == nil {
 		want := 1
 		for _, c := range g {
-			want += 1 + 5*len(c.checks)
+			if c.inFast {
+				want += fastWidth(c.checks[0].policy)
+			} else {
+				want += 1 + 5*len(c.checks)
+			}
 		}
 		if len(vals) != want {
 			err = fmt.Errorf("redisstore: script replied %d numbers, want %d", len(vals), want)
@@ -186,8 +237,26 @@ func distribute(g []*call, res rueidis.RedisResult) {
 	}
 	off := 1
 	for _, c := range g {
+		c.now = vals[0]
+		if c.inFast {
+			ch := c.checks[0]
+			cost, _ := strconv.ParseInt(ch.cost, 10, 64)
+			var d ratelimit.Decision
+			if ch.policy.Algorithm == ratelimit.FixedWindow {
+				d = windowDecision(ch.policy, cost, vals[off], vals[off+1])
+			} else {
+				d = fastDecision(ch.policy, cost, vals[off])
+			}
+			off += fastWidth(ch.policy)
+			allowed := int64(0)
+			if d.Allowed {
+				allowed = 1
+			}
+			c.reply = []int64{allowed, allowed, d.Remaining, int64(d.RetryAfter / time.Microsecond), int64(d.ResetAfter / time.Microsecond), 0}
+			continue
+		}
 		n := 1 + 5*len(c.checks)
-		c.now, c.reply = vals[0], vals[off:off+n:off+n]
+		c.reply = vals[off : off+n : off+n]
 		off += n
 	}
 }

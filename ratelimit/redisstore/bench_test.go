@@ -38,7 +38,13 @@ const benchKeys = 10_000
 // and the latency percentiles of one check.
 func runCallers(b *testing.B, callers int, check func(ctx context.Context, key string) error) {
 	b.Helper()
-	keys := make([]string, benchKeys)
+	runCallersKeys(b, callers, benchKeys, check)
+}
+
+// runCallersKeys is runCallers over nkeys keys.
+func runCallersKeys(b *testing.B, callers, nkeys int, check func(ctx context.Context, key string) error) {
+	b.Helper()
+	keys := make([]string, nkeys)
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}

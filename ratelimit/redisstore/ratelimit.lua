@@ -5,6 +5,10 @@
 -- ARGV[1]  clock override in Unix µs, or '' for the server's TIME (tests only)
 -- ARGV[2]  number of policies; then per policy: algorithm ('b','g','f','c',
 --          'l','k'), limit, period µs, burst
+-- then     number of fast groups; then per group: policy index, cost,
+--          number of checks n; each check a single-check allow 'a' on a
+--          token bucket, GCRA or fixed window, its key the next of KEYS
+--          (fastbucket, fastwindow)
 -- then     number of operations; then per operation: code ('a' allow
 --          all-or-nothing, 'e' evaluate only (as 'a', charging nothing),
 --          'u' refund an 'a' that was allowed, 'r' reserve, 'c' cancel,
@@ -13,9 +17,14 @@
 --          and 'k' allows, refunds and releases; max wait µs for 'r'; until
 --          µs for 'c'; for 'f' and 'c' refunds, the refunded allow's now).
 -- KEYS: one per check, in order.
--- Reply: now, then per operation: status (1 allowed), and per check:
+-- Reply: now, then per fast check the bucket's level after the check
+-- minus what it needed (>= 0 when allowed), or for a fixed window what it
+-- has left minus cost and the µs to its end, then per operation: status (1 allowed), and per check:
 -- allowed, remaining, retry µs, reset µs, delay µs.
--- States of the scalar algorithms are little-endian doubles (struct.pack).
+-- States of the scalar algorithms are little-endian doubles (struct.pack);
+-- the fast section writes a third, the end of the key's expiry, and sets
+-- that expiry to twice the time to full, so that the next writes keep it
+-- (SET KEEPTTL) while it lasts: a key full again lingers at most that long.
 
 local MAXEXACT = 9007199254740992
 
@@ -61,6 +70,119 @@ local function prep(alg, limit, period, burst)
   end
   return p
 end
+
+local policies = {}
+local ai = 3
+for i = 1, tonumber(ARGV[2]) do
+  policies[i] = prep(ARGV[ai], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3]))
+  ai = ai + 4
+end
+
+-- fastbucket runs n single-check allows of cost on the token bucket or
+-- GCRA p, keys from KEYS[ki]: step and save of the general path without a
+-- table per check, each answered with one number (see the header). Each
+-- key is read with GET, not all at once with MGET, which would answer nil
+-- for a key of another type (and the SET overwrite it) where GET replies
+-- WRONGTYPE.
+local function fastbucket(p, cost, n, ki, out, no)
+  local cap, rate, need = p.cap, p.rate, cost * p.unit
+  local gcra = p.alg == 'g'
+  for _ = 1, n do
+    local key = KEYS[ki]
+    local v = redis.call('GET', key)
+    ki = ki + 1
+    -- the state, and when the key's expiry (set here before) ends
+    local s1, s2, held = nil, nil, 0
+    if v then
+      if #v >= 24 then s1, s2, held = struct.unpack('<ddd', v) else s1, s2 = struct.unpack('<dd', v) end
+    end
+    local lvl, t
+    if gcra then
+      local tat, rem = s1 or 0, s2 or 0
+      lvl = cap
+      if tat > now then lvl = cap - ((tat - now) * rate + rem) elseif tat == now then lvl = cap - rem end
+    else
+      if v then lvl, t = s1, s2 else lvl, t = cap, now end
+      if now > t then
+        local gained = (now - t) * rate
+        if gained >= MAXEXACT or lvl + gained >= cap then lvl = cap else lvl = lvl + gained end
+        t = now
+      end
+    end
+    local x = lvl - need
+    if x >= 0 then
+      local reset = cdiv(cap - x, rate)
+      local a, b = x, t
+      if gcra then
+        local d = cap - x
+        local q = fdiv(d, rate)
+        a, b = now + q, d - q * rate
+      end
+      if reset <= 0 then
+        redis.call('DEL', key)
+      elseif now + reset <= held then
+        -- The expiry in place outlasts the time to full: keep it, which
+        -- spares Redis most of a write's work.
+        redis.call('SET', key, struct.pack('<ddd', a, b, held), 'KEEPTTL')
+      else
+        -- Twice the time to full, so that the next checks keep it; held
+        -- is rounded down to the millisecond Redis counts from.
+        local ms = cdiv(2 * reset, 1000)
+        redis.call('SET', key, struct.pack('<ddd', a, b, now + ms * 1000 - 1000), 'PX', string.format('%d', ms))
+      end
+    end
+    no = no + 1
+    out[no] = x
+  end
+  return ki, no
+end
+
+-- fastwindow is fastbucket for a fixed window: each check answered with
+-- two numbers, what the window has left minus cost (>= 0 when allowed)
+-- and the µs to the window's end. A window's writes keep the expiry its first one set.
+local function fastwindow(p, cost, n, ki, out, no)
+  local limit, period = p.limit, p.period
+  local idx = fdiv(now, period)
+  for _ = 1, n do
+    local key = KEYS[ki]
+    local v = redis.call('GET', key)
+    ki = ki + 1
+    local a, b, held = idx, 0, 0
+    if v then
+      if #v >= 24 then a, b, held = struct.unpack('<ddd', v) else a, b = struct.unpack('<dd', v) end
+      if idx > a then a, b = idx, 0 end
+    end
+    local e = (a + 1) * period
+    local x = limit - b - cost
+    if x >= 0 then
+      if held == e then
+        redis.call('SET', key, struct.pack('<ddd', a, b + cost, e), 'KEEPTTL')
+      else
+        redis.call('SET', key, struct.pack('<ddd', a, b + cost, e), 'PX', string.format('%d', cdiv(e - now, 1000)))
+      end
+    end
+    out[no + 1], out[no + 2] = x, e - now
+    no = no + 2
+  end
+  return ki, no
+end
+
+local out, no = { now }, 1
+local ki = 1
+local nfast = tonumber(ARGV[ai])
+ai = ai + 1
+for _ = 1, nfast do
+  local p = policies[tonumber(ARGV[ai])]
+  local run = fastbucket
+  if p.alg == 'f' then run = fastwindow end
+  ki, no = run(p, tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), ki, out, no)
+  ai = ai + 3
+end
+local nops = tonumber(ARGV[ai])
+ai = ai + 1
+-- Most calls carry only fast checks: return before the general path's
+-- functions are even made (each call runs the whole chunk).
+if nops == 0 then return out end
 
 local function load(p, key)
   local st = {}
@@ -341,17 +463,6 @@ local function peek(p, key)
   return v
 end
 
-local policies = {}
-local ai = 3
-for i = 1, tonumber(ARGV[2]) do
-  policies[i] = prep(ARGV[ai], tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3]))
-  ai = ai + 4
-end
-
-local out, no = { now }, 1
-local ki = 1
-local nops = tonumber(ARGV[ai])
-ai = ai + 1
 for _ = 1, nops do
   local code, nchecks = ARGV[ai], tonumber(ARGV[ai + 1])
   ai = ai + 2

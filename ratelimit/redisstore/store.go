@@ -5,8 +5,17 @@
 // loaded once and run with EVALSHA (falling back to EVAL when the server
 // answers NOSCRIPT, after a restart or failover). The script reads the
 // server's TIME, so all processes share one clock, and sets an expiry on
-// every key it writes, equal to the time the key's state is back to its
-// full allowance: idle keys disappear by themselves.
+// every key it writes, at least the time the key's state is back to its
+// full allowance: idle keys disappear by themselves. (A single-key check
+// on a token bucket or GCRA sets twice that time, so that the key's next
+// checks keep the expiry, which saves Redis most of a write; a window's
+// key expires with its window.)
+//
+// Single-key allows on token buckets, GCRA and fixed windows, the bulk of
+// all checks, take the script's fast section (fast.go): grouped by policy
+// and cost, no argument but the key, one or two reply numbers per check, the
+// decision rebuilt in Go. docs/benchmarks.md ("Issue 19: the Redis path")
+// has the profile behind it.
 //
 // Concurrent callers' operations are coalesced: while a script call is in
 // flight, new operations queue, and the next call carries all of them (up
@@ -180,9 +189,10 @@ type call struct {
 	checks []check
 	slot   int // Cluster slot, or 0 on a standalone server
 
-	reply []int64 // status, then 5 per check
-	now   int64   // the script's clock
-	err   error
+	inFast bool    // in its script call's fast section (see fast.go)
+	reply  []int64 // status, then 5 per check
+	now    int64   // the script's clock
+	err    error
 
 	wake  chan struct{} // one send: results are in, or lead is set
 	lead  []*call       // when woken to lead: the batch to run

@@ -30,14 +30,22 @@ import (
 //go:embed usage.lua
 var usageMain string
 
-// usageSource is the usage script: ratelimit.lua up to its main loop, then usage.lua.
+// usageSource is the usage script: ratelimit.lua's prelude (the clock and
+// the arithmetic, up to its policies), its general path's functions (from
+// load up to the general path's loop), then usage.lua. The fast section
+// between them is ratelimit.lua's alone.
 var usageSource = func() string {
-	const mark = "\nlocal policies = {}\n"
-	i := strings.Index(scriptSource, mark)
-	if i < 0 {
-		panic("redisstore: ratelimit.lua has no main loop marker " + strconv.Quote(mark))
+	cut := func(mark string, from int) int {
+		i := strings.Index(scriptSource[from:], mark)
+		if i < 0 {
+			panic("redisstore: ratelimit.lua has no marker " + strconv.Quote(mark))
+		}
+		return from + i
 	}
-	return scriptSource[:i+1] + usageMain
+	prelude := cut("\nlocal policies = {}\n", 0)
+	helpers := cut("\nlocal function load(", prelude)
+	loop := cut("\nfor _ = 1, nops do\n", helpers)
+	return scriptSource[:prelude+1] + scriptSource[helpers+1:loop+1] + usageMain
 }()
 
 var usageSHA = func() string {

@@ -55,6 +55,9 @@ func (s suite) policyRoundTrip(t *testing.T) {
 			Period: limits.Period(1500 * time.Millisecond), Burst: 9, Mode: limits.Shadow, OnStoreFailure: limits.FailOpen}},
 		{"a day", limits.NamedPolicy{Name: "daily", Algorithm: ratelimit.FixedWindow, Limit: 1 << 40,
 			Period: limits.Period(24 * time.Hour), Mode: limits.Hard, OnStoreFailure: limits.FailOpen}},
+		{"local sync", limits.NamedPolicy{Name: "edge", Algorithm: ratelimit.TokenBucket, Limit: 1000,
+			Period: limits.Period(time.Second), Mode: limits.Hard, OnStoreFailure: limits.FailOpen,
+			Sync: limits.SyncLocal, SyncInterval: limits.Period(50 * time.Millisecond)}},
 	}
 	for _, tt := range tests {
 		created, err := db.PutPolicy(ctx, tt.p)
@@ -86,8 +89,8 @@ func (s suite) policyRoundTrip(t *testing.T) {
 	if err := db.DeletePolicy(ctx, "daily"); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("DeletePolicy again = %v, want NotFound", err)
 	}
-	if got, _ := db.ListPolicies(ctx); len(got) != 5 {
-		t.Errorf("after one delete, %d policies, want 5 (3 tiers + 2)", len(got))
+	if got, _ := db.ListPolicies(ctx); len(got) != 6 {
+		t.Errorf("after one delete, %d policies, want 6 (3 tiers + 3)", len(got))
 	}
 }
 
