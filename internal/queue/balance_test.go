@@ -371,7 +371,7 @@ func TestDeadNodeShareTakenOver(t *testing.T) {
 	died := time.Now()
 	after := send("after")
 	waitShared(t, 2*presenceTimeout, []*NotifyQueue{qa}, k)
-	waitFor(t, pinnedTTL+10*time.Second, "every job handled by a after b died", func() bool { return handledBy(after, "a") })
+	waitFor(t, 2*pinnedTTL+10*time.Second, "every job handled by a after b died", func() bool { return handledBy(after, "a") })
 	t.Logf("b's jobs handled by a %s after b died", time.Since(died).Round(time.Millisecond))
 	mu.Lock()
 	defer mu.Unlock()

@@ -252,8 +252,12 @@ func (c *Conn) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (je
 	cfg.Replicas = cmp.Or(cfg.Replicas, c.opts.Replicas)
 	s, err := c.js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if s, err = c.js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = c.js.Stream(ctx, cfg.Name) // another node made it first
+		if s, err = c.js.CreateStream(ctx, cfg); err != nil {
+			// Another node made it first: its name is in use, or (NATS
+			// 2.9, nodes starting together) its subjects overlap ours.
+			if made, gerr := c.js.Stream(ctx, cfg.Name); gerr == nil {
+				s, err = made, nil
+			}
 		}
 	}
 	if err == nil && !sameStream(s.CachedInfo().Config, cfg) {
