@@ -1,17 +1,14 @@
 package ratelimit
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // MemoryOptions configures a MemoryStore.
@@ -239,22 +236,7 @@ func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decisio
 		pps[i] = pp
 		refs[i] = s.locate(c.Policy.Name, c.Key)
 	}
-	// Lock each shard once, in address order, so concurrent multi-key
-	// checks cannot deadlock.
-	locked := make([]*shard, len(refs))
-	for i := range refs {
-		locked[i] = refs[i].sh
-	}
-	slices.SortFunc(locked, func(a, b *shard) int { return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))) })
-	locked = slices.Compact(locked)
-	for _, sh := range locked {
-		sh.mu.Lock()
-	}
-	defer func() {
-		for _, sh := range locked {
-			sh.mu.Unlock()
-		}
-	}()
+	defer lockAll(refs)()
 	now := s.micros()
 	out := make([]Decision, len(checks))
 	all := true

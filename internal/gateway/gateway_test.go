@@ -58,18 +58,7 @@ func setupOpts(t *testing.T, cfg config.Gateway, policies map[string]int64, edit
 	up := &upstream{}
 	us := httptest.NewServer(up)
 	t.Cleanup(us.Close)
-	db, err := store.Open(t.Context(), store.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	rules, err := limits.NewRules(limits.RulesOptions{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, rules := openRules(t)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
 	if err != nil {
 		t.Fatal(err)
@@ -294,4 +283,23 @@ func TestRefusalHeadersReportWhatRemains(t *testing.T) {
 	if err != nil || st.Remaining != 997 {
 		t.Errorf("the daily key's state = %+v, %v; want 997 remaining", st, err)
 	}
+}
+
+// openRules opens a migrated SQLite store in a temporary directory and the
+// rate limit rules on it.
+func openRules(t *testing.T) (*store.DB, *limits.Rules) {
+	t.Helper()
+	db, err := store.Open(t.Context(), store.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := limits.NewRules(limits.RulesOptions{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, rules
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/limits"
-	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
@@ -68,18 +67,7 @@ func setupUsage(t *testing.T, cfg config.Gateway, policies ...limits.NamedPolicy
 	up := &llm{slow: make(chan struct{}), arrived: make(chan struct{}, 1)}
 	us := httptest.NewServer(up)
 	t.Cleanup(us.Close)
-	db, err := store.Open(t.Context(), store.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	rules, err := limits.NewRules(limits.RulesOptions{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rules := openRules(t)
 	clock := ratelimittest.NewClock(ratelimittest.Epoch)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Now: clock.Now,
 		Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now})})
