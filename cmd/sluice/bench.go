@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -39,6 +41,8 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	fs.IntVar(&b.Campaign, "campaign", 10_000, "users the campaign scenario sends a marketing notification to")
 	fs.StringVar(&b.NotifyMix, "notify-mix", "all", "channels of the notify scenario: all (email, sms and push each) or seeds (1.75 per notification)")
 	fs.DurationVar(&b.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for notifications to be delivered")
+	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of this process (load generator and in-process node) to this file")
+	blockProfile := fs.String("blockprofile", "", "write a pprof block profile (where goroutines waited) to this file")
 	compare := fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
 		"a host:port (Envoy RLS gRPC server), or \"bare\" (an in-process handler and gRPC server that answer at once)")
 	fs.Usage = func() {
@@ -94,7 +98,43 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 		}
 		defer stop()
 	}
+	stopProfiles, err := startProfiles(*cpuProfile, *blockProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
 	return b.Run(ctx, env.stdout, scenarios)
+}
+
+// startProfiles starts the CPU profile and block profiling asked for and
+// returns what writes them out.
+func startProfiles(cpu, block string) (stop func(), err error) {
+	var cpuFile *os.File
+	if cpu != "" {
+		if cpuFile, err = os.Create(cpu); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(cpuFile); err != nil {
+			cpuFile.Close()
+			return nil, err
+		}
+	}
+	if block != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	}
+	return func() {
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			cpuFile.Close()
+		}
+		if block != "" {
+			if f, err := os.Create(block); err == nil {
+				_ = pprof.Lookup("block").WriteTo(f, 0)
+				f.Close()
+			}
+			runtime.SetBlockProfileRate(0)
+		}
+	}, nil
 }
 
 // benchNodeEngines are the engines of the in-process node; empty ones are

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,5 +88,27 @@ func TestBenchRefusesBadArguments(t *testing.T) {
 				t.Errorf("%v = %d %q, want a failure saying %q", tt.args, code, errs, tt.want)
 			}
 		})
+	}
+}
+
+// TestBenchProfiles: --cpuprofile and --blockprofile write pprof files
+// that go tool pprof can read (a gzipped protobuf: the magic 1f 8b).
+func TestBenchProfiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cpu, block := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "block.pprof")
+	code, out, errs := runCLI(t, nil, "bench", "--requests", "50", "--workers", "2", "--keys", "4",
+		"--cpuprofile", cpu, "--blockprofile", block, "check-http")
+	if code != 0 {
+		t.Fatalf("sluice bench = %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for _, f := range []string{cpu, block} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s: not a gzipped pprof profile (%d bytes)", f, len(b))
+		}
 	}
 }
