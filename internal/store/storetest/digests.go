@@ -125,7 +125,9 @@ func (s suite) digestConcurrentJoins(t *testing.T) {
 	const events = 60
 	var wg sync.WaitGroup
 	for i := range events {
-		wg.Go(func() { join(t, db, fmt.Sprintf("ntf_%03d", i), "", "u1", t0.Add(time.Duration(i)*time.Microsecond), time.Minute, 1000) })
+		wg.Go(func() {
+			join(t, db, fmt.Sprintf("ntf_%03d", i), "", "u1", t0.Add(time.Duration(i)*time.Microsecond), time.Minute, 1000)
+		})
 	}
 	wg.Wait()
 	due, err := db.DueDigests(ctx, t0.Add(time.Hour), 10)
