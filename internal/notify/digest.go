@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -132,12 +133,17 @@ func (s *Service) SendDueDigests(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for i, d := range due {
+	// One digest that cannot be sent (its store write failed) must not
+	// hold back the others behind it: each is tried, the errors joined.
+	sent, errs := 0, []error(nil)
+	for _, d := range due {
 		if err := s.sendDigest(ctx, d.ID); err != nil {
-			return i, fmt.Errorf("send digest %s: %w", d.ID, err)
+			errs = append(errs, fmt.Errorf("send digest %s: %w", d.ID, err))
+			continue
 		}
+		sent++
 	}
-	return len(due), nil
+	return sent, errors.Join(errs...)
 }
 
 // sendDigest closes digest id, saves its message and queues it.

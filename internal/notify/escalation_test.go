@@ -137,12 +137,27 @@ func escalationBundle(t *testing.T, mod func(*notify.Options)) *escBundle {
 	return &escBundle{bundle: b, clicks: c, reads: r}
 }
 
-// TestEscalationFiresOnceOnTwoNodes runs the timer on two nodes at once:
-// both queue the due delivery, both process it; one SMS.
+// TestEscalationFiresOnceOnTwoNodes runs the timer on two nodes at once,
+// on SQLite and on PostgreSQL: both queue the due delivery, both process
+// every copy; one SMS.
 func TestEscalationFiresOnceOnTwoNodes(t *testing.T) {
 	t.Parallel()
-	a := escalationBundle(t, nil)
-	bNode := escalationBundle(t, func(o *notify.Options) { o.Store = a.db; o.Now = a.clock.Now })
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			var st notify.Store = setup(t, nil).db
+			if engine == "postgres" {
+				st = openPostgres(t)
+			}
+			escalationOnTwoNodes(t, st)
+		})
+	}
+}
+
+func escalationOnTwoNodes(t *testing.T, st notify.Store) {
+	t.Helper()
+	a := escalationBundle(t, func(o *notify.Options) { o.Store = st })
+	bNode := escalationBundle(t, func(o *notify.Options) { o.Store = st; o.Now = a.clock.Now })
 	a.putTemplate(t, alertTemplate())
 	id := a.send(t, alert("u1")).NotificationID
 	a.drain(t)
@@ -214,5 +229,36 @@ func TestEscalationSurvivesRestart(t *testing.T) {
 	}
 	if n, _ := second.svc.QueueDue(ctx, 10); n != 0 {
 		t.Errorf("the escalation is still due after it was sent")
+	}
+}
+
+// TestDigestThenEscalate: a type that digests and escalates digests its
+// events, and its digest's message escalates (with the digest's text).
+func TestDigestThenEscalate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := escalationBundle(t, nil)
+	tpl := newsTemplate("10m", 0)
+	tpl.Escalation = &notify.EscalationRule{After: "5m", To: []notify.Channel{notify.SMS}}
+	b.putTemplate(t, tpl)
+	ids := []string{b.send(t, news("u1", "a", notify.Email)).NotificationID, b.send(t, news("u1", "b", notify.Email)).NotificationID}
+	if ds := b.statuses(t, ids[0]); len(ds) != 1 || ds[notify.Email].Error != notify.ReasonDigested {
+		t.Fatalf("event's deliveries = %+v; want its email digested and no escalation", ds)
+	}
+	b.clock.Advance(10 * time.Minute)
+	if n, err := b.svc.SendDueDigests(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("SendDueDigests = %d, %v", n, err)
+	}
+	b.drain(t)
+	if got := len(b.prov.sentOn(notify.Email)); got != 1 || len(b.prov.sentOn(notify.SMS)) != 0 {
+		t.Fatalf("sent %d emails and %d SMS; want the digest by email only", got, len(b.prov.sentOn(notify.SMS)))
+	}
+	b.clock.Advance(5 * time.Minute)
+	if n, err := b.svc.QueueDue(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("QueueDue = %d, %v; want the digest's escalation", n, err)
+	}
+	b.drain(t)
+	if ms := b.prov.sentOn(notify.SMS); len(ms) != 1 || ms[0].Body != "2 news for Ada:\n- a\n- b" {
+		t.Errorf("SMS sent %+v; want the digest's text once", ms)
 	}
 }
