@@ -99,8 +99,9 @@ type DigestStore interface {
 	// MarkDigestSent records notificationID as digest id's message,
 	// unless it has one.
 	MarkDigestSent(ctx context.Context, id, notificationID string) error
-	// DigestsOf returns, with their items, the digests notification id
-	// joined and the one it is the message of.
+	// DigestsOf returns, with their items (Data left out as {}, as it may be
+	// large: up to MaxDigestItems events of MaxDataBytes each), the digests
+	// notification id joined and the one it is the message of.
 	DigestsOf(ctx context.Context, id string) ([]Digest, error)
 }
 

@@ -143,7 +143,7 @@ func (db *DB) CloseDigest(ctx context.Context, id string) (notify.Digest, error)
 		}
 		d.Items, err = digestItems(ctx, func(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 			return tx.QueryContext(ctx, db.Rebind(q), args...)
-		}, id)
+		}, digestItemsQuery, id)
 		return err
 	})
 	return d, mapErr(err, "close digest")
@@ -176,7 +176,7 @@ func (db *DB) DigestsOf(ctx context.Context, id string) ([]notify.Digest, error)
 		return nil, mapErr(err, "list digests")
 	}
 	for i := range out {
-		items, err := digestItems(ctx, db.query, out[i].ID)
+		items, err := digestItems(ctx, db.query, digestItemsNoDataQuery, out[i].ID)
 		if err != nil {
 			return nil, mapErr(err, "list digest items")
 		}
@@ -185,13 +185,17 @@ func (db *DB) DigestsOf(ctx context.Context, id string) ([]notify.Digest, error)
 	return out, nil
 }
 
-// digestItemsQuery reads a digest's items in the order they joined.
-const digestItemsQuery = `SELECT notification_id, data, created_at FROM digest_items WHERE digest_id = ? ORDER BY seq`
+// digestItemsQuery reads a digest's items in the order they joined;
+// digestItemsNoDataQuery leaves their data out (an empty object).
+const (
+	digestItemsQuery       = `SELECT notification_id, data, created_at FROM digest_items WHERE digest_id = ? ORDER BY seq`
+	digestItemsNoDataQuery = `SELECT notification_id, '{}', created_at FROM digest_items WHERE digest_id = ? ORDER BY seq`
+)
 
-// digestItems reads digest id's items with query (the read pool's, or a
-// transaction's).
-func digestItems(ctx context.Context, query func(ctx context.Context, q string, args ...any) (*sql.Rows, error), id string) ([]notify.DigestItem, error) {
-	rows, err := query(ctx, digestItemsQuery, id)
+// digestItems reads digest id's items with q run by query (the read
+// pool's, or a transaction's).
+func digestItems(ctx context.Context, query func(ctx context.Context, q string, args ...any) (*sql.Rows, error), q, id string) ([]notify.DigestItem, error) {
+	rows, err := query(ctx, q, id)
 	if err != nil {
 		return nil, err
 	}

@@ -97,8 +97,9 @@ func (s suite) digestWindows(t *testing.T) {
 	}
 	for _, id := range []string{"ntf_msg", "ntf_b"} {
 		ds, err := db.DigestsOf(ctx, id)
-		if err != nil || len(ds) != 1 || ds[0].ID != "dig_ntf_a" || ds[0].NotificationID != "ntf_msg" || len(ds[0].Items) != 2 {
-			t.Errorf("DigestsOf(%s) = %+v, %v; want dig_ntf_a with its message ntf_msg and 2 items", id, ds, err)
+		if err != nil || len(ds) != 1 || ds[0].ID != "dig_ntf_a" || ds[0].NotificationID != "ntf_msg" || len(ds[0].Items) != 2 ||
+			ds[0].Items[1].NotificationID != "ntf_b" || string(ds[0].Items[1].Data) != "{}" {
+			t.Errorf("DigestsOf(%s) = %+v, %v; want dig_ntf_a with its message ntf_msg and 2 items, their data left out", id, ds, err)
 		}
 	}
 	due, err = db.DueDigests(ctx, t0.Add(time.Hour), 10)
