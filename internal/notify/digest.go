@@ -83,7 +83,7 @@ type DigestJoin struct {
 
 // DigestStore keeps digests; part of [Store].
 type DigestStore interface {
-	// CreateDigested is CreateNotification (not group committed) that
+	// CreateDigested is CreateNotification (group committed too) that
 	// also joins n to a digest for each of joins, in the same
 	// transaction: an event is in a digest exactly when it is saved. A
 	// digest that reaches its MaxItems is closed and due at once. When

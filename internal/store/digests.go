@@ -14,8 +14,9 @@ import (
 const digestColumns = "id, user_id, channel, type, window_end, max_items, item_count, closed, notification_id, created_at"
 
 // CreateDigested implements notify.DigestStore: the notification, its
-// deliveries and its digest items in one transaction (not group committed:
-// digested types pay one transaction per event).
+// deliveries and its digest items in one transaction, group committed with
+// other writes. (On PostgreSQL two batches joining the same digests in
+// another order may deadlock; the group commit then runs each write alone.)
 func (db *DB) CreateDigested(ctx context.Context, n notify.Notification, ds []notify.Delivery, joins []notify.DigestJoin) (notify.Notification, bool, error) {
 	chs := make([]string, len(n.Channels))
 	for i, ch := range n.Channels {
@@ -30,7 +31,8 @@ func (db *DB) CreateDigested(ctx context.Context, n notify.Notification, ds []no
 		existing notify.Notification
 		created  bool
 	)
-	err := db.InTx(ctx, func(tx *sql.Tx) error {
+	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		existing, created = notify.Notification{}, false // run again alone if its batch fails
 		res, err := tx.ExecContext(ctx, db.Rebind(insertNotificationQuery), n.ID, reqID, n.RequestHash, n.UserID, n.Type,
 			string(n.Category), string(n.Data), string(chJSON), toMicros(n.ExpiresAt), toMicros(n.CreatedAt))
 		if err != nil {
