@@ -368,3 +368,47 @@ func drainNodes(t *testing.T, nodes ...*bundle) {
 	}
 	t.Fatal("jobs keep coming")
 }
+
+// stuckStore fails closing one digest, as a store write that keeps
+// failing would.
+type stuckStore struct {
+	*store.DB
+	stuck string
+}
+
+func (s *stuckStore) CloseDigest(ctx context.Context, id string) (notify.Digest, error) {
+	if id == s.stuck {
+		return notify.Digest{}, apperr.New(apperr.Unavailable, "stuck")
+	}
+	return s.DB.CloseDigest(ctx, id)
+}
+
+// TestDigestStuckDoesNotHoldBackOthers: a digest that cannot be sent is
+// reported, and the digests due after it still go out.
+func TestDigestStuckDoesNotHoldBackOthers(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := &stuckStore{}
+	b := setup(t, func(o *notify.Options) { st.DB = o.Store.(*store.DB); o.Store = st })
+	b.putTemplate(t, newsTemplate("10m", 0))
+	b.send(t, news("u1", "first", notify.Email))
+	b.clock.Advance(time.Second)
+	b.send(t, news("u2", "second", notify.Email))
+	b.clock.Advance(10 * time.Minute)
+	due, err := st.DueDigests(ctx, b.clock.Now(), 10)
+	if err != nil || len(due) != 2 {
+		t.Fatalf("DueDigests = %+v, %v", due, err)
+	}
+	st.stuck = due[0].ID // u1's, due first
+	if n, err := b.svc.SendDueDigests(ctx, 10); n != 1 || !apperr.Is(err, apperr.Unavailable) {
+		t.Fatalf("SendDueDigests = %d, %v; want u2's sent and u1's error", n, err)
+	}
+	st.stuck = ""
+	if n, err := b.svc.SendDueDigests(ctx, 10); n != 1 || err != nil {
+		t.Fatalf("SendDueDigests once unstuck = %d, %v; want u1's", n, err)
+	}
+	b.drain(t)
+	if ms := b.prov.sentOn(notify.Email); len(ms) != 2 {
+		t.Errorf("sent %d digests, want 2", len(ms))
+	}
+}
