@@ -224,6 +224,7 @@ type recordJSON struct {
 	ExpiresAt  string           `json:"expires_at,omitempty"`
 	CreatedAt  string           `json:"created_at"`
 	Deliveries []deliveryJSON   `json:"deliveries"`
+	Digests    []digestJSON     `json:"digests,omitempty"`
 }
 
 func toRecordJSON(r notify.Record) recordJSON {
@@ -232,6 +233,9 @@ func toRecordJSON(r notify.Record) recordJSON {
 		Deliveries: make([]deliveryJSON, len(r.Deliveries))}
 	for i, d := range r.Deliveries {
 		out.Deliveries[i] = toDeliveryJSON(d)
+	}
+	for _, d := range r.Digests {
+		out.Digests = append(out.Digests, toDigestJSON(d))
 	}
 	return out
 }

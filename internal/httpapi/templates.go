@@ -12,6 +12,10 @@ type templateJSON struct {
 	Channels  map[string]map[string]notify.Content `json:"channels"`
 	Default   bool                                 `json:"default"`
 	UpdatedAt string                               `json:"updated_at,omitempty"`
+	// Digest and Escalation are the type's rules (notify.DigestRule,
+	// notify.EscalationRule); absent for none.
+	Digest     *notify.DigestRule     `json:"digest,omitempty"`
+	Escalation *notify.EscalationRule `json:"escalation,omitempty"`
 }
 
 func getTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
@@ -19,22 +23,27 @@ func getTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, templateJSON{Type: t.Type, Category: t.Category, Channels: t.Channels, Default: t.Default, UpdatedAt: timestamp(t.UpdatedAt)})
+	writeJSON(w, http.StatusOK, templateJSON{Type: t.Type, Category: t.Category, Channels: t.Channels, Default: t.Default, UpdatedAt: timestamp(t.UpdatedAt),
+		Digest: t.Digest, Escalation: t.Escalation})
 	return nil
 }
 
 func putTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
 	var b struct {
-		Category notify.Category                      `json:"category"`
-		Channels map[string]map[string]notify.Content `json:"channels"`
+		Category   notify.Category                      `json:"category"`
+		Channels   map[string]map[string]notify.Content `json:"channels"`
+		Digest     *notify.DigestRule                   `json:"digest"`
+		Escalation *notify.EscalationRule               `json:"escalation"`
 	}
 	if err := decodeJSON(r, &b); err != nil {
 		return err
 	}
-	t, err := svc.PutTemplate(r.Context(), notify.Template{Type: r.PathValue("type"), Category: b.Category, Channels: b.Channels})
+	t, err := svc.PutTemplate(r.Context(), notify.Template{Type: r.PathValue("type"), Category: b.Category, Channels: b.Channels,
+		Digest: b.Digest, Escalation: b.Escalation})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, templateJSON{Type: t.Type, Category: t.Category, Channels: t.Channels, UpdatedAt: timestamp(t.UpdatedAt)})
+	writeJSON(w, http.StatusOK, templateJSON{Type: t.Type, Category: t.Category, Channels: t.Channels, UpdatedAt: timestamp(t.UpdatedAt),
+		Digest: t.Digest, Escalation: t.Escalation})
 	return nil
 }

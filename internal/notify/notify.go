@@ -167,6 +167,10 @@ func (k DeliveryKey) String() string { return k.NotificationID + ":" + string(k.
 type Record struct {
 	Notification
 	Deliveries []Delivery
+	// Digests are the digests the notification joined, or the one it is
+	// the message of, with their items; only Service.Notification fills
+	// them in.
+	Digests []Digest
 }
 
 // Job is the queue message for one delivery: everything a worker needs to

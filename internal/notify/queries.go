@@ -16,8 +16,14 @@ const (
 // Notification returns a notification with its deliveries.
 func (s *Service) Notification(ctx context.Context, id string) (Record, error) {
 	rec, err := s.opts.Store.Notification(ctx, id)
-	if err != nil || s.opts.Links == nil {
+	if err != nil {
 		return rec, err
+	}
+	if rec.Digests, err = s.opts.Store.DigestsOf(ctx, id); err != nil {
+		return rec, err
+	}
+	if s.opts.Links == nil {
+		return rec, nil
 	}
 	for i, d := range rec.Deliveries {
 		if d.Channel != SMS || d.Status == StatusSuppressed {

@@ -21,7 +21,8 @@ type SchedulerOptions struct {
 }
 
 // RunScheduler runs the pipeline's background steps until ctx ends: it
-// queues deliveries whose retry or quiet-hours delay is due, republishes
+// queues deliveries whose retry, quiet-hours or escalation delay is due,
+// sends the digests whose window ended, republishes
 // deliveries whose job was lost (the recovery sweep), and deletes old
 // history. Every Sluice node may run one: the queue's deduplication makes
 // concurrent republishing harmless. It returns ctx's error.
@@ -49,6 +50,9 @@ func (s *Service) RunScheduler(ctx context.Context, o SchedulerOptions) error {
 		}
 		if _, err := s.QueueDue(ctx, o.Batch); err != nil && ctx.Err() == nil {
 			s.log.Warn("queue due deliveries", logKeyError, err)
+		}
+		if _, err := s.SendDueDigests(ctx, o.Batch); err != nil && ctx.Err() == nil {
+			s.log.Warn("send due digests", logKeyError, err)
 		}
 		now := s.now()
 		if now.Sub(lastSweep) >= o.SweepEvery {

@@ -30,6 +30,10 @@ type Options struct {
 	// Links, if not nil, is asked for the clicks on an SMS delivery's
 	// tracked links (ShortenSMSLinks, among Rewriters, makes them).
 	Links LinkShortener
+	// Reads, if not nil, says whether the user read a notification in the
+	// in-app inbox, for escalations that wait on "read"; without it that
+	// condition never holds.
+	Reads InboxReads
 	// Callbacks are the providers that take delivery receipts at
 	// POST /v1/providers/{name}/callbacks, by name.
 	Callbacks map[string]CallbackParser
@@ -193,7 +197,15 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		return Accepted{}, err
 	}
 	ds := s.plan(ctx, n, settings, now)
-	existing, created, err := s.opts.Store.CreateNotification(ctx, n, ds)
+	rules, err := s.rulesOf(ctx, n.Type)
+	if err != nil {
+		return Accepted{}, err
+	}
+	joins := s.digestJoins(n, rules, ds)
+	if joins == nil { // a digest's message escalates, not its events
+		ds = s.escalate(n, rules, settings, ds, now)
+	}
+	existing, created, err := s.create(ctx, n, ds, joins)
 	if err != nil {
 		return Accepted{}, err
 	}

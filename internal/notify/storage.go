@@ -99,6 +99,8 @@ type Store interface {
 	// before t, with their deliveries, outbox entries and dead letters,
 	// and returns how many it deleted.
 	DeleteNotificationsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+
+	DigestStore
 }
 
 // Claim is a worker's hold on a delivery while it calls the provider:

@@ -26,6 +26,13 @@ type Template struct {
 	// Default reports a shipped template nobody has replaced.
 	Default   bool
 	UpdatedAt time.Time
+	// Digest, when set, gathers the type's notifications into one message
+	// per user and channel per window (see digest.go); nil sends each.
+	Digest *DigestRule
+	// Escalation, when set, holds channels back until the others went
+	// unanswered for a while (see escalation.go); nil sends every channel
+	// at once.
+	Escalation *EscalationRule
 }
 
 // DefaultChannel and DefaultLocale are the fallbacks of a Template.
@@ -122,6 +129,7 @@ func ValidateTemplate(t Template) []apperr.FieldError {
 	if len(t.Channels) == 0 {
 		errs = append(errs, fe("channels", "at least one channel (or \"default\") is required"))
 	}
+	errs = append(errs, validateRules(t)...)
 	for _, ch := range sortedKeys(t.Channels) {
 		if ch != DefaultChannel && !Channel(ch).Valid() {
 			errs = append(errs, fe("channels."+ch, "unknown channel (want email, sms, push, webhook or default)"))

@@ -69,6 +69,15 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	if j.Expired(now) {
 		return finish(Outcome{Status: StatusExpired}, d.Attempts, "expired before it could be sent")
 	}
+	if conditions, ok := pendingEscalation(d); ok {
+		how, err := s.engaged(ctx, j.Key(), conditions)
+		if err != nil {
+			return err
+		}
+		if how != "" {
+			return finish(Outcome{Status: StatusSuppressed}, d.Attempts, ReasonEngaged+": "+how)
+		}
+	}
 	st, err := s.sharedSettings(ctx, j.UserID) // read only
 	if err != nil {
 		return err

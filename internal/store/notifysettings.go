@@ -95,11 +95,11 @@ func (db *DB) PutSettings(ctx context.Context, user string, s notify.Settings) e
 // Template implements notify.Store.
 func (db *DB) Template(ctx context.Context, typ string) (notify.Template, bool, error) {
 	var (
-		t             = notify.Template{Type: typ}
-		cat, channels string
-		updated       int64
+		t                    = notify.Template{Type: typ}
+		cat, channels, rules string
+		updated              int64
 	)
-	err := db.queryRow(ctx, `SELECT category, channels, updated_at FROM notification_templates WHERE type = ?`, typ).Scan(&cat, &channels, &updated)
+	err := db.queryRow(ctx, `SELECT category, channels, rules, updated_at FROM notification_templates WHERE type = ?`, typ).Scan(&cat, &channels, &rules, &updated)
 	if errNoRows(err) {
 		return t, false, nil
 	}
@@ -107,6 +107,9 @@ func (db *DB) Template(ctx context.Context, typ string) (notify.Template, bool, 
 		return t, false, mapErr(err, "get template")
 	}
 	if err := json.Unmarshal([]byte(channels), &t.Channels); err != nil {
+		return t, false, fmt.Errorf("decode template %q: %w", typ, err)
+	}
+	if err := decodeRules(rules, &t); err != nil {
 		return t, false, fmt.Errorf("decode template %q: %w", typ, err)
 	}
 	t.Category, t.UpdatedAt = notify.Category(cat), fromMicros(&updated)
@@ -119,9 +122,14 @@ func (db *DB) PutTemplate(ctx context.Context, t notify.Template) error {
 	if err != nil {
 		return fmt.Errorf("encode template: %w", err)
 	}
-	_, err = db.exec(ctx, `INSERT INTO notification_templates (type, category, channels, updated_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (type) DO UPDATE SET category = excluded.category, channels = excluded.channels, updated_at = excluded.updated_at`,
-		t.Type, string(t.Category), string(raw), toMicros(t.UpdatedAt))
+	rules, err := encodeRules(t)
+	if err != nil {
+		return err
+	}
+	_, err = db.exec(ctx, `INSERT INTO notification_templates (type, category, channels, rules, updated_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (type) DO UPDATE SET category = excluded.category, channels = excluded.channels, rules = excluded.rules,
+		updated_at = excluded.updated_at`,
+		t.Type, string(t.Category), string(raw), rules, toMicros(t.UpdatedAt))
 	return mapErr(err, "put template")
 }
 

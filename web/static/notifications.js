@@ -69,7 +69,10 @@ async function expand(row, n) {
   row.after(h('tr', {class: 'expand'}, cell));
   let outbox = [];
   try { outbox = (await get('/v1/outbox?notification_id=' + enc(n.id) + '&limit=200')).items; } catch { /* no outbox, or no scope */ }
-  mount(cell, h('div', {class: 'grid'}, n.deliveries.map(d => {
+  // Digests are on the notification itself, not on history pages.
+  let digests = n.digests || [];
+  try { digests = (await get('/v1/notifications/' + enc(n.id))).digests || []; } catch { /* shown without them */ }
+  mount(cell, digests.map(g => digestBox(n, g)), h('div', {class: 'grid'}, n.deliveries.map(d => {
     const events = [{at: n.created_at, text: 'accepted', cls: ''}];
     // The outbox numbers attempts from 1 (the provider's Message.Attempt).
     for (const o of outbox.filter(o => o.channel === d.channel).sort((a, b) => a.attempt - b.attempt)) {
@@ -79,11 +82,23 @@ async function expand(row, n) {
     // A suppressed delivery was never attempted; its error is the reason.
     const after = d.attempts ? ` after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}` : '';
     events.push({at: d.updated_at, text: `${d.status}${after}${d.error ? ': ' + d.error : ''}`, cls: final});
-    if (d.next_attempt_at) events.push({at: d.next_attempt_at, text: 'next attempt due', cls: ''});
+    if (d.next_attempt_at) events.push({at: d.next_attempt_at, text: (d.error || '').startsWith('escalation:') ? 'escalation due unless the user engages' : 'next attempt due', cls: ''});
     return h('div', {},
       h('strong', {}, d.channel), ' via ', h('code', {}, d.provider || '–'), ' ', badge(d.status),
       h('ul', {class: 'timeline'}, events.map(e => h('li', {class: e.cls}, h('span', {class: 'muted'}, fmtTime(e.at)), ' ', e.text))));
   })));
+}
+
+// digestBox shows a digest on a notification's timeline: the events a
+// digest message gathered, or the digest an event went into.
+function digestBox(n, g) {
+  const message = g.notification_id === n.id;
+  const state = g.notification_id ? (message ? 'sent as this message' : ['sent as ', h('code', {}, g.notification_id)])
+    : g.closed ? 'closed, sending' : `open until ${fmtTime(g.window_end)}`;
+  return h('div', {class: 'digest'},
+    h('p', {}, h('strong', {}, message ? `Digest of ${fmtNum(g.count)} event${g.count === 1 ? '' : 's'}` : 'Gathered into a digest'),
+      ' on ', g.channel, ' (', h('code', {}, g.id), '): ', state),
+    message ? h('ul', {class: 'timeline'}, g.items.map(it => h('li', {}, h('span', {class: 'muted'}, fmtTime(it.at)), ' ', h('code', {}, it.notification_id)))) : null);
 }
 
 export async function renderDeadLetters(main) {

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKillNineInsideDigestWindowAndEscalation kills a process with SIGKILL
+// while a digest's window is open and an escalation's timer is pending,
+// starts another on the same data dir, and finds each sent exactly once
+// when due: both live in the store, not in the process.
+func TestKillNineInsideDigestWindowAndEscalation(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	c := startChild(t, dataDir)
+	code, body := c.request(t, "POST", "/v1/keys", "", `{"name":"admin","scopes":["admin"]}`)
+	if code != 201 {
+		t.Fatalf("create admin key = %d %s", code, body)
+	}
+	var admin struct{ Key string }
+	_ = json.Unmarshal(body, &admin)
+	must := func(c *child, method, path, body string, want int) []byte {
+		t.Helper()
+		code, resp := c.request(t, method, path, admin.Key, body)
+		if code != want {
+			t.Fatalf("%s %s = %d %s, want %d", method, path, code, resp, want)
+		}
+		return resp
+	}
+	must(c, "PUT", "/v1/templates/news", `{"category":"marketing","channels":{"default":{"en":{"subject":"{count} news","body":"{count} news:\n{items}"}}},`+
+		`"digest":{"window":"5s","item":"- {title}"}}`, 200)
+	must(c, "PUT", "/v1/templates/alert", `{"category":"orders","channels":{"default":{"en":{"subject":"Order {order}","body":"Order {order} needs you"}}},`+
+		`"escalation":{"after":"5s","to":["sms"]}}`, 200)
+	for _, title := range []string{"a", "b", "c"} {
+		must(c, "POST", "/v1/notifications", fmt.Sprintf(`{"user_id":"u1","type":"news","data":{"title":%q},"channels":["email"]}`, title), 202)
+	}
+	must(c, "POST", "/v1/notifications", `{"user_id":"u2","type":"alert","data":{"order":"#7"},"channels":["email"]}`, 202)
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.exited
+
+	c2 := startChild(t, dataDir)
+	outbox := func(user string) outboxBody {
+		var out outboxBody
+		if err := json.Unmarshal(must(c2, "GET", "/v1/outbox?user_id="+user+"&limit=100", "", 200), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	eventually(t, 30*time.Second, "the digest and the escalated SMS after the restart", func() (bool, string) {
+		news, alerts := outbox("u1"), outbox("u2")
+		return len(news.Items) >= 1 && len(alerts.Items) >= 2, fmt.Sprint(news.Items, alerts.Items)
+	})
+	if news := outbox("u1"); len(news.Items) != 1 || news.Items[0].Body != "3 news:\n- a\n- b\n- c" {
+		t.Errorf("u1's outbox = %+v; want one digest of the 3 events", news.Items)
+	}
+	channels := []string{}
+	for _, it := range outbox("u2").Items {
+		channels = append(channels, it.Channel)
+	}
+	if strings.Join(channels, ",") != "sms,email" {
+		t.Errorf("u2's outbox channels (newest first) = %v; want the email, then one SMS", channels)
+	}
+	_ = c2.cmd.Process.Signal(syscall.SIGTERM)
+	<-c2.exited
+}

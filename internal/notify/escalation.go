@@ -1,0 +1,136 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Escalation
+//
+// A type whose template has an EscalationRule sends its other channels
+// first. Each channel of the rule's To is saved, with the notification, as
+// a delivery delayed until After has passed (later still if quiet hours
+// last longer), its Error naming the conditions it waits on
+// ("escalation: unless delivered,clicked,read"). The timer is therefore
+// the scheduler's durable one (Store.DueDeliveries, on every node) and
+// survives any restart. When it is due, the worker checks the conditions
+// in the store before the first attempt: a delivered receipt on another
+// channel, a person's click on one of the notification's tracked links,
+// the inbox's read mark. If one holds the delivery ends suppressed with
+// reason "engaged: <condition>" and nothing is sent; otherwise it is sent
+// like any delivery, once (the delivery's claim and conditional writes
+// make two nodes firing the same timer send it once).
+
+// ReasonEngaged starts the suppression reason of an escalation the user
+// made unnecessary: "engaged: clicked".
+const ReasonEngaged = "engaged"
+
+// escalationMarker starts the Error of a delivery waiting for its
+// escalation, followed by the conditions that cancel it.
+const escalationMarker = "escalation: unless "
+
+// InboxReads reports whether a user read a notification in the in-app
+// inbox; the escalation condition "read" asks it. The inbox implements it.
+type InboxReads interface {
+	NotificationRead(ctx context.Context, notificationID string) (bool, error)
+}
+
+// escalate holds back the channels of t's escalation rule in ds, the
+// deliveries planned for n: a live one is delayed by the rule's After and
+// marked; a channel not planned (outside the request's channels) is added,
+// delayed or suppressed as the user's settings say. When no other channel
+// is live there is nothing to wait for, and the held-back channels go at
+// once.
+func (s *Service) escalate(n Notification, t Template, st Settings, ds []Delivery, now time.Time) []Delivery {
+	r := t.Escalation
+	if r == nil {
+		return ds
+	}
+	first := slices.ContainsFunc(ds, func(d Delivery) bool {
+		return d.Status == StatusQueued && !slices.Contains(r.To, d.Channel)
+	})
+	for _, ch := range r.To {
+		i := slices.IndexFunc(ds, func(d Delivery) bool { return d.Channel == ch })
+		if i < 0 {
+			d := s.newDelivery(n, ch, now)
+			switch {
+			case !st.Channels[ch]:
+				d.Status, d.Error = StatusSuppressed, ReasonChannelOff
+			case !st.Categories[n.Category] && n.Category != Critical:
+				d.Status, d.Error = StatusSuppressed, ReasonCategoryMuted
+			case s.needsContact(ch) && st.Contacts.contactFor(ch) == "":
+				d.Status, d.Error = StatusSuppressed, ReasonNoContact
+			}
+			ds = append(ds, d)
+			i = len(ds) - 1
+		}
+		if ds[i].Status != StatusQueued || !first {
+			continue
+		}
+		due := now.Add(r.AfterDuration())
+		if ds[i].NextAttemptAt.After(due) {
+			due = ds[i].NextAttemptAt // quiet hours last longer
+		}
+		ds[i].NextAttemptAt, ds[i].Error = due, escalationMarker+strings.Join(r.Conditions(), ",")
+	}
+	// Deliveries are stored and shown in channel order.
+	slices.SortStableFunc(ds, func(a, b Delivery) int {
+		return slices.Index(Channels, a.Channel) - slices.Index(Channels, b.Channel)
+	})
+	return ds
+}
+
+// pendingEscalation returns the conditions a delivery waits on before its
+// first attempt, or ok false when it is no escalation.
+func pendingEscalation(d Delivery) (conditions []string, ok bool) {
+	rest, ok := strings.CutPrefix(d.Error, escalationMarker)
+	if !ok || d.Attempts != 0 {
+		return nil, false
+	}
+	return strings.Split(rest, ","), true
+}
+
+// engaged reports the first of conditions that holds for the notification
+// of delivery key (empty when none does), read from the store.
+func (s *Service) engaged(ctx context.Context, key DeliveryKey, conditions []string) (string, error) {
+	for _, c := range conditions {
+		switch c {
+		case EngagedDelivered:
+			rec, err := s.opts.Store.Notification(ctx, key.NotificationID)
+			if err != nil {
+				return "", fmt.Errorf("read notification %s: %w", key.NotificationID, err)
+			}
+			if slices.ContainsFunc(rec.Deliveries, func(d Delivery) bool {
+				return d.Channel != key.Channel && d.Status == StatusDelivered
+			}) {
+				return c, nil
+			}
+		case EngagedClicked:
+			if s.opts.Links == nil {
+				continue
+			}
+			links, err := s.opts.Links.Links(ctx, key.NotificationID)
+			if err != nil {
+				return "", fmt.Errorf("read link clicks of %s: %w", key.NotificationID, err)
+			}
+			if slices.ContainsFunc(links, func(l Link) bool { return l.Clicks > 0 }) {
+				return c, nil
+			}
+		case EngagedRead:
+			if s.opts.Reads == nil {
+				continue
+			}
+			read, err := s.opts.Reads.NotificationRead(ctx, key.NotificationID)
+			if err != nil {
+				return "", fmt.Errorf("read inbox state of %s: %w", key.NotificationID, err)
+			}
+			if read {
+				return c, nil
+			}
+		}
+	}
+	return "", nil
+}
