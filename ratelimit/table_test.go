@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestShardTable checks the open-addressing table against a map over
@@ -106,5 +107,12 @@ func TestPairHash(t *testing.T) {
 	h2, v2, _ := sd.pairHash("a", "bc")
 	if h1 == h2 || v1 == v2 {
 		t.Fatal("(ab, c) and (a, bc) share a lane")
+	}
+}
+
+func TestShardSize(t *testing.T) {
+	// Shards are indexed on every check: a power-of-two size is a shift.
+	if got := unsafe.Sizeof(shard{}); got != 128 {
+		t.Errorf("shard is %d bytes, want 128", got)
 	}
 }
