@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // MemoryOptions configures a MemoryStore.
@@ -195,7 +194,7 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 	sh := &s.shards[kh>>s.shift] // kh >> 64 is 0
 	now := s.micros()
 	sh.mu.Lock()
-	e := &sh.pc[(uintptr(unsafe.Pointer(p))>>4)%policySlots] // see policyEntry
+	e := &sh.pc[policySlot(p)] // see policyEntry
 	if e.pp.code == 0 || !samePolicy(&e.p, p) {
 		e = e.prime(p, s.seed)
 	}

@@ -63,7 +63,13 @@ type policyEntry struct {
 	ph, pv uint64
 }
 
-const policySlots = 4
+const policySlots = 8
+
+// policySlot is the index of p's entry: its address, hashed so that
+// policies side by side in a slice, 64 bytes apart, get different slots.
+func policySlot(p *Policy) uint64 {
+	return uint64(uintptr(unsafe.Pointer(p))) * wyp5 >> 61 // 61 = 64 - log2(policySlots)
+}
 
 // samePolicy is a == *b, cheaper than the generated comparison: a cached
 // policy's strings are usually the check's own, so their data pointers

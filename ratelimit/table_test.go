@@ -116,3 +116,16 @@ func TestShardSize(t *testing.T) {
 		t.Errorf("shard is %d bytes, want 128", got)
 	}
 }
+
+func TestPolicySlot(t *testing.T) {
+	// Policies side by side in a slice, as a caller holding its rules in
+	// one would pass them, must not all share one cache entry.
+	ps := make([]Policy, policySlots)
+	seen := map[uint64]bool{}
+	for i := range ps {
+		seen[policySlot(&ps[i])] = true
+	}
+	if len(seen) < policySlots/2 {
+		t.Errorf("%d adjacent policies use %d of %d cache slots", len(ps), len(seen), policySlots)
+	}
+}
