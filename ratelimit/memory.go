@@ -54,7 +54,8 @@ type MemoryOptions struct {
 // slots of which at least a quarter are in use after a sweep: between
 // about 100 and 256 bytes per active key. Sweep removes idle keys at
 // once. A sliding_window_log or concurrency key also costs 32 bytes per
-// distinct admission instant or lease (at most Limit of them).
+// distinct admission instant or lease (at most Limit of them), and a shard
+// that has been checked keeps 1 KiB of prepared policies.
 type MemoryStore struct {
 	now       func() time.Time
 	base      time.Time // with a monotonic reading, when now is nil
@@ -194,6 +195,9 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 	sh := &s.shards[kh>>s.shift] // kh >> 64 is 0
 	now := s.micros()
 	sh.mu.Lock()
+	if sh.pc == nil { // the shard's first check
+		sh.pc = new([policySlots]policyEntry)
+	}
 	e := &sh.pc[policySlot(p)] // see policyEntry
 	if e.pp.code == 0 || !samePolicy(&e.p, p) {
 		e = e.prime(p, s.seed)

@@ -43,10 +43,10 @@ func tooFull(n, size int) bool { return 8*n > 5*size }
 type shard struct {
 	mu    sync.Mutex
 	slots []slot
-	n     int             // slots in use
-	q     map[hkey]*queue // sliding_window_log and concurrency entries
-	pc    *[policySlots]policyEntry
-	_     [72]byte // keep shards' locks on separate cache lines (128 bytes a shard)
+	n     int                       // slots in use
+	q     map[hkey]*queue           // sliding_window_log and concurrency entries
+	pc    *[policySlots]policyEntry // made by the shard's first check
+	_     [72]byte                  // keep shards' locks on separate cache lines (128 bytes a shard)
 }
 
 // policyEntry is a policy as prepared for checks: its params and the
@@ -100,7 +100,6 @@ type hkey struct{ h, v uint64 }
 func (sh *shard) init() {
 	sh.slots = make([]slot, minSlots)
 	sh.q = make(map[hkey]*queue)
-	sh.pc = new([policySlots]policyEntry)
 }
 
 // find returns the index of k's slot, or of the empty slot where it would

@@ -115,6 +115,10 @@ func TestShardSize(t *testing.T) {
 	if got := unsafe.Sizeof(shard{}); got != 128 {
 		t.Errorf("shard is %d bytes, want 128", got)
 	}
+	// MemoryStore's doc comment says what a shard's policy cache costs.
+	if got := unsafe.Sizeof([policySlots]policyEntry{}); got != 1024 {
+		t.Errorf("a shard's policy cache is %d bytes, documented as 1 KiB", got)
+	}
 }
 
 func TestPolicySlot(t *testing.T) {
