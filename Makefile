@@ -14,7 +14,7 @@ GORELEASER := go run github.com/goreleaser/goreleaser/v2@v2.15.1
 HELM := go run helm.sh/helm/v3/cmd/helm@v3.22.0
 
 .DEFAULT_GOAL := help
-.PHONY: help test test-race lint bench fuzz ci topology release release-check deploy-check
+.PHONY: help test test-race lint bench fuzz ci topology release release-check deploy-check bench-callgrind
 
 help: ## print the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-13s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ lint: ## gofmt, go vet and staticcheck
 
 bench: ## run each Go benchmark once, as a smoke test (load a server with `sluice bench`; see docs/benchmarks.md)
 	go test -run '^$$' -bench . -benchtime 1x ./...
+
+bench-callgrind: ## instructions per allowed check, memory store against x/time/rate sharded, under callgrind (bash .ci/bench-callgrind; see docs/benchmarks.md)
+	bash .ci/bench-callgrind
 
 fuzz: ## run every fuzz target briefly (bash .ci/fuzz)
 	bash .ci/fuzz

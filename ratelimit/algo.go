@@ -62,24 +62,9 @@ func (pp *params) minLevel() int64 { return pp.capacity - (maxExact - 1) }
 // level returns the token bucket level at now (token_bucket and gcra).
 func (pp *params) level(st *state, now int64) int64 {
 	if pp.code == codeGCRA {
-		var d int64
-		switch {
-		case st.a > now:
-			d = (st.a-now)*pp.rate + st.b
-		case st.a == now:
-			d = st.b
-		}
-		return pp.capacity - d
+		return pp.gcraLevel(st, now)
 	}
-	lvl := st.a
-	if elapsed := now - st.t; elapsed > 0 {
-		if hi, lo := bits.Mul64(uint64(elapsed), uint64(pp.rate)); hi != 0 || lo >= maxExact {
-			lvl = pp.capacity
-		} else {
-			lvl = min(pp.capacity, lvl+int64(lo))
-		}
-	}
-	return lvl
+	return pp.tbLevel(st, now)
 }
 
 // setLevel stores level lvl at now (token_bucket and gcra).
@@ -112,6 +97,50 @@ func (pp *params) bucket(st *state, now, cost int64, reserve bool, maxWait int64
 	}
 	return verdict{remaining: max(0, lvl/pp.unit), retry: wait, reset: ceilDiv(pp.capacity-lvl, pp.rate)}, lvl
 }
+
+// take is bucket without reserve, Allow's case, written for the common
+// outcome so that it is inlined: the levels' arithmetic in two small
+// functions and the divisions unsigned where the operands cannot be
+// negative (Go's signed division must allow for a divisor of -1). It
+// returns the level after the check, or, refusing, -1 (a refusal is
+// bucket's to explain).
+func (pp *params) take(st *state, now, cost int64) (remaining, reset, after int64) {
+	lvl := pp.tbLevel(st, now)
+	if pp.code == codeGCRA {
+		lvl = pp.gcraLevel(st, now)
+	}
+	after = lvl - cost*pp.unit
+	if after < 0 {
+		return 0, 0, -1
+	}
+	// after is in [0, capacity)
+	return int64(uint64(after) / uint64(pp.unit)), int64(uceilDiv(uint64(pp.capacity-after), uint64(pp.rate))), after
+}
+
+// tbLevel is level for a token bucket.
+func (pp *params) tbLevel(st *state, now int64) int64 {
+	if elapsed := now - st.t; elapsed > 0 {
+		if hi, lo := bits.Mul64(uint64(elapsed), uint64(pp.rate)); hi != 0 || lo >= maxExact {
+			return pp.capacity
+		} else {
+			return min(pp.capacity, st.a+int64(lo))
+		}
+	}
+	return st.a // no time passed, or the clock went back
+}
+
+// gcraLevel is level for gcra.
+func (pp *params) gcraLevel(st *state, now int64) int64 {
+	if d := st.a - now; d > 0 {
+		return pp.capacity - (d*pp.rate + st.b)
+	} else if d == 0 {
+		return pp.capacity - st.b
+	}
+	return pp.capacity
+}
+
+// uceilDiv is ceilDiv for a > 0.
+func uceilDiv(a, b uint64) uint64 { return (a + b - 1) / b }
 
 // roll moves a fixed or counter window's state to the window holding now:
 // a later window starts empty, and for the sliding window counter the

@@ -7,18 +7,20 @@ import (
 )
 
 // The memory store identifies a (policy, key) pair by a 128-bit hash of
-// both strings, computed in one pass: hashing is most of what a check
-// costs besides its one cache miss, and maphash would need four calls (two
-// seeds, two strings) for the same 128 bits.
+// both strings: hashing is a large part of what a check costs besides its
+// one cache miss, and maphash would need four calls (two seeds, two
+// strings) for the same 128 bits.
 //
-// pairHash is wyhash's construction (the one behind Go's own fallback map
+// absorb is wyhash's construction (the one behind Go's own fallback map
 // hash) run as two lanes with independent random seeds over the same
 // loads: each 16-byte block (a, b) is folded into a lane as the 128-bit
 // product of a and b, each xored with the lane's state and constants,
 // reduced to 64 bits by xoring the halves. A string's last block also
-// carries its length, so the pair's encoding is unambiguous. Both lanes
-// are keyed by a random per-store seed, so clients who pick keys cannot
-// pick colliding ones without knowing it.
+// carries its length. The key and the policy name are absorbed apart, on
+// differently seeded lanes, and joined lane by lane (pairHash), so the
+// name's lanes can be computed once per policy. All lanes are keyed by a
+// random per-store seed, so clients who pick keys cannot pick colliding
+// ones without knowing it.
 
 const (
 	wyp0 = 0xa0761d6478bd642f
@@ -79,9 +81,26 @@ func absorb(h, v uint64, s string) (uint64, uint64) {
 // pairHash returns the 128-bit identity (h, v) of (policy, key), and kh,
 // a hash of key alone, which picks the shard: every policy of one key
 // lives in one shard, so a multi-policy check on one key takes one lock.
+//
+// The key and the policy name are hashed apart, each with its length, and
+// the two pairs of lanes then joined (join): a check finds the policy's
+// lanes in its shard's policy cache (policyEntry) and hashes only the key.
 func (sd hashSeed) pairHash(policy, key string) (h, v, kh uint64) {
-	h, v = absorb(sd.h, sd.v, key)
-	kh = h // already a wymix output
-	h, v = absorb(h, v, policy)
-	return wymix(h^wyp0, wyp3^sd.h), wymix(v^wyp2, wyp5^sd.v), kh
+	kh, kv := sd.keyLanes(key)
+	ph, pv := sd.policyLanes(policy)
+	h, v = sd.join(kh, kv, ph, pv)
+	return h, v, kh
+}
+
+// keyLanes hashes key; its first lane is kh.
+func (sd hashSeed) keyLanes(key string) (uint64, uint64) { return absorb(sd.h, sd.v, key) }
+
+// policyLanes hashes a policy name, on lanes seeded apart from the key's.
+func (sd hashSeed) policyLanes(policy string) (uint64, uint64) {
+	return absorb(sd.h^wyp4, sd.v^wyp1, policy)
+}
+
+// join folds a key's lanes and a policy's into the pair's identity.
+func (sd hashSeed) join(kh, kv, ph, pv uint64) (h, v uint64) {
+	return wymix(kh^wyp0, ph^wyp3^sd.h), wymix(kv^wyp2, pv^wyp5^sd.v)
 }

@@ -31,16 +31,19 @@ type MemoryOptions struct {
 // key exists.
 //
 // A (policy, key) pair is identified by a 128-bit hash of both (two
-// 64-bit lanes computed in one pass, keyed with a random seed per store),
-// rather than by the strings: the table then holds no pointers (the
-// garbage collector never scans it) and a check touches no memory but its
-// own slot, one 64-byte cache line holding the identity and the state.
-// Two pairs would share state only if both 64-bit lanes collided, which
-// for a billion live keys has odds around 2^-69 (for keys that do not
-// depend on the seeds), and the random seeds keep clients who cannot see
-// them from choosing keys that collide (the hash is not a cryptographic
-// MAC, and neither is maphash, which the store used before). The shard is chosen by a hash
-// of the key alone, so every policy of one key lives in one shard.
+// 64-bit lanes, keyed with random seeds per store; the key and the
+// policy name are hashed apart and joined, so a check hashes only its key
+// and takes the name's lanes from a per-shard cache of prepared
+// policies), rather than by the strings: the table then holds no pointers
+// (the garbage collector never scans it) and a check touches no memory
+// but its own slot, one 64-byte cache line holding the identity and the
+// state. Two pairs would share state only if both 64-bit lanes collided,
+// which for a billion live keys has odds around 2^-69 (for keys that do
+// not depend on the seeds), and the random seeds keep clients who cannot
+// see them from choosing keys that collide (the hash is not a
+// cryptographic MAC, and neither is maphash, which the store used
+// before). The shard is chosen by a hash of the key alone, so every
+// policy of one key lives in one shard.
 //
 // Memory is bounded by active keys: a key whose state is back to its full
 // allowance (a full bucket, an expired window, an empty log) equals no
@@ -51,7 +54,8 @@ type MemoryOptions struct {
 // slots of which at least a quarter are in use after a sweep: between
 // about 100 and 256 bytes per active key. Sweep removes idle keys at
 // once. A sliding_window_log or concurrency key also costs 32 bytes per
-// distinct admission instant or lease (at most Limit of them).
+// distinct admission instant or lease (at most Limit of them), and a shard
+// that has been checked keeps 1 KiB of prepared policies.
 type MemoryStore struct {
 	now       func() time.Time
 	base      time.Time // with a monotonic reading, when now is nil
@@ -182,35 +186,73 @@ func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int
 	return s.allow(p, key, cost, "")
 }
 
+// allow is Allow, and Acquire with the lease id. The buckets' path, most
+// checks, is written out here (see docs/benchmarks.md, issue 19, goal 6):
+// the policy's params and name hash come from the shard's policy cache,
+// only the key is hashed, and the state is updated in its slot.
 func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decision, error) {
-	var pp params
-	if !p.fill(&pp) {
-		return Decision{}, p.Validate()
-	}
-	if cost < 1 || cost > pp.limit {
-		return Decision{}, pp.checkCost(cost)
-	}
-	r := s.locate(p.Name, key)
+	kh, kv := s.seed.keyLanes(key)
+	sh := &s.shards[kh>>s.shift] // kh >> 64 is 0
 	now := s.micros()
-	r.sh.mu.Lock()
-	st, i, found := r.load(&pp, now)
-	var v verdict
-	var exp int64
-	if pp.code <= codeGCRA { // step's bucket case, without its switch
-		var lvl int64
-		v, lvl = pp.bucket(&st, now, cost, false, 0)
-		if v.allowed {
+	sh.mu.Lock()
+	if sh.pc == nil { // the shard's first check
+		sh.pc = new([policySlots]policyEntry)
+	}
+	e := &sh.pc[policySlot(p)] // see policyEntry
+	if e.pp.code == 0 || !samePolicy(&e.p, p) {
+		e = e.prime(p, s.seed)
+	}
+	if e == nil || cost < 1 || cost > e.pp.limit {
+		sh.mu.Unlock()
+		return Decision{}, policyError(p, cost)
+	}
+	pp := &e.pp
+	h, v := s.seed.join(kh, kv, e.ph, e.pv)
+	var vd verdict
+	if pp.code <= codeGCRA {
+		i, found := sh.find(h, v)
+		sl := &sh.slots[i]
+		var st state
+		live := found && sl.code == pp.code && sl.exp > now
+		switch {
+		case live:
+			st = state{a: sl.a, b: sl.b, t: sl.t}
+		case pp.code == codeTokenBucket:
+			st = state{a: pp.capacity, t: now}
+		}
+		if rem, reset, lvl := pp.take(&st, now, cost); lvl >= 0 {
+			vd = verdict{allowed: true, remaining: rem, reset: reset}
 			pp.setLevel(&st, now, lvl)
-			r.store(&pp, i, found, &st, now+v.reset, now)
+			if exp := now + vd.reset; live && exp > now {
+				sl.exp, sl.a, sl.b, sl.t = exp, st.a, st.b, st.t
+			} else {
+				ref{h, v, sh}.store(pp, i, found, &st, exp, now)
+			}
+		} else {
+			vd, _ = pp.bucket(&st, now, cost, false, 0)
 		}
 	} else {
-		v, exp = pp.step(&st, now, request{cost: cost, id: id})
-		if v.allowed {
-			r.store(&pp, i, found, &st, exp, now)
+		r := ref{h, v, sh}
+		st, i, found := r.load(pp, now)
+		var exp int64
+		vd, exp = pp.step(&st, now, request{cost: cost, id: id})
+		if vd.allowed {
+			r.store(pp, i, found, &st, exp, now)
 		}
 	}
-	r.sh.mu.Unlock()
-	return v.decision(pp.limit), nil
+	limit := pp.limit
+	sh.mu.Unlock()
+	return vd.decision(limit), nil
+}
+
+// policyError is the error of a check of cost under p that the policy
+// cache refused: p is invalid, or cost is out of its range.
+func policyError(p *Policy, cost int64) error {
+	pp, err := p.prepare()
+	if err != nil {
+		return err
+	}
+	return pp.checkCost(cost)
 }
 
 // AllowMulti implements Store.

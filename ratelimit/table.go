@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math/bits"
 	"sync"
+	"unsafe"
 )
 
 // A shard's states live in an open-addressing table with linear probing:
@@ -42,9 +43,55 @@ func tooFull(n, size int) bool { return 8*n > 5*size }
 type shard struct {
 	mu    sync.Mutex
 	slots []slot
-	n     int             // slots in use
-	q     map[hkey]*queue // sliding_window_log and concurrency entries
-	_     [64]byte        // keep shards' locks on separate cache lines
+	n     int                       // slots in use
+	q     map[hkey]*queue           // sliding_window_log and concurrency entries
+	pc    *[policySlots]policyEntry // made by the shard's first check
+	_     [72]byte                  // keep shards' locks on separate cache lines (128 bytes a shard)
+}
+
+// policyEntry is a policy as prepared for checks: its params and the
+// lanes of its name's hash. A shard keeps the policies it saw last in a
+// small table (pc) indexed by the *Policy's address, read and written
+// under the shard's lock; an entry serves a check only if it holds a
+// policy equal to the check's (the caller may have changed it since), so
+// preparing and hashing the policy again is left to the first check of
+// each policy and to collisions. Preparing costs about as much as the
+// rest of a check (docs/benchmarks.md, issue 19, goal 6).
+type policyEntry struct {
+	p      Policy
+	pp     params
+	ph, pv uint64
+}
+
+const policySlots = 8
+
+// policySlot is the index of p's entry: its address, hashed so that
+// policies side by side in a slice, 64 bytes apart, get different slots.
+func policySlot(p *Policy) uint64 {
+	return uint64(uintptr(unsafe.Pointer(p))) * wyp5 >> 61 // 61 = 64 - log2(policySlots)
+}
+
+// samePolicy is a == *b, cheaper than the generated comparison: a cached
+// policy's strings are usually the check's own, so their data pointers
+// are compared before their bytes.
+func samePolicy(a, b *Policy) bool {
+	return a.Limit == b.Limit && a.Period == b.Period && a.Burst == b.Burst && a.MaxDebt == b.MaxDebt &&
+		sameString(a.Name, b.Name) && sameString(string(a.Algorithm), string(b.Algorithm))
+}
+
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// prime fills e with p, or returns nil if p is invalid.
+func (e *policyEntry) prime(p *Policy, sd hashSeed) *policyEntry {
+	var pp params
+	if !p.fill(&pp) {
+		return nil
+	}
+	e.p, e.pp = *p, pp
+	e.ph, e.pv = sd.policyLanes(p.Name)
+	return e
 }
 
 // hkey identifies a (policy, key) pair in the side map of queues.

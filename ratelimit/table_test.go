@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestShardTable checks the open-addressing table against a map over
@@ -106,5 +107,29 @@ func TestPairHash(t *testing.T) {
 	h2, v2, _ := sd.pairHash("a", "bc")
 	if h1 == h2 || v1 == v2 {
 		t.Fatal("(ab, c) and (a, bc) share a lane")
+	}
+}
+
+func TestShardSize(t *testing.T) {
+	// Shards are indexed on every check: a power-of-two size is a shift.
+	if got := unsafe.Sizeof(shard{}); got != 128 {
+		t.Errorf("shard is %d bytes, want 128", got)
+	}
+	// MemoryStore's doc comment says what a shard's policy cache costs.
+	if got := unsafe.Sizeof([policySlots]policyEntry{}); got != 1024 {
+		t.Errorf("a shard's policy cache is %d bytes, documented as 1 KiB", got)
+	}
+}
+
+func TestPolicySlot(t *testing.T) {
+	// Policies side by side in a slice, as a caller holding its rules in
+	// one would pass them, must not all share one cache entry.
+	ps := make([]Policy, policySlots)
+	seen := map[uint64]bool{}
+	for i := range ps {
+		seen[policySlot(&ps[i])] = true
+	}
+	if len(seen) < policySlots/2 {
+		t.Errorf("%d adjacent policies use %d of %d cache slots", len(ps), len(seen), policySlots)
 	}
 }
