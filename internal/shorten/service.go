@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -107,6 +108,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. If nil, time.Now is used.
 	Now func() time.Time
+	// Country returns the ISO 3166-1 alpha-2 country of a client address
+	// (a geo database), called by the click flusher, off the redirect
+	// path. If nil, clicks have no country.
+	Country func(client string) string
+	// Rand is the randomness of click ids. If nil, crypto/rand.
+	Rand io.Reader
 }
 
 // Service creates, resolves and reports on short links. It is safe for
@@ -120,6 +127,7 @@ type Service struct {
 	log        *slog.Logger
 	baseURL    string
 	visitorKey []byte
+	clickKey   []byte
 	metrics    Metrics
 
 	links    *cache
@@ -160,6 +168,7 @@ func New(opts Options) (*Service, error) {
 		log:        cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		baseURL:    strings.TrimRight(opts.BaseURL, "/"),
 		visitorKey: opts.Codec.visitor[:],
+		clickKey:   clickKey(opts.Codec.visitor[:]),
 		links:      newCache(opts.CacheSize),
 		unknown:    newCache(opts.NegativeCacheSize),
 	}
@@ -187,6 +196,7 @@ type CreateRequest struct {
 	// ExpiresAt is the zero time for a link that never expires.
 	ExpiresAt time.Time
 	Owner     string
+	LinkExtras
 }
 
 // Create validates req and stores a new link. Invalid input is an apperr
@@ -206,10 +216,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
 		fields = append(fields, apperr.FieldError{Field: "expires_at", Detail: "must be in the future"})
 	}
+	fields = append(fields, s.validateExtras(req.LinkExtras)...)
 	if err := apperr.Fields(apperr.Unprocessable, "the link request is invalid", fields); err != nil {
 		return Link{}, err
 	}
-	nl := NewLink{Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt}
+	nl := NewLink{Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt, LinkExtras: req.LinkExtras}
 	l, err := s.create(ctx, nl, func() (Link, bool, error) {
 		if req.Slug != "" {
 			return Link{}, false, &apperr.Error{Code: apperr.Conflict, Message: "the slug is taken",
@@ -355,7 +366,7 @@ func (s *Service) Delete(ctx context.Context, caller Caller, code string) error 
 
 // announceCreated tells the other nodes of l, if they are to be told.
 func (s *Service) announceCreated(l Link) {
-	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) {
+	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) || l.special() {
 		return
 	}
 	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}); err != nil {
