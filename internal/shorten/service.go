@@ -114,6 +114,9 @@ type Options struct {
 	Country func(client string) string
 	// Rand is the randomness of click ids. If nil, crypto/rand.
 	Rand io.Reader
+	// NotificationClickIDs gives the links made for notifications click
+	// ids (LinkExtras.ClickIDs), for conversions credited to a message.
+	NotificationClickIDs bool
 }
 
 // Service creates, resolves and reports on short links. It is safe for
@@ -282,7 +285,7 @@ func (s *Service) ShortenForNotification(ctx context.Context, notificationID, ur
 	} else if !apperr.Is(err, apperr.NotFound) {
 		return Link{}, err
 	}
-	nl := NewLink{URL: url, NotificationID: notificationID, CreatedAt: s.now()}
+	nl := NewLink{URL: url, NotificationID: notificationID, CreatedAt: s.now(), LinkExtras: LinkExtras{ClickIDs: s.opts.NotificationClickIDs}}
 	return s.create(ctx, nl, func() (Link, bool, error) {
 		l, err := s.store.NotificationLink(ctx, notificationID, url)
 		if apperr.Is(err, apperr.NotFound) {
