@@ -14,10 +14,10 @@ ALTER TABLE links ADD COLUMN conversions BIGINT NOT NULL DEFAULT 0;
 -- integer codes, country and language as two letters, the referrer as its
 -- host only ('' when none, the usual case for links sent by SMS), and the
 -- click id only for links that ask for one.
-ALTER TABLE link_clicks ADD COLUMN source BIGINT NOT NULL DEFAULT 0; -- 0 link, 1 qr
+ALTER TABLE link_clicks ADD COLUMN source SMALLINT NOT NULL DEFAULT 0; -- 0 link, 1 qr
 ALTER TABLE link_clicks ADD COLUMN country TEXT NOT NULL DEFAULT '';
-ALTER TABLE link_clicks ADD COLUMN device BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE link_clicks ADD COLUMN os BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE link_clicks ADD COLUMN device SMALLINT NOT NULL DEFAULT 0;
+ALTER TABLE link_clicks ADD COLUMN os SMALLINT NOT NULL DEFAULT 0;
 ALTER TABLE link_clicks ADD COLUMN language TEXT NOT NULL DEFAULT '';
 ALTER TABLE link_clicks ADD COLUMN referrer TEXT NOT NULL DEFAULT '';
 ALTER TABLE link_clicks ADD COLUMN click_id TEXT;
