@@ -62,7 +62,9 @@ func (s *Service) verifyClickID(id string) (int64, error) {
 	if len(id) != ClickIDLen {
 		return 0, errBadClickID
 	}
-	b, err := base64.RawURLEncoding.DecodeString(id)
+	// Strict: one text per id, or the spare bits of the last character
+	// would give up to 16 spellings of it, each a new (click id, event).
+	b, err := base64.RawURLEncoding.Strict().DecodeString(id)
 	if err != nil || len(b) != clickIDRaw || !hmac.Equal(b[16:], s.clickMAC(b[:16])) {
 		return 0, errBadClickID
 	}
