@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"image/png"
 	"io"
@@ -13,21 +15,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/shorten"
+	"github.com/sluicehq/sluice/internal/shorten/rediscache"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
 // linkNode is one node of the shortener: its own store connections,
 // service and server, on a database other nodes may share.
-func linkNode(t *testing.T, db *store.DB) (*bundle, *shorten.Service) {
+func linkNode(t *testing.T, db *store.DB, shared shorten.SharedCache) (*bundle, *shorten.Service) {
 	t.Helper()
 	codec, err := shorten.NewCodec([]byte("test key"), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt",
+	svc, err := shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt", Shared: shared,
 		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -100,8 +105,9 @@ func TestOneTimeLinkIsNotSpentByBots(t *testing.T) {
 }
 
 // TestVisitLimitIsExactAcrossNodes runs two nodes (each its own pool of
-// connections, service and cache) on one PostgreSQL database, and sends
-// visitors at both at once: exactly max_visits of them are redirected.
+// connections, service and cache) on one PostgreSQL database and one Redis
+// shared cache, and sends visitors at both at once: exactly max_visits of
+// them are redirected.
 func TestVisitLimitIsExactAcrossNodes(t *testing.T) {
 	t.Parallel()
 	url := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
@@ -117,8 +123,21 @@ func TestVisitLimitIsExactAcrossNodes(t *testing.T) {
 	if _, err := db1.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	n1, _ := linkNode(t, db1)
-	n2, _ := linkNode(t, open())
+	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DisableCache = true
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	var tag [6]byte
+	_, _ = rand.Read(tag[:])
+	prefix := "sluice_test:" + hex.EncodeToString(tag[:]) + ":link:" // this test's keys only
+	n1, _ := linkNode(t, db1, rediscache.New(rc, prefix))
+	n2, _ := linkNode(t, open(), rediscache.New(rc, prefix))
 	key := n1.addKey(t, auth.ScopeLinksWrite)
 	const maxVisits, visitors = 7, 60
 	l := createLink(t, n1, key, `{"url":"https://example.com/drop","max_visits":7}`)
@@ -143,6 +162,13 @@ func TestVisitLimitIsExactAcrossNodes(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if n, err := rc.Do(t.Context(), rc.B().Exists().Key(prefix+l.Code).Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("the limited link is in the shared cache (%d, %v): a node could answer it without the database", n, err)
+	}
+	plain := createLink(t, n1, key, `{"url":"https://example.com/plain"}`)
+	if n, err := rc.Do(t.Context(), rc.B().Exists().Key(prefix+plain.Code).Build()).AsInt64(); err != nil || n != 1 {
+		t.Errorf("a plain link is not in the shared cache (%d, %v): the check above proves nothing", n, err)
+	}
 	if redirected.Load() != maxVisits || gone.Load() != visitors-maxVisits {
 		t.Errorf("%d visitors over two nodes for max_visits %d: %d redirected, %d gone; want exactly %d and %d",
 			visitors, maxVisits, redirected.Load(), gone.Load(), maxVisits, visitors-maxVisits)
