@@ -137,6 +137,7 @@ type Service struct {
 	unknown  *cache
 	flight   singleflight.Group
 	limited  limitedClients
+	spent    spentLinks
 	clicks   *clickBuffer
 	flushMu  sync.Mutex
 	inserter batcher

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
@@ -65,13 +66,16 @@ func (s *Service) Visit(ctx context.Context, t Target) (Target, error) {
 	if !ok {
 		return Target{}, apperr.New(apperr.Unavailable, "this store cannot count visits")
 	}
-	ok, err := vs.ConsumeVisit(ctx, t.LinkID)
-	if err != nil {
-		return Target{}, fmt.Errorf("consume visit of link %d: %w", t.LinkID, err)
-	}
-	if ok {
-		s.metrics.Found()
-		return t, nil
+	if !s.spent.has(t.LinkID) {
+		ok, err := vs.ConsumeVisit(ctx, t.LinkID)
+		if err != nil {
+			return Target{}, fmt.Errorf("consume visit of link %d: %w", t.LinkID, err)
+		}
+		if ok {
+			s.metrics.Found()
+			return t, nil
+		}
+		s.spent.add(t.LinkID)
 	}
 	s.metrics.Expired()
 	return Target{LinkID: t.LinkID, URL: t.Fallback, Expired: true, UsedUp: true}, nil
@@ -101,4 +105,32 @@ func (s *Service) specialTarget(e *entry, now int64) Target {
 		s.metrics.Found() // a limited link is counted by Visit
 	}
 	return t
+}
+
+// spentLinksMax bounds the used-up links a node remembers.
+const spentLinksMax = 100_000
+
+// spentLinks remembers links whose visits are all spent: a link never gets
+// visits back (max_visits does not change), so once the store has said so
+// this node answers their later hits without writing to it. Safe for
+// concurrent use; bounded and crude, as forgetting only costs a write.
+type spentLinks struct {
+	mu sync.Mutex
+	m  map[int64]struct{}
+}
+
+func (s *spentLinks) has(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[id]
+	return ok
+}
+
+func (s *spentLinks) add(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= spentLinksMax {
+		s.m = make(map[int64]struct{})
+	}
+	s.m[id] = struct{}{}
 }

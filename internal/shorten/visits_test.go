@@ -10,6 +10,12 @@ import (
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
+// ConsumeVisit counts the store's visit updates.
+func (s *countingStore) ConsumeVisit(ctx context.Context, linkID int64) (bool, error) {
+	s.visits.Add(1)
+	return s.DB.ConsumeVisit(ctx, linkID)
+}
+
 // recordingCache is a shared cache in memory that remembers what was set
 // and announced, to show which links reach the other nodes.
 type recordingCache struct {
@@ -87,6 +93,17 @@ func TestVisitSpendsExactlyMaxVisits(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("three visits of max_visits 2 went to %q, want %q (the server's fallback once used up)", got, want)
 		}
+	}
+	// Used up is for ever: later hits do not write to the store.
+	before := b.store.visits.Load()
+	for range 5 {
+		tg, _ := b.svc.Resolve(ctx, l.Code, "198.51.100.1")
+		if tg, err := b.svc.Visit(ctx, tg); err != nil || !tg.UsedUp {
+			t.Fatalf("Visit of a used-up link = %+v, %v", tg, err)
+		}
+	}
+	if n := b.store.visits.Load() - before; n != 0 {
+		t.Errorf("5 hits on a used-up link asked the store %d times, want 0", n)
 	}
 	// Expiry wins over visits left, and the link's own fallback over the server's.
 	exp := b.create(t, shorten.CreateRequest{URL: "https://example.com/soon", ExpiresAt: b.clock.Now().Add(time.Minute),
