@@ -84,4 +84,7 @@ func TestSMSConversionsCreditTheNotification(t *testing.T) {
 		l := links()
 		return len(l) == 1 && l[0].Clicks == 1 && l[0].Conversions == 1, ""
 	})
+	if _, metrics := get(t, base+"/metrics"); !strings.Contains(string(metrics), "sluice_links_conversions_total 1\n") {
+		t.Errorf("metrics lack the one conversion")
+	}
 }

@@ -79,6 +79,9 @@ func (s *Service) Convert(ctx context.Context, clickID, event string, value floa
 	if err != nil {
 		return Conversion{}, false, fmt.Errorf("record conversion: %w", err)
 	}
+	if created {
+		s.metrics.Converted()
+	}
 	return out, created, nil
 }
 

@@ -73,11 +73,13 @@ func (s *Service) Visit(ctx context.Context, t Target) (Target, error) {
 		}
 		if ok {
 			s.metrics.Found()
+			s.metrics.VisitSpent()
 			return t, nil
 		}
 		s.spent.add(t.LinkID)
 	}
 	s.metrics.Expired()
+	s.metrics.VisitRefused()
 	return Target{LinkID: t.LinkID, URL: t.Fallback, Expired: true, UsedUp: true}, nil
 }
 
