@@ -21,6 +21,7 @@ require (
 	github.com/redis/rueidis v1.0.79
 	github.com/rs/zerolog v1.33.0
 	github.com/sethvargo/go-limiter v0.7.1
+	github.com/yeqown/go-qrcode/v2 v2.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.25.0
 	golang.org/x/time v0.16.0
@@ -60,6 +61,7 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/rs/xid v1.5.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/yeqown/reedsolomon v1.0.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

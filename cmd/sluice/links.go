@@ -56,6 +56,8 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		ExpiredRetention:  cfg.ExpiredRetention,
 		Metrics:           metrics.NewLinks(n.reg),
 		Logger:            n.log,
+
+		NotificationClickIDs: cfg.NotificationClickIDs,
 	}
 	if n.redis != nil {
 		opts.Shared = n.sharedLinkCache()
@@ -126,7 +128,7 @@ func (l smsLinks) Links(ctx context.Context, notificationID string) ([]notify.Li
 	out := make([]notify.Link, len(ls))
 	for i, x := range ls {
 		out[i] = notify.Link{Code: x.Code, ShortURL: l.svc.ShortURL(x.Code), URL: x.URL, Clicks: x.Clicks,
-			BotHits: x.BotHits, FirstClickAt: x.FirstClickAt}
+			BotHits: x.BotHits, FirstClickAt: x.FirstClickAt, Conversions: x.Conversions}
 	}
 	return out, nil
 }

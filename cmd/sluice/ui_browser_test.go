@@ -250,6 +250,8 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	showPage(b, t, "links", "#top-links")
 	b.run(t, "links chart", chromedp.WaitVisible(chromedp.CSS("#clicks-chart svg rect")))
+	b.run(t, "link breakdown", chromedp.WaitVisible(chromedp.CSS("#link-daily svg rect")),
+		chromedp.WaitVisible(chromedp.CSS("#link-groups tbody tr")), waitJS(`document.querySelector("#link-qr img").naturalWidth > 0`))
 	b.screenshot(t, "06-links")
 	b.noErrors(t, "links")
 

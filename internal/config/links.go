@@ -25,6 +25,9 @@ type LinksConfig struct {
 	PurgeInterval     time.Duration `yaml:"purge_interval" flag:"links-purge-interval" usage:"time between purges of expired links"`
 	ExpiredRetention  time.Duration `yaml:"expired_retention" flag:"links-expired-retention" usage:"how long an expired link is kept (answering 410) before it is purged"`
 	UnknownPerMinute  int           `yaml:"unknown_per_minute" flag:"links-unknown-per-minute" usage:"lookups of unknown codes allowed per client IP per minute (429 beyond); 0: unlimited"`
+
+	// Attribution (docs/links.md).
+	NotificationClickIDs bool `yaml:"notification_click_ids" flag:"links-notification-click-ids" usage:"give the short links made for notifications' SMS click ids (a sluice_cid parameter on the target), so POST /v1/conversions can credit a sale to the message"`
 }
 
 // DefaultLinks returns the shortener's defaults.

@@ -45,6 +45,7 @@ type linkRequest struct {
 	URL       string `json:"url"`
 	Slug      string `json:"slug"`
 	ExpiresAt string `json:"expires_at"`
+	linkExtrasRequest
 }
 
 // LinkResponse is a link as the API shows it.
@@ -58,6 +59,7 @@ type linkResponse struct {
 	BotHits        int64      `json:"bot_hits"`
 	FirstClickAt   *time.Time `json:"first_click_at"`
 	NotificationID string     `json:"notification_id,omitempty"`
+	linkExtrasResponse
 }
 
 func (s *Server) toLinkResponse(l shorten.Link) linkResponse {
@@ -65,7 +67,7 @@ func (s *Server) toLinkResponse(l shorten.Link) linkResponse {
 		Code: l.Code, ShortURL: s.opts.Links.ShortURL(l.Code), URL: l.URL,
 		ExpiresAt: optTime(l.ExpiresAt), CreatedAt: l.CreatedAt.UTC(),
 		Clicks: l.Clicks, BotHits: l.BotHits, FirstClickAt: optTime(l.FirstClickAt),
-		NotificationID: l.NotificationID,
+		NotificationID: l.NotificationID, linkExtrasResponse: toLinkExtras(l),
 	}
 }
 
@@ -90,7 +92,7 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	cr := shorten.CreateRequest{URL: req.URL, Slug: req.Slug, Owner: callerOf(r).ID}
+	cr := shorten.CreateRequest{URL: req.URL, Slug: req.Slug, Owner: callerOf(r).ID, LinkExtras: req.extras()}
 	if req.ExpiresAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, req.ExpiresAt)
 		if err != nil {
@@ -194,10 +196,14 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	if purpose == "" {
 		purpose = r.Header.Get("Purpose")
 	}
-	s.opts.Links.RecordHit(shorten.Hit{
+	hit := shorten.Hit{
 		LinkID: t.LinkID, Head: r.Method == http.MethodHead,
-		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client,
-	})
+		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client, HitDetails: hitDetails(r),
+	}
+	if t.Limited || t.ClickIDs {
+		return s.redirectSpecial(w, r, t, hit) // linkvisits.go
+	}
+	s.opts.Links.RecordHit(hit)
 	h["Location"] = []string{t.URL}
 	w.WriteHeader(http.StatusFound)
 	return nil

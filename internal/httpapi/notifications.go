@@ -198,6 +198,7 @@ type linkJSON struct {
 	Clicks       int64  `json:"clicks"`
 	BotHits      int64  `json:"bot_hits"`
 	FirstClickAt string `json:"first_click_at,omitempty"`
+	Conversions  int64  `json:"conversions"`
 }
 
 func toDeliveryJSON(d notify.Delivery) deliveryJSON {
@@ -208,7 +209,7 @@ func toDeliveryJSON(d notify.Delivery) deliveryJSON {
 	}
 	for _, l := range d.Links {
 		out.Links = append(out.Links, linkJSON{Code: l.Code, ShortURL: l.ShortURL, URL: l.URL, Clicks: l.Clicks,
-			BotHits: l.BotHits, FirstClickAt: timestamp(l.FirstClickAt)})
+			BotHits: l.BotHits, FirstClickAt: timestamp(l.FirstClickAt), Conversions: l.Conversions})
 	}
 	return out
 }

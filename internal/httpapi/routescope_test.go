@@ -64,6 +64,9 @@ var routeScopes = map[string]auth.Scope{
 	"DELETE /v1/links/{code}":     auth.ScopeLinksWrite,
 	"GET /v1/stats/links":         auth.ScopeLinksWrite,
 	"GET /v1/links/{code}/clicks": auth.ScopeLinksWrite,
+	"GET /v1/links/{code}/stats":  auth.ScopeLinksWrite,
+	"GET /v1/links/{code}/qr":     auth.ScopeLinksWrite,
+	"POST /v1/conversions":        auth.ScopeLinksWrite,
 }
 
 // samplePath fills a route's wildcards: "/v1/keys/{id}" -> "/v1/keys/x".

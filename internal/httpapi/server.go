@@ -151,6 +151,7 @@ func New(opts Options) *Server {
 	s.registerUI()
 	s.registerStats()
 	s.registerLinkStats()
+	s.registerLinkAnalytics()
 	s.registerPreferences()
 	s.registerNotify()
 	s.registerProviders()

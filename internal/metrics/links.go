@@ -36,7 +36,7 @@ func NewLinks(reg prometheus.Registerer) *shorten.Metrics {
 	}
 	human, bot := clicks.WithLabelValues("human"), clicks.WithLabelValues("bot")
 	dropStore := dropped.WithLabelValues("store_error")
-	return &shorten.Metrics{
+	m := &shorten.Metrics{
 		Found:       redirects.WithLabelValues("found").Inc,
 		Expired:     redirects.WithLabelValues("expired").Inc,
 		NotFound:    redirects.WithLabelValues("not_found").Inc,
@@ -64,4 +64,6 @@ func NewLinks(reg prometheus.Registerer) *shorten.Metrics {
 			}
 		},
 	}
+	bindLinkAnalytics(reg, m)
+	return m
 }

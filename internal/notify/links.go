@@ -27,6 +27,7 @@ type Link struct {
 	Clicks       int64 // human clicks
 	BotHits      int64 // link previews, scanners, crawlers, HEAD
 	FirstClickAt time.Time
+	Conversions  int64 // recorded against its click ids (POST /v1/conversions)
 }
 
 // ShortenSMSLinks is the Rewriter that replaces links in SMS bodies by

@@ -26,6 +26,8 @@ type entry struct {
 	// (StaleTTL past until; 0: at until).
 	until, keep int64
 	visited     atomic.Bool
+	// extra is nil for a plain link; see LinkExtras.
+	extra *LinkExtras
 }
 
 // expired reports whether the link behind e has expired at now.

@@ -20,6 +20,7 @@ type Hit struct {
 	// UserAgent, Purpose (the Sec-Purpose or Purpose header) and Client
 	// (the client's address) feed ClassifyHit and the visitor hash.
 	UserAgent, Purpose, Client string
+	HitDetails
 }
 
 type bufferedHit struct {
@@ -125,6 +126,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	}
 	verdicts := map[[3]string]verdict{}
 	visitors := map[[2]string]string{}
+	dims := newDimCache(s.opts.Country)
 	for _, h := range hits {
 		vk := [3]string{h.UserAgent, h.Purpose, ""}
 		if h.Head {
@@ -143,6 +145,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 		clicks = append(clicks, Click{
 			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: v.bot, Reason: v.reason, Visitor: visitor,
+			Dimensions: dims.of(h.Hit, v.bot),
 		})
 	}
 	b.giveBack(hits)

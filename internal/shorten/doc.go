@@ -23,7 +23,8 @@
 // cache, then from the store, with one lookup per code in flight
 // (singleflight) and negative caching of unknown codes. A hit is appended
 // to a bounded [ClickBuffer] and written in batches by its flusher; the
-// redirect itself never writes to the database. [Service.Delete] announces
+// redirect itself never writes to the database (visit-limited links
+// excepted, below). [Service.Delete] announces
 // the code to every node (Options.Announce), each of which drops it from
 // its cache ([Service.Forget]); the cache TTL bounds how long a node whose
 // announcement was lost keeps redirecting it.
@@ -34,4 +35,17 @@
 // fetchers, scanners, crawlers and tools are bot hits with a reason; the
 // rest are human clicks. A link reports its human clicks, bot hits and the
 // time of the first human click.
+//
+// # Extras, analytics and attribution
+//
+// A link may carry [LinkExtras]: a visit limit, spent by one atomic
+// conditional update in the store per human visit ([Service.Visit],
+// [VisitStore]) so it is exact across nodes; a fallback URL; and click
+// ids, signed random ids appended to the target that [Service.Convert]
+// turns into conversions ([ConversionStore]). Links with extras bypass the
+// shared cache and announcements, whose encodings do not carry them. Each
+// click keeps its [Dimensions] (source, country, device, OS, referrer,
+// language); the store rolls them up per link, hour and value as it writes
+// them, and [Service.Stats] reads the rollups ([AnalyticsStore]).
+// [QRModules] encodes a link's QR code.
 package shorten

@@ -24,6 +24,12 @@ type Link struct {
 	Clicks       int64
 	BotHits      int64
 	FirstClickAt time.Time // of the first human click; zero before one
+	// LinkExtras are the optional behaviours of a link (visits.go).
+	LinkExtras
+	// Visits counts the human visits a visit-limited link let through.
+	Visits int64
+	// Conversions counts the conversions recorded against its clicks.
+	Conversions int64
 }
 
 // Expired reports whether the link has expired at now.
@@ -41,6 +47,8 @@ type Click struct {
 	// Visitor is a keyed hash of the client address and user agent, so
 	// unique visitors can be counted without storing who they are.
 	Visitor string
+	// Dimensions are what stats group clicks by (analytics.go).
+	Dimensions
 }
 
 // NewLink is a link to create: Code is empty when the store should give it
@@ -52,6 +60,7 @@ type NewLink struct {
 	NotificationID string
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
+	LinkExtras
 }
 
 // Store is what the shortener needs from the record store. Its behaviour

@@ -37,6 +37,10 @@ type Metrics struct {
 	// a gauge read at scrape time. That function is safe for concurrent
 	// use.
 	ClickBuffer func(pending func() int)
+	// VisitSpent is told each visit a visit-limited link let through,
+	// VisitRefused each human visit refused because none was left, and
+	// Converted each conversion recorded (not its repeats).
+	VisitSpent, VisitRefused, Converted func()
 }
 
 // bound returns a copy of m (which may be nil) whose nil event fields do
@@ -49,6 +53,11 @@ func (m *Metrics) bound() Metrics {
 	nop, nopN := func() {}, func(int) {}
 	for _, f := range []*func(){&b.Found, &b.Expired, &b.NotFound, &b.Limited, &b.LocalHit, &b.LocalMiss,
 		&b.SharedHit, &b.SharedMiss, &b.SharedError, &b.StaleHit, &b.BufferFull, &b.Created} {
+		if *f == nil {
+			*f = nop
+		}
+	}
+	for _, f := range []*func(){&b.VisitSpent, &b.VisitRefused, &b.Converted} {
 		if *f == nil {
 			*f = nop
 		}

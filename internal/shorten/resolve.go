@@ -17,6 +17,12 @@ type Target struct {
 	// Expired is set when the link has expired; URL is then the fallback
 	// URL, or empty when there is none (answer 410).
 	Expired bool
+	// Limited is set for a visit-limited link: the caller spends a visit
+	// with Service.Visit before redirecting a human. UsedUp is set, with
+	// Expired, when its visits are spent. Fallback is the link's fallback
+	// URL (else the server's). ClickIDs asks for a click id on the target.
+	Limited, UsedUp, ClickIDs bool
+	Fallback                  string
 }
 
 // Errors of the redirect path, shared so that answering costs no
@@ -64,6 +70,9 @@ func (s *Service) Resolve(ctx context.Context, code, client string) (Target, err
 }
 
 func (s *Service) target(e *entry, now int64) Target {
+	if e.extra != nil {
+		return s.specialTarget(e, now)
+	}
 	if e.expired(now) {
 		s.metrics.Expired()
 		return Target{LinkID: e.id, URL: s.opts.FallbackURL, Expired: true}
@@ -109,6 +118,9 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 	if err != nil {
 		return s.staleEntry(code, stale, now, err)
 	}
+	if l.special() {
+		return s.cacheSpecial(code, l, now), nil // never shared: see share
+	}
 	e := s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, now)
 	s.share(ctx, l, now)
 	return e, nil
@@ -136,7 +148,7 @@ func (s *Service) staleEntry(code string, stale *CachedLink, now time.Time, err 
 	}
 	s.metrics.StaleHit()
 	s.log.Debug("link store failed: answering from a stale cache entry", slog.String("code", code), slog.Any("error", err))
-	retry := &entry{id: e.id, url: e.url, expiresAt: e.expiresAt, until: now.Add(staleRetry).UnixMicro(), keep: max(e.keep, e.until)}
+	retry := &entry{id: e.id, url: e.url, expiresAt: e.expiresAt, until: now.Add(staleRetry).UnixMicro(), keep: max(e.keep, e.until), extra: e.extra}
 	s.links.put(code, retry)
 	return retry, nil
 }
@@ -147,8 +159,8 @@ func (s *Service) staleEntry(code string, stale *CachedLink, now time.Time, err 
 // down, before its first visit.
 func (s *Service) share(ctx context.Context, l Link, now time.Time) {
 	sh := s.opts.Shared
-	if sh == nil || l.Expired(now) {
-		return
+	if sh == nil || l.Expired(now) || l.special() {
+		return // a special link's extras are read from the store by each node
 	}
 	ttl := s.opts.CacheTTL + s.opts.StaleTTL
 	if !l.ExpiresAt.IsZero() {

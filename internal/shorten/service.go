@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -107,6 +108,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. If nil, time.Now is used.
 	Now func() time.Time
+	// Country returns the ISO 3166-1 alpha-2 country of a client address
+	// (a geo database), called by the click flusher, off the redirect
+	// path. If nil, clicks have no country.
+	Country func(client string) string
+	// Rand is the randomness of click ids. If nil, crypto/rand.
+	Rand io.Reader
+	// NotificationClickIDs gives the links made for notifications click
+	// ids (LinkExtras.ClickIDs), for conversions credited to a message.
+	NotificationClickIDs bool
 }
 
 // Service creates, resolves and reports on short links. It is safe for
@@ -120,12 +130,14 @@ type Service struct {
 	log        *slog.Logger
 	baseURL    string
 	visitorKey []byte
+	clickKey   []byte
 	metrics    Metrics
 
 	links    *cache
 	unknown  *cache
 	flight   singleflight.Group
 	limited  limitedClients
+	spent    spentLinks
 	clicks   *clickBuffer
 	flushMu  sync.Mutex
 	inserter batcher
@@ -160,6 +172,7 @@ func New(opts Options) (*Service, error) {
 		log:        cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		baseURL:    strings.TrimRight(opts.BaseURL, "/"),
 		visitorKey: opts.Codec.visitor[:],
+		clickKey:   clickKey(opts.Codec.visitor[:]),
 		links:      newCache(opts.CacheSize),
 		unknown:    newCache(opts.NegativeCacheSize),
 	}
@@ -187,6 +200,7 @@ type CreateRequest struct {
 	// ExpiresAt is the zero time for a link that never expires.
 	ExpiresAt time.Time
 	Owner     string
+	LinkExtras
 }
 
 // Create validates req and stores a new link. Invalid input is an apperr
@@ -206,10 +220,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
 		fields = append(fields, apperr.FieldError{Field: "expires_at", Detail: "must be in the future"})
 	}
+	fields = append(fields, s.validateExtras(req.LinkExtras)...)
 	if err := apperr.Fields(apperr.Unprocessable, "the link request is invalid", fields); err != nil {
 		return Link{}, err
 	}
-	nl := NewLink{Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt}
+	nl := NewLink{Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt, LinkExtras: req.LinkExtras}
 	l, err := s.create(ctx, nl, func() (Link, bool, error) {
 		if req.Slug != "" {
 			return Link{}, false, &apperr.Error{Code: apperr.Conflict, Message: "the slug is taken",
@@ -271,7 +286,7 @@ func (s *Service) ShortenForNotification(ctx context.Context, notificationID, ur
 	} else if !apperr.Is(err, apperr.NotFound) {
 		return Link{}, err
 	}
-	nl := NewLink{URL: url, NotificationID: notificationID, CreatedAt: s.now()}
+	nl := NewLink{URL: url, NotificationID: notificationID, CreatedAt: s.now(), LinkExtras: LinkExtras{ClickIDs: s.opts.NotificationClickIDs}}
 	return s.create(ctx, nl, func() (Link, bool, error) {
 		l, err := s.store.NotificationLink(ctx, notificationID, url)
 		if apperr.Is(err, apperr.NotFound) {
@@ -355,7 +370,7 @@ func (s *Service) Delete(ctx context.Context, caller Caller, code string) error 
 
 // announceCreated tells the other nodes of l, if they are to be told.
 func (s *Service) announceCreated(l Link) {
-	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) {
+	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) || l.special() {
 		return
 	}
 	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}); err != nil {

@@ -33,6 +33,7 @@ type countingStore struct {
 	lookups atomic.Int64
 	gate    chan struct{} // when set, lookups wait for it
 	down    atomic.Bool   // when set, lookups fail as a database restarting would
+	visits  atomic.Int64  // ConsumeVisit calls (visits_test.go)
 }
 
 func (s *countingStore) LinkByCode(ctx context.Context, code string) (shorten.Link, error) {

@@ -18,7 +18,7 @@ var _ shorten.Store = (*DB)(nil)
 
 // linkColumns is the column list every links read selects, in scanLink's
 // order.
-const linkColumns = "id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at"
+const linkColumns = "id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at, " + linkExtraColumns
 
 // insertChunk bounds the rows of one multi-row INSERT, well inside both
 // engines' limits on bound parameters.
@@ -49,7 +49,7 @@ func (db *DB) CreateLinks(ctx context.Context, links []shorten.NewLink, code fun
 				}
 			}
 			out[i] = shorten.Link{ID: ids[i], Code: c, URL: l.URL, Owner: l.Owner, NotificationID: l.NotificationID,
-				CreatedAt: l.CreatedAt.Truncate(time.Microsecond).UTC(), ExpiresAt: utcMicros(l.ExpiresAt)}
+				CreatedAt: l.CreatedAt.Truncate(time.Microsecond).UTC(), ExpiresAt: utcMicros(l.ExpiresAt), LinkExtras: l.LinkExtras}
 			byID[ids[i]] = i
 		}
 		for chunk := range slices.Chunk(out, insertChunk) {
@@ -106,14 +106,15 @@ func (db *DB) reserveLinkIDs(ctx context.Context, tx *sql.Tx, n int) ([]int64, e
 
 func (db *DB) insertLinks(ctx context.Context, tx *sql.Tx, links []shorten.Link, byID map[int64]int, created []bool) error {
 	var q strings.Builder
-	q.WriteString("INSERT INTO links (id, code, url, owner, notification_id, created_at, expires_at) VALUES ")
-	args := make([]any, 0, len(links)*7)
+	q.WriteString("INSERT INTO links (id, code, url, owner, notification_id, created_at, expires_at, max_visits, fallback_url, click_ids) VALUES ")
+	args := make([]any, 0, len(links)*10)
 	for i, l := range links {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, l.ID, l.Code, l.URL, l.Owner, nullString(l.NotificationID), toMicros(l.CreatedAt), toMicros(l.ExpiresAt))
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, l.ID, l.Code, l.URL, l.Owner, nullString(l.NotificationID), toMicros(l.CreatedAt), toMicros(l.ExpiresAt),
+			nullPositive(l.MaxVisits), l.FallbackURL, boolInt(l.ClickIDs))
 	}
 	q.WriteString(" ON CONFLICT DO NOTHING RETURNING id")
 	rows, err := tx.QueryContext(ctx, db.Rebind(q.String()), args...)
@@ -195,7 +196,10 @@ func (db *DB) DeleteLink(ctx context.Context, code string) error {
 			return mapErr(err, "delete link")
 		}
 		_, err = tx.ExecContext(ctx, db.Rebind("DELETE FROM link_clicks WHERE link_id = ?"), id)
-		return mapErr(err, "delete link clicks")
+		if err != nil {
+			return mapErr(err, "delete link clicks")
+		}
+		return db.deleteLinkAnalytics(ctx, tx, []any{id})
 	})
 }
 
@@ -252,20 +256,21 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		}
 		for chunk := range slices.Chunk(kept, insertChunk) {
 			var q strings.Builder
-			q.WriteString("INSERT INTO link_clicks (link_id, at, bot, reason, visitor) VALUES ")
-			args := make([]any, 0, len(chunk)*5)
+			q.WriteString("INSERT INTO link_clicks (link_id, at, bot, reason, visitor, " + clickDimColumns + ") VALUES ")
+			args := make([]any, 0, len(chunk)*12)
 			for i, c := range chunk {
 				if i > 0 {
 					q.WriteString(", ")
 				}
-				q.WriteString("(?, ?, ?, ?, ?)")
+				q.WriteString("(?, ?, ?, ?, ?, " + clickDimParams + ")")
 				args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, c.Visitor)
+				args = appendClickDims(args, c.Dimensions)
 			}
 			if _, err := tx.ExecContext(ctx, db.Rebind(q.String()), args...); err != nil {
 				return mapErr(err, "record clicks")
 			}
 		}
-		return nil
+		return db.upsertRollups(ctx, tx, kept)
 	})
 }
 
@@ -297,6 +302,9 @@ func (db *DB) PurgeExpiredLinks(ctx context.Context, before time.Time, limit int
 			if _, err := tx.ExecContext(ctx, db.Rebind(q), chunk...); err != nil {
 				return mapErr(err, "purge link clicks")
 			}
+			if err := db.deleteLinkAnalytics(ctx, tx, chunk); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -309,8 +317,11 @@ func scanLink(row interface{ Scan(...any) error }) (shorten.Link, error) {
 		notif          *string
 		created        int64
 		expires, first *int64
+		maxVisits      *int64
+		clickIDs       int64
 	)
-	if err := row.Scan(&l.ID, &l.Code, &l.URL, &l.Owner, &notif, &created, &expires, &l.Clicks, &l.BotHits, &first); err != nil {
+	if err := row.Scan(&l.ID, &l.Code, &l.URL, &l.Owner, &notif, &created, &expires, &l.Clicks, &l.BotHits, &first,
+		&maxVisits, &l.Visits, &l.FallbackURL, &clickIDs, &l.Conversions); err != nil {
 		return shorten.Link{}, err
 	}
 	if notif != nil {
@@ -319,6 +330,10 @@ func scanLink(row interface{ Scan(...any) error }) (shorten.Link, error) {
 	l.CreatedAt = fromMicros(&created)
 	l.ExpiresAt = fromMicros(expires)
 	l.FirstClickAt = fromMicros(first)
+	if maxVisits != nil {
+		l.MaxVisits = *maxVisits
+	}
+	l.ClickIDs = clickIDs != 0
 	return l, nil
 }
 

@@ -4,25 +4,29 @@
 import {h, mount, problemBox, fmtTime, fmtNum} from './dom.js';
 import {get, enc} from './api.js';
 import {barChart, colors} from './chart.js';
+import {renderBreakdown} from './linkstats.js';
 
 const SPANS = [['1h', '1m'], ['24h', '1h'], ['168h', '6h'], ['720h', '24h']];
 
 export async function render(main) {
   const top = h('div');
   const detail = h('div', {class: 'card', id: 'link-detail'});
+  const breakdown = h('div', {class: 'card', id: 'link-breakdown'});
   mount(main, h('h1', {}, 'Links'),
-    h('div', {class: 'card'}, h('h2', {}, 'Top links'), top), detail);
+    h('div', {class: 'card'}, h('h2', {}, 'Top links'), top), detail, breakdown);
   let items;
   try {
     items = (await get('/v1/stats/links?limit=20')).items;
   } catch (err) {
     mount(top, problemBox(err));
     detail.hidden = true;
+    breakdown.hidden = true;
     return;
   }
   if (!items.length) {
     mount(top, h('p', {class: 'muted'}, 'No links yet. Create one with ', h('code', {}, 'sluice shorten https://example.com'), '.'));
     detail.hidden = true;
+    breakdown.hidden = true;
     return;
   }
   mount(top, h('table', {id: 'top-links'},
@@ -39,7 +43,7 @@ export async function render(main) {
         h('td', {class: 'mono'}, l.url.length > 60 ? l.url.slice(0, 57) + '…' : l.url),
         h('td', {class: 'num'}, fmtNum(l.clicks)), h('td', {class: 'num'}, fmtNum(l.bot_hits)), h('td', {}, hb),
         h('td', {}, fmtTime(l.first_click_at) || h('span', {class: 'muted'}, 'none yet')),
-        h('td', {}, h('button', {class: 'secondary', onclick: () => show(l.code)}, 'Clicks over time')));
+        h('td', {}, h('button', {class: 'secondary', onclick: () => showAll(l.code)}, 'Clicks over time')));
     }))));
 
   let span = SPANS[1];
@@ -67,7 +71,9 @@ export async function render(main) {
         : h('p', {class: 'muted'}, 'No bot hits in this span.'));
     } catch (err) { mount(reasons, problemBox(err)); }
   };
+  const showAll = code => { show(code); renderBreakdown(breakdown, code); };
   show(items[0].code);
+  renderBreakdown(breakdown, items[0].code);
 }
 
 function label(d) {

@@ -68,6 +68,11 @@ func New(doc []byte) (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apitest: routing the document: %w", err)
 	}
+	// Text bodies other than JSON (a link's bot page, a QR code's SVG) are
+	// checked as strings.
+	for _, ct := range []string{"text/html", "image/svg+xml"} {
+		openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
+	}
 	return &Validator{router: router, opts: openapi3filter.Options{
 		IncludeResponseStatus: true,
 		MultiError:            true,

@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("APIKeys", s.apiKeys)
 	t.Run("Ratelimit", s.ratelimit)
 	t.Run("Links", s.links)
+	t.Run("LinkAnalytics", s.linkAnalytics)
 	t.Run("Dashboard", s.dashboard)
 	t.Run("Notifications", s.notifications)
 	t.Run("Digests", s.digests)
