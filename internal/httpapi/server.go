@@ -233,13 +233,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.opts.Now()
 	id := r.Header.Get(headerRequestID)
 	if id == "" || !validRequestID.MatchString(id) {
-		// Appended, one allocation: this runs on every request, redirects
-		// included.
-		var buf [32]byte
-		b := append(append(buf[:0], s.reqPfx...), '-')
-		id = string(strconv.AppendUint(b, s.reqSeq.Add(1), 16))
+		// Not fmt.Sprintf: this runs on every request, redirects included.
+		id = s.reqPfx + "-" + strconv.FormatUint(s.reqSeq.Add(1), 16)
 	}
-	w.Header()[headerRequestID] = []string{id} // already canonical: Set would check again
+	w.Header().Set(headerRequestID, id)
 	rec := recorders.Get().(*recorder)
 	*rec = recorder{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
