@@ -38,6 +38,8 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	fs.StringVar(&b.Descriptor, "descriptor", "remote_address", "Envoy descriptor key for check-grpc")
 	fs.IntVar(&b.PerCall, "descriptors", 1, "descriptors per ShouldRateLimit call (batching)")
 	fs.IntVar(&b.Links, "links", 100, "links the redirect scenario creates and spreads its GETs over")
+	fs.StringVar(&b.UserAgent, "user-agent", bench.BrowserUserAgent, "User-Agent of the redirect scenario's requests (a tool's is recorded as a bot hit)")
+	fs.IntVar(&b.Rounds, "rounds", 1, "with --compare: run check-http and redirect this many times on each side, alternating")
 	fs.IntVar(&b.Campaign, "campaign", 10_000, "users the campaign scenario sends a marketing notification to")
 	fs.StringVar(&b.NotifyMix, "notify-mix", "all", "channels of the notify scenario: all (email, sms and push each) or seeds (1.75 per notification)")
 	fs.DurationVar(&b.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for notifications to be delivered")

@@ -36,6 +36,9 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("row %q: want exactly --requests (200) OK", row)
 			}
 		}
+		if f[0]+"/"+f[1] == "redirect/sluice" && !strings.Contains(row, "200 hits recorded for 200 redirects") {
+			t.Errorf("row %q: want every redirect recorded as a hit", row)
+		}
 	}
 	want := []string{"check-http/sluice", "check-http/compare", "check-grpc/sluice", "check-grpc/compare",
 		"redirect/sluice", "redirect/compare", "notify-accept/sluice", "notify-deliver/sluice",

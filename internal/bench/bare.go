@@ -11,7 +11,7 @@ import (
 )
 
 // bareDecision is what the bare HTTP handler answers to a POST.
-const bareDecision = `{"allowed":true,"limit":1000000000,"remaining":999999999,"retry_after_ms":0,"reset_after_ms":0}`
+const bareDecision = `{"allowed":true,"limit":1000000000,"remaining":999999999,"retry_after_ms":0,"reset_after_ms":0,"decided_by":"rule"}`
 
 // bareHTTP is the floor of the HTTP path: a net/http handler that reads
 // the request and answers at once (a decision to POST, a 302 to GET), with

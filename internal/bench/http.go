@@ -57,6 +57,8 @@ type Request struct {
 	Method string
 	URL    string
 	Body   []byte
+	// UserAgent, if set, is sent as User-Agent (else Go's default).
+	UserAgent string
 }
 
 // HTTP returns operations that send reqs(seq) with hc and judge the answer
@@ -76,6 +78,9 @@ func HTTP(hc *http.Client, apiKey string, req func(seq int64) Request, expect Ex
 			}
 			if r.Body != nil {
 				hr.Header.Set("Content-Type", "application/json")
+			}
+			if r.UserAgent != "" {
+				hr.Header.Set("User-Agent", r.UserAgent)
 			}
 			if apiKey != "" {
 				hr.Header.Set("Authorization", "Bearer "+apiKey)

@@ -55,6 +55,12 @@ type Session struct {
 	PerCall int
 	// Links is how many links redirect creates and spreads its GETs over.
 	Links int
+	// UserAgent is what redirect sends; if empty, BrowserUserAgent.
+	UserAgent string
+	// Rounds is how many times check-http and redirect run on each target,
+	// alternating Sluice and the compared one; their rows add the rounds
+	// up. Zero means one.
+	Rounds int
 	// Campaign is how many users the campaign scenario notifies.
 	Campaign int
 	// NotifyMix is the channels of the notify scenario: "all" (email, sms

@@ -72,3 +72,37 @@ func TestChecksAgainstBare(t *testing.T) {
 		t.Errorf("rows %v, want %v\n%s", got, want, out.String())
 	}
 }
+
+// TestRoundsAlternate checks that --rounds runs each side that many times
+// and adds the runs up into one row per target, the Sluice row naming its
+// share of the compared rate.
+func TestRoundsAlternate(t *testing.T) {
+	t.Parallel()
+	s := &Session{Options: Options{Workers: 2, Requests: 30}, Policy: "p", Keys: 4, Rounds: 3}
+	stop, err := s.SetCompare("bare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	s.Server = strings.TrimRight(s.CompareHTTP, "/")
+	scenarios, err := PickScenarios([]string{"check-http"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := s.Run(t.Context(), &out, scenarios); err != nil {
+		t.Fatalf("Run = %v\n%s", err, out.String())
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")[1:]
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2:\n%s", len(rows), out.String())
+	}
+	for _, row := range rows {
+		if f := strings.Fields(row); len(f) < 10 || f[3] != "90" || f[4] != "0" {
+			t.Errorf("row %q: want 90 OK (3 rounds of 30) and 0 errors", row)
+		}
+	}
+	if !strings.Contains(rows[0], "% of compare") {
+		t.Errorf("sluice row %q does not give its share of compare", rows[0])
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/sluicehq/sluice/internal/apperr"
 )
@@ -18,17 +19,44 @@ import (
 // Invalid error naming the field; an oversize body yields the
 // *http.MaxBytesError that writeError turns into 413.
 func decodeJSON(r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !jsonCompatible(ct) {
-		return apperr.New(apperr.UnsupportedMedia, "Content-Type must be application/json, not %q", ct)
-	}
-	body, err := io.ReadAll(r.Body)
+	buf, err := readBody(r)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return err
-		}
-		return apperr.Wrap(apperr.Invalid, err, "reading the request body failed")
+		return err
 	}
-	return decodeBody(body, v)
+	defer putBody(buf)
+	return decodeBody(buf.Bytes(), v)
+}
+
+// readBody checks r's Content-Type and reads its body into a pooled
+// buffer, to be handed back with putBody once decoded: the hot routes
+// (checks) would otherwise allocate and grow a fresh one per request.
+func readBody(r *http.Request) (*bytes.Buffer, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" && !jsonCompatible(ct) {
+		return nil, apperr.New(apperr.UnsupportedMedia, "Content-Type must be application/json, not %q", ct)
+	}
+	buf := bodies.Get().(*bytes.Buffer)
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		putBody(buf)
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, err
+		}
+		return nil, apperr.Wrap(apperr.Invalid, err, "reading the request body failed")
+	}
+	return buf, nil
+}
+
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody bounds the buffers kept for reuse, so one large body does
+// not stay in memory.
+const maxPooledBody = 64 << 10
+
+func putBody(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledBody {
+		return
+	}
+	buf.Reset()
+	bodies.Put(buf)
 }
 
 // jsonCompatible accepts JSON media types and the two that clients send by

@@ -96,8 +96,8 @@ func toDecisionJSON(d limits.Verdict) decisionJSON {
 }
 
 func (s *Server) check(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
-	var body checkBody
-	if err := decodeJSON(r, &body); err != nil {
+	body, err := decodeCheck(r)
+	if err != nil {
 		return err
 	}
 	single := body.Checks == nil
@@ -127,14 +127,36 @@ func (s *Server) check(rl Ratelimiter, w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
+// decodeCheck reads a check body: the common shapes through
+// decodeCheckFast, anything else through the strict decoder.
+func decodeCheck(r *http.Request) (checkBody, error) {
+	buf, err := readBody(r)
+	if err != nil {
+		return checkBody{}, err
+	}
+	defer putBody(buf)
+	if body, ok := decodeCheckFast(buf.Bytes()); ok {
+		return body, nil
+	}
+	var body checkBody
+	err = decodeBody(buf.Bytes(), &body)
+	return body, err
+}
+
 // writeCheck answers a check.
 func writeCheck(w http.ResponseWriter, single, allowed bool, results []limits.Result, res reservationJSON) {
 	setRateLimitHeaders(w.Header(), results)
-	ds := make([]ratelimit.Decision, len(results))
-	for i, res := range results {
-		ds[i] = res.Verdict.Decision
+	var combined ratelimit.Decision
+	if len(results) == 1 {
+		combined = results[0].Verdict.Decision // Combine of one, without its slice
+	} else {
+		ds := make([]ratelimit.Decision, len(results))
+		for i, res := range results {
+			ds[i] = res.Verdict.Decision
+		}
+		combined = ratelimit.Combine(ds)
 	}
-	out := checkResponse{decisionJSON: toDecisionJSON(limits.Verdict{Decision: ratelimit.Combine(ds)})}
+	out := checkResponse{decisionJSON: toDecisionJSON(limits.Verdict{Decision: combined})}
 	out.Allowed = allowed
 	for _, res := range results {
 		out.WouldRefuse = out.WouldRefuse || res.WouldRefuse
@@ -154,12 +176,18 @@ func writeCheck(w http.ResponseWriter, single, allowed bool, results []limits.Re
 		out.RetryAfterMS = max(out.RetryAfterMS, 1)
 	}
 	out.reservationJSON = res
-	writeJSON(w, http.StatusOK, out)
+	writeCheckResponse(w, &out)
 }
 
 // setRateLimitHeaders sets the RateLimit and X-RateLimit headers for the
 // policies of a check.
 func setRateLimitHeaders(h http.Header, results []limits.Result) {
+	if len(results) == 1 {
+		res := &results[0]
+		qs := [1]httplimit.Quota{{Name: res.Policy, Limit: res.Quota, Window: res.Window, Decision: res.Verdict.Decision}}
+		httplimit.SetHeaders(h, qs[:])
+		return
+	}
 	qs := make([]httplimit.Quota, len(results))
 	for i, res := range results {
 		qs[i] = httplimit.Quota{Name: res.Policy, Limit: res.Quota, Window: res.Window, Decision: res.Verdict.Decision}

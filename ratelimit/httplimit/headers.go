@@ -3,7 +3,6 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
@@ -49,25 +48,23 @@ func SetHeaders(h http.Header, qs []Quota) {
 	if len(qs) == 0 {
 		return
 	}
-	var pol, cur strings.Builder
+	// Every value is appended to one buffer and sliced from one string,
+	// and the header slices share one array: these headers are set on
+	// every checked request, and building each value on its own cost a
+	// dozen allocations.
+	var stack [256]byte
+	b := stack[:0]
 	most := 0
 	var retry time.Duration
 	for i, q := range qs {
 		if i > 0 {
-			pol.WriteString(", ")
-			cur.WriteString(", ")
+			b = append(b, ", "...)
 		}
-		name := sfString(q.Name)
-		pol.WriteString(name)
-		pol.WriteString(";q=")
-		pol.WriteString(strconv.FormatInt(q.Limit, 10))
-		pol.WriteString(";w=")
-		pol.WriteString(strconv.FormatInt(max(1, Seconds(q.Window)), 10))
-		cur.WriteString(name)
-		cur.WriteString(";r=")
-		cur.WriteString(strconv.FormatInt(q.Decision.Remaining, 10))
-		cur.WriteString(";t=")
-		cur.WriteString(strconv.FormatInt(Seconds(q.Decision.ResetAfter), 10))
+		b = appendSFString(b, q.Name)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, q.Limit, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, max(1, Seconds(q.Window)), 10)
 		m := qs[most].Decision
 		if d := q.Decision; d.Remaining < m.Remaining || (d.Remaining == m.Remaining && d.ResetAfter > m.ResetAfter) {
 			most = i
@@ -76,35 +73,62 @@ func SetHeaders(h http.Header, qs []Quota) {
 			retry = max(retry, q.Decision.RetryAfter)
 		}
 	}
-	// Keys in canonical form, assigned directly: these headers are set on
-	// every checked request, and Set would canonicalize each one again.
-	h["Ratelimit-Policy"] = []string{pol.String()}
-	h["Ratelimit"] = []string{cur.String()}
+	var ends [6]int
+	ends[0] = len(b)
+	for i, q := range qs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendSFString(b, q.Name)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, q.Decision.Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, Seconds(q.Decision.ResetAfter), 10)
+	}
+	ends[1] = len(b)
 	m := qs[most].Decision
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(m.Limit, 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(m.Remaining, 10)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(Seconds(m.ResetAfter), 10)}
+	b = strconv.AppendInt(b, m.Limit, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, m.Remaining, 10)
+	ends[3] = len(b)
+	b = strconv.AppendInt(b, Seconds(m.ResetAfter), 10)
+	ends[4] = len(b)
+	n := 5
 	if retry > 0 {
-		h["Retry-After"] = []string{strconv.FormatInt(Seconds(retry), 10)}
+		b = strconv.AppendInt(b, Seconds(retry), 10)
+		ends[5] = len(b)
+		n = 6
+	}
+	all := string(b)
+	vals := make([]string, n)
+	for i, from := 0, 0; i < n; i++ {
+		vals[i], from = all[from:ends[i]], ends[i]
+	}
+	// Keys in canonical form, assigned directly: Set would canonicalize
+	// each one again. Each slice is capped so that an Add appends to a
+	// copy, not to its neighbour.
+	h["Ratelimit-Policy"] = vals[0:1:1]
+	h["Ratelimit"] = vals[1:2:2]
+	h["X-Ratelimit-Limit"] = vals[2:3:3]
+	h["X-Ratelimit-Remaining"] = vals[3:4:4]
+	h["X-Ratelimit-Reset"] = vals[4:5:5]
+	if retry > 0 {
+		h["Retry-After"] = vals[5:6:6]
 	}
 }
 
-// sfString writes s as a structured-field string: quoted, with '"' and
-// '\' escaped and anything outside printable ASCII dropped.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
+// appendSFString appends s as a structured-field string: quoted, with '"'
+// and '\' escaped and anything outside printable ASCII dropped.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c >= 0x20 && c < 0x7f:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }
