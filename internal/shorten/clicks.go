@@ -165,5 +165,8 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 	}
 	s.metrics.Recorded(len(clicks)-bots, bots)
+	if s.opts.OnClicks != nil && bots < len(clicks) {
+		s.opts.OnClicks(ctx, clicks)
+	}
 	return nil
 }

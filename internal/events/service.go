@@ -1,0 +1,376 @@
+package events
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/netguard"
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+// Notifier queues system notifications: notify.Service.
+type Notifier interface {
+	SendSystem(ctx context.Context, r notify.SystemRequest) (notify.Accepted, error)
+}
+
+// Options configure a Service. Store and Notifier are required.
+type Options struct {
+	Store    Store
+	Notifier Notifier
+	// Retention is how long events stay in the log, and so how far back
+	// Recover reaches. If zero, 7 days.
+	Retention time.Duration
+	// DisableAfter and DisableAfterFailures are a new subscription's
+	// defaults (see Subscription). If both are zero, DisableAfter is 5
+	// days (Svix's).
+	DisableAfter         time.Duration
+	DisableAfterFailures int
+	// MaxSubscriptions bounds how many subscriptions may exist. If zero,
+	// 100.
+	MaxSubscriptions int
+	// AllowPrivate accepts subscription URLs on loopback and private
+	// networks (the sender's guard must allow them too).
+	AllowPrivate bool
+	// CacheTTL bounds how long a node works from its cached subscription
+	// list: a subscription created or deleted on another node is seen
+	// within it. If zero, 5 seconds.
+	CacheTTL time.Duration
+	// MaxRecover bounds the events one Recover call queues. If zero,
+	// 10,000.
+	MaxRecover int
+	// EmitTimeout bounds the store writes one event costs on the path
+	// that generated it. If zero, 2 seconds.
+	EmitTimeout time.Duration
+	Logger      *slog.Logger
+	// Now is the clock. If nil, time.Now.
+	Now func() time.Time
+}
+
+// Service manages subscriptions and generates events. It is safe for
+// concurrent use; build it with NewService.
+type Service struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	cached   []Subscription
+	cachedAt time.Time // zero: stale
+}
+
+// NewService returns a Service with opts' defaults filled in.
+func NewService(opts Options) *Service {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.DisableAfter == 0 && opts.DisableAfterFailures == 0 {
+		opts.DisableAfter = 5 * 24 * time.Hour
+	}
+	opts.Retention = cmp.Or(opts.Retention, 7*24*time.Hour)
+	opts.MaxSubscriptions = cmp.Or(opts.MaxSubscriptions, 100)
+	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
+	opts.MaxRecover = cmp.Or(opts.MaxRecover, 10_000)
+	opts.EmitTimeout = cmp.Or(opts.EmitTimeout, 2*time.Second)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{opts: opts, log: log}
+}
+
+// Retention returns how long events are kept.
+func (s *Service) Retention() time.Duration { return s.opts.Retention }
+
+// NewSubscription is what a caller asks for; zero DisableAfter and
+// DisableAfterFailures take the service's defaults unless SetDisable.
+type NewSubscription struct {
+	URL                  string
+	Events               []string
+	DisableAfter         time.Duration
+	DisableAfterFailures int
+	// SetDisable says DisableAfter and DisableAfterFailures were given
+	// (zero then means never).
+	SetDisable bool
+}
+
+// MaxURLBytes bounds a subscription's URL.
+const MaxURLBytes = 2048
+
+// Create validates and stores a subscription with a new secret, returned
+// in it (the only time the secret is shown).
+func (s *Service) Create(ctx context.Context, n NewSubscription) (Subscription, error) {
+	var errs []apperr.FieldError
+	bad := func(field, detail string) { errs = append(errs, apperr.FieldError{Field: field, Detail: detail}) }
+	if detail := s.checkURL(n.URL); detail != "" {
+		bad("url", detail)
+	}
+	if len(n.Events) == 0 {
+		bad("events", "is required: one or more of "+strings.Join(Types, ", "))
+	}
+	seen := map[string]bool{}
+	for i, t := range n.Events {
+		switch {
+		case !ValidType(t):
+			bad(fmt.Sprintf("events[%d]", i), "unknown event type (want one of "+strings.Join(Types, ", ")+")")
+		case seen[t]:
+			bad(fmt.Sprintf("events[%d]", i), "listed twice")
+		}
+		seen[t] = true
+	}
+	if n.DisableAfter < 0 || (n.DisableAfter > 0 && n.DisableAfter < time.Minute) {
+		bad("disable_after", "must be 0 (never) or at least 1m")
+	}
+	if n.DisableAfterFailures < 0 {
+		bad("disable_after_failures", "must be 0 (never) or more")
+	}
+	if err := apperr.Fields(apperr.Unprocessable, "the event subscription is invalid", errs); err != nil {
+		return Subscription{}, err
+	}
+	subs, err := s.opts.Store.EventSubscriptions(ctx)
+	if err != nil {
+		return Subscription{}, err
+	}
+	if len(subs) >= s.opts.MaxSubscriptions {
+		return Subscription{}, apperr.New(apperr.Conflict, "there are %d event subscriptions already, the most allowed", len(subs))
+	}
+	now := s.opts.Now()
+	sub := Subscription{ID: newID("evs_", now), URL: n.URL, Events: n.Events, Secret: newSecret(),
+		DisableAfter: s.opts.DisableAfter, DisableAfterFailures: s.opts.DisableAfterFailures, CreatedAt: now.UTC()}
+	if n.SetDisable {
+		sub.DisableAfter, sub.DisableAfterFailures = n.DisableAfter, n.DisableAfterFailures
+	}
+	if err := s.opts.Store.CreateEventSubscription(ctx, sub); err != nil {
+		return Subscription{}, err
+	}
+	s.invalidate()
+	return sub, nil
+}
+
+// checkURL returns what is wrong with a subscription URL, or "".
+func (s *Service) checkURL(raw string) string {
+	if raw == "" {
+		return "is required"
+	}
+	if len(raw) > MaxURLBytes {
+		return fmt.Sprintf("must be at most %d bytes", MaxURLBytes)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return "must be an absolute http or https URL without credentials"
+	}
+	if s.opts.AllowPrivate {
+		return ""
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "must not point at this machine (loopback)"
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if name, blocked := netguard.Blocked(ip); blocked {
+			return "must be globally reachable, not " + name
+		}
+	}
+	return ""
+}
+
+// newSecret returns a Standard Webhooks secret: whsec_ and base64 of 32
+// random bytes.
+func newSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return "whsec_" + base64.StdEncoding.EncodeToString(b[:])
+}
+
+// Subscription returns one subscription, or NotFound.
+func (s *Service) Subscription(ctx context.Context, id string) (Subscription, error) {
+	return s.opts.Store.EventSubscription(ctx, id)
+}
+
+// Subscriptions returns every subscription, oldest first.
+func (s *Service) Subscriptions(ctx context.Context) ([]Subscription, error) {
+	return s.opts.Store.EventSubscriptions(ctx)
+}
+
+// Delete deletes a subscription; its pending deliveries fail as deleted.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	if err := s.opts.Store.DeleteEventSubscription(ctx, id); err != nil {
+		return err
+	}
+	s.invalidate()
+	return nil
+}
+
+// Recovery is what Recover queued.
+type Recovery struct {
+	Queued int
+	// More is true when MaxRecover events were queued and more remain:
+	// call Recover again from Until.
+	More  bool
+	Until time.Time
+}
+
+// Recover enables subscription id again (clearing its failure run) and
+// queues every logged event it wants generated at or after since, each
+// under its own event id as webhook-id, whether or not it was delivered
+// before. since must be within the retention.
+func (s *Service) Recover(ctx context.Context, id string, since time.Time) (Recovery, error) {
+	now := s.opts.Now()
+	if oldest := now.Add(-s.opts.Retention); since.Before(oldest) || since.After(now) {
+		return Recovery{}, apperr.Fields(apperr.Unprocessable, "since is out of range", []apperr.FieldError{{Field: "since",
+			Detail: fmt.Sprintf("must be within the event log's retention (%s): from %s to now", s.opts.Retention, oldest.UTC().Format(time.RFC3339))}})
+	}
+	sub, err := s.opts.Store.EnableEventSubscription(ctx, id)
+	if err != nil {
+		return Recovery{}, err
+	}
+	s.invalidate()
+	run := newID("rcv_", now)
+	rec := Recovery{Until: since}
+	after := ""
+	for rec.Queued < s.opts.MaxRecover {
+		page, err := s.opts.Store.EventsSince(ctx, rec.Until, after, min(500, s.opts.MaxRecover))
+		if err != nil {
+			return rec, err
+		}
+		for _, e := range page {
+			rec.Until, after = e.At, e.ID
+			if !sub.Wants(e.Type) {
+				continue
+			}
+			if err := s.queue(ctx, sub, e, run); err != nil {
+				return rec, err
+			}
+			rec.Queued++
+			if rec.Queued >= s.opts.MaxRecover {
+				rec.More = true
+				break
+			}
+		}
+		if len(page) < min(500, s.opts.MaxRecover) {
+			break
+		}
+	}
+	return rec, nil
+}
+
+// queue hands event e to subscription sub's pipeline; run, when not
+// empty, names a Recover call (the same event is queued again by each).
+func (s *Service) queue(ctx context.Context, sub Subscription, e Event, run string) error {
+	body, err := json.Marshal(struct {
+		ID        string          `json:"id"`
+		Type      string          `json:"type"`
+		Timestamp time.Time       `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}{e.ID, e.Type, e.At.UTC(), e.Data})
+	if err != nil {
+		return err
+	}
+	reqID := "evt:" + e.ID + ":" + sub.ID
+	if run != "" {
+		reqID += ":" + run
+	}
+	_, err = s.opts.Notifier.SendSystem(ctx, notify.SystemRequest{RequestID: reqID, Recipient: sub.ID, Type: e.Type, Data: body})
+	return err
+}
+
+// subscribers returns the enabled subscriptions that want type t, from a
+// list cached for CacheTTL.
+func (s *Service) subscribers(ctx context.Context, t string) ([]Subscription, error) {
+	now := s.opts.Now()
+	s.mu.Lock()
+	subs, fresh := s.cached, !s.cachedAt.IsZero() && now.Sub(s.cachedAt) < s.opts.CacheTTL
+	s.mu.Unlock()
+	if !fresh {
+		var err error
+		if subs, err = s.opts.Store.EventSubscriptions(ctx); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.cached, s.cachedAt = subs, now
+		s.mu.Unlock()
+	}
+	var out []Subscription
+	for _, sub := range subs {
+		if sub.Wants(t) {
+			out = append(out, sub)
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) invalidate() {
+	s.mu.Lock()
+	s.cachedAt = time.Time{}
+	s.mu.Unlock()
+}
+
+// Emit logs an event of type t with payload data and queues it to every
+// subscription that wants it; with none, it stores nothing. Errors are
+// logged, not returned: an event is never worth failing the operation it
+// reports.
+func (s *Service) Emit(ctx context.Context, t string, data any) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.EmitTimeout)
+	defer cancel()
+	subs, err := s.subscribers(ctx, t)
+	if err != nil {
+		s.log.Warn("event subscriptions unreadable; event not sent", "event_type", t, "error", err)
+		return
+	}
+	if len(subs) == 0 {
+		return
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		s.log.Error("event payload", "event_type", t, "error", err)
+		return
+	}
+	now := s.opts.Now().UTC()
+	e := Event{ID: newID("evt_", now), Type: t, Data: raw, At: now}
+	if err := s.opts.Store.AppendEvent(ctx, e); err != nil {
+		s.log.Warn("event log write failed; event not sent", "event_type", t, "error", err)
+		return
+	}
+	for _, sub := range subs {
+		if err := s.queue(ctx, sub, e, ""); err != nil {
+			s.log.Warn("event not queued; POST /v1/event-subscriptions/{id}/recover resends it", "event_id", e.ID,
+				"subscription", sub.ID, "error", err)
+		}
+	}
+}
+
+// Purge deletes up to limit events older than the retention.
+func (s *Service) Purge(ctx context.Context, limit int) (int, error) {
+	return s.opts.Store.DeleteEventsBefore(ctx, s.opts.Now().Add(-s.opts.Retention), limit)
+}
+
+// Run purges the event log every interval until ctx ends.
+func (s *Service) Run(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(cmp.Or(interval, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			for {
+				n, err := s.Purge(ctx, 1000)
+				if err != nil {
+					s.log.Warn("event log purge failed", "error", err)
+				}
+				if err != nil || n < 1000 {
+					break
+				}
+			}
+		}
+	}
+}
