@@ -56,6 +56,7 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		ExpiredRetention:  cfg.ExpiredRetention,
 		Metrics:           metrics.NewLinks(n.reg),
 		Logger:            n.log,
+		OnClicks:          n.events.svc.OnClicks,
 	}
 	if n.redis != nil {
 		opts.Shared = n.sharedLinkCache()

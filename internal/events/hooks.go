@@ -58,6 +58,7 @@ func (s *Service) OnStatus(ctx context.Context, e notify.StatusEvent) {
 // clickData is the payload of link.clicked.
 type clickData struct {
 	LinkID  int64     `json:"link_id"`
+	Code    string    `json:"code"`
 	Visitor string    `json:"visitor"`
 	At      time.Time `json:"at"`
 }
@@ -69,6 +70,6 @@ func (s *Service) OnClicks(ctx context.Context, clicks []shorten.Click) {
 		if c.Bot {
 			continue
 		}
-		s.Emit(ctx, LinkClicked, clickData{LinkID: c.LinkID, Visitor: c.Visitor, At: c.At.UTC()})
+		s.Emit(ctx, LinkClicked, clickData{LinkID: c.LinkID, Code: c.Code, Visitor: c.Visitor, At: c.At.UTC()})
 	}
 }

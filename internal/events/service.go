@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,8 +33,8 @@ type Options struct {
 	// Recover reaches. If zero, 7 days.
 	Retention time.Duration
 	// DisableAfter and DisableAfterFailures are a new subscription's
-	// defaults (see Subscription). If both are zero, DisableAfter is 5
-	// days (Svix's).
+	// defaults (see Subscription); zero never disables (cmd/sluice passes
+	// events.disable_after, 5 days like Svix, by default).
 	DisableAfter         time.Duration
 	DisableAfterFailures int
 	// MaxSubscriptions bounds how many subscriptions may exist. If zero,
@@ -73,9 +74,6 @@ func NewService(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.DisableAfter == 0 && opts.DisableAfterFailures == 0 {
-		opts.DisableAfter = 5 * 24 * time.Hour
-	}
 	opts.Retention = cmp.Or(opts.Retention, 7*24*time.Hour)
 	opts.MaxSubscriptions = cmp.Or(opts.MaxSubscriptions, 100)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
@@ -91,16 +89,14 @@ func NewService(opts Options) *Service {
 // Retention returns how long events are kept.
 func (s *Service) Retention() time.Duration { return s.opts.Retention }
 
-// NewSubscription is what a caller asks for; zero DisableAfter and
-// DisableAfterFailures take the service's defaults unless SetDisable.
+// NewSubscription is what a caller asks for. A nil DisableAfter or
+// DisableAfterFailures takes the service's default (Options); zero means
+// never.
 type NewSubscription struct {
 	URL                  string
 	Events               []string
-	DisableAfter         time.Duration
-	DisableAfterFailures int
-	// SetDisable says DisableAfter and DisableAfterFailures were given
-	// (zero then means never).
-	SetDisable bool
+	DisableAfter         *time.Duration
+	DisableAfterFailures *int
 }
 
 // MaxURLBytes bounds a subscription's URL.
@@ -127,10 +123,10 @@ func (s *Service) Create(ctx context.Context, n NewSubscription) (Subscription, 
 		}
 		seen[t] = true
 	}
-	if n.DisableAfter < 0 || (n.DisableAfter > 0 && n.DisableAfter < time.Minute) {
+	if d := n.DisableAfter; d != nil && (*d < 0 || (*d > 0 && *d < time.Minute)) {
 		bad("disable_after", "must be 0 (never) or at least 1m")
 	}
-	if n.DisableAfterFailures < 0 {
+	if f := n.DisableAfterFailures; f != nil && *f < 0 {
 		bad("disable_after_failures", "must be 0 (never) or more")
 	}
 	if err := apperr.Fields(apperr.Unprocessable, "the event subscription is invalid", errs); err != nil {
@@ -146,8 +142,11 @@ func (s *Service) Create(ctx context.Context, n NewSubscription) (Subscription, 
 	now := s.opts.Now()
 	sub := Subscription{ID: newID("evs_", now), URL: n.URL, Events: n.Events, Secret: newSecret(),
 		DisableAfter: s.opts.DisableAfter, DisableAfterFailures: s.opts.DisableAfterFailures, CreatedAt: now.UTC()}
-	if n.SetDisable {
-		sub.DisableAfter, sub.DisableAfterFailures = n.DisableAfter, n.DisableAfterFailures
+	if n.DisableAfter != nil {
+		sub.DisableAfter = *n.DisableAfter
+	}
+	if n.DisableAfterFailures != nil {
+		sub.DisableAfterFailures = *n.DisableAfterFailures
 	}
 	if err := s.opts.Store.CreateEventSubscription(ctx, sub); err != nil {
 		return Subscription{}, err
@@ -284,8 +283,9 @@ func (s *Service) queue(ctx context.Context, sub Subscription, e Event, run stri
 }
 
 // subscribers returns the enabled subscriptions that want type t, from a
-// list cached for CacheTTL.
-func (s *Service) subscribers(ctx context.Context, t string) ([]Subscription, error) {
+// list cached for CacheTTL, and whether any subscription, disabled ones
+// included, asks for t: then the event is logged, for a Recover.
+func (s *Service) subscribers(ctx context.Context, t string) ([]Subscription, bool, error) {
 	now := s.opts.Now()
 	s.mu.Lock()
 	subs, fresh := s.cached, !s.cachedAt.IsZero() && now.Sub(s.cachedAt) < s.opts.CacheTTL
@@ -293,19 +293,21 @@ func (s *Service) subscribers(ctx context.Context, t string) ([]Subscription, er
 	if !fresh {
 		var err error
 		if subs, err = s.opts.Store.EventSubscriptions(ctx); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		s.mu.Lock()
 		s.cached, s.cachedAt = subs, now
 		s.mu.Unlock()
 	}
 	var out []Subscription
+	logged := false
 	for _, sub := range subs {
+		logged = logged || slices.Contains(sub.Events, t)
 		if sub.Wants(t) {
 			out = append(out, sub)
 		}
 	}
-	return out, nil
+	return out, logged, nil
 }
 
 func (s *Service) invalidate() {
@@ -315,18 +317,19 @@ func (s *Service) invalidate() {
 }
 
 // Emit logs an event of type t with payload data and queues it to every
-// subscription that wants it; with none, it stores nothing. Errors are
+// enabled subscription that wants it; when no subscription, enabled or
+// disabled, asks for t, it stores nothing. Errors are
 // logged, not returned: an event is never worth failing the operation it
 // reports.
 func (s *Service) Emit(ctx context.Context, t string, data any) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.EmitTimeout)
 	defer cancel()
-	subs, err := s.subscribers(ctx, t)
+	subs, logged, err := s.subscribers(ctx, t)
 	if err != nil {
 		s.log.Warn("event subscriptions unreadable; event not sent", "event_type", t, "error", err)
 		return
 	}
-	if len(subs) == 0 {
+	if !logged {
 		return
 	}
 	raw, err := json.Marshal(data)

@@ -197,6 +197,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	s.opts.Links.RecordHit(shorten.Hit{
 		LinkID: t.LinkID, Head: r.Method == http.MethodHead,
 		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client,
+		Code: r.PathValue("code"),
 	})
 	h["Location"] = []string{t.URL}
 	w.WriteHeader(http.StatusFound)

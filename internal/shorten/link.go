@@ -41,6 +41,9 @@ type Click struct {
 	// Visitor is a keyed hash of the client address and user agent, so
 	// unique visitors can be counted without storing who they are.
 	Visitor string
+	// Code is the link's code as the hit reached it, for Options.OnClicks;
+	// not stored.
+	Code string
 }
 
 // NewLink is a link to create: Code is empty when the store should give it
