@@ -316,3 +316,5 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 		t.Errorf("GET after DELETE = %d, want 404", code)
 	}
 }
+
+func decodeSecretForTest(secret string) ([]byte, error) { return webhook.DecodeSecret(secret) }
