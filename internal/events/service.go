@@ -324,7 +324,7 @@ func (s *Service) invalidate() {
 func (s *Service) Emit(ctx context.Context, t string, data any) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.EmitTimeout)
 	defer cancel()
-	subs, logged, err := s.subscribers(ctx, t)
+	subs, logged, err := s.subscribers(ctx, t) // cached: no store read on most calls
 	if err != nil {
 		s.log.Warn("event subscriptions unreadable; event not sent", "event_type", t, "error", err)
 		return
