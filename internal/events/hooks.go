@@ -41,6 +41,9 @@ type acceptedData struct {
 // OnStatus is notify.Options.OnStatus: it turns the pipeline's status
 // changes into events.
 func (s *Service) OnStatus(ctx context.Context, e notify.StatusEvent) {
+	if !s.mayWant(e.Type) {
+		return
+	}
 	if e.Type == notify.EventNotificationAccepted {
 		ds := make([]acceptedDelivery, len(e.Deliveries))
 		for i, d := range e.Deliveries {
@@ -66,6 +69,9 @@ type clickData struct {
 // OnClicks is shorten.Options.OnClicks: one link.clicked event per human
 // click recorded (the shortener leaves bots out).
 func (s *Service) OnClicks(ctx context.Context, clicks []shorten.Click) {
+	if !s.mayWant(LinkClicked) {
+		return
+	}
 	for _, c := range clicks {
 		if c.Bot {
 			continue

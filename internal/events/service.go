@@ -64,9 +64,11 @@ type Service struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	cached   []Subscription
-	cachedAt time.Time // zero: stale
+	mu         sync.Mutex
+	cached     []Subscription
+	asked      map[string]bool // event types some cached subscription asks for
+	cachedAt   time.Time       // zero: never read, or invalidated
+	refreshing bool
 }
 
 // NewService returns a Service with opts' defaults filled in.
@@ -284,20 +286,34 @@ func (s *Service) queue(ctx context.Context, sub Subscription, e Event, run stri
 
 // subscribers returns the enabled subscriptions that want type t, from a
 // list cached for CacheTTL, and whether any subscription, disabled ones
-// included, asks for t: then the event is logged, for a Recover.
+// included, asks for t: then the event is logged, for a Recover. While one
+// caller reads the list again, the others go on with the stale one.
 func (s *Service) subscribers(ctx context.Context, t string) ([]Subscription, bool, error) {
 	now := s.opts.Now()
 	s.mu.Lock()
-	subs, fresh := s.cached, !s.cachedAt.IsZero() && now.Sub(s.cachedAt) < s.opts.CacheTTL
+	subs, stale := s.cached, s.cachedAt.IsZero() || now.Sub(s.cachedAt) >= s.opts.CacheTTL
+	refresh := stale && (!s.refreshing || s.cachedAt.IsZero())
+	if refresh {
+		s.refreshing = true
+	}
 	s.mu.Unlock()
-	if !fresh {
-		var err error
-		if subs, err = s.opts.Store.EventSubscriptions(ctx); err != nil {
+	if refresh {
+		got, err := s.opts.Store.EventSubscriptions(ctx)
+		s.mu.Lock()
+		s.refreshing = false
+		if err == nil {
+			s.cached, s.cachedAt, subs = got, now, got
+			s.asked = map[string]bool{}
+			for _, sub := range got {
+				for _, typ := range sub.Events {
+					s.asked[typ] = true
+				}
+			}
+		}
+		s.mu.Unlock()
+		if err != nil {
 			return nil, false, err
 		}
-		s.mu.Lock()
-		s.cached, s.cachedAt = subs, now
-		s.mu.Unlock()
 	}
 	var out []Subscription
 	logged := false
@@ -308,6 +324,18 @@ func (s *Service) subscribers(ctx context.Context, t string) ([]Subscription, bo
 		}
 	}
 	return out, logged, nil
+}
+
+// mayWant reports whether an event of type t may be wanted: false only
+// while the cached list is fresh and no subscription asks for t, so the
+// hooks cost a map lookup when nobody subscribed.
+func (s *Service) mayWant(t string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cachedAt.IsZero() || s.opts.Now().Sub(s.cachedAt) >= s.opts.CacheTTL {
+		return true
+	}
+	return s.asked[t]
 }
 
 func (s *Service) invalidate() {
@@ -322,6 +350,9 @@ func (s *Service) invalidate() {
 // logged, not returned: an event is never worth failing the operation it
 // reports.
 func (s *Service) Emit(ctx context.Context, t string, data any) {
+	if !s.mayWant(t) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.EmitTimeout)
 	defer cancel()
 	subs, logged, err := s.subscribers(ctx, t) // cached: no store read on most calls
