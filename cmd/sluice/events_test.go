@@ -265,6 +265,38 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 	if s := getSub(t, base, badSub.ID); s.Status != "enabled" || s.Failures != 0 {
 		t.Errorf("after recover: %+v, want enabled", s)
 	}
+	// Its dead letters replay through the usual route once it is enabled.
+	_, body := call(t, "GET", base+"/v1/dead-letters", "")
+	var dls struct {
+		Items []struct {
+			ID     string
+			UserID string `json:"user_id"`
+		}
+	}
+	_ = json.Unmarshal(body, &dls)
+	replayed := ""
+	for _, dl := range dls.Items {
+		if dl.UserID == "sluice:"+badSub.ID && replayed == "" {
+			if code, resp := call(t, "POST", base+"/v1/dead-letters/"+dl.ID+"/replay", ""); code == 202 &&
+				strings.Contains(string(resp), "webhook") {
+				replayed = dl.ID
+			}
+		}
+	}
+	if replayed == "" {
+		t.Fatalf("no dead letter of the disabled subscription replayed: %s", body)
+	}
+	bad.set(func(h *eventReceiver) { before = h.requests })
+	eventually(t, 10*time.Second, "the replayed event", func() (bool, string) {
+		var n int
+		bad.set(func(h *eventReceiver) { n = h.requests })
+		return n > before, ""
+	})
+	// Its deliveries are a system user's notifications, listed as any.
+	if code, body := call(t, "GET", base+"/v1/users/sluice:"+badSub.ID+"/notifications", ""); code != 200 ||
+		!strings.Contains(string(body), `"delivery.sent"`) {
+		t.Errorf("GET the subscription's notifications = %d %.300s", code, body)
+	}
 	if code, resp := call(t, "POST", base+"/v1/event-subscriptions/"+badSub.ID+"/recover?since=2020-01-01T00:00:00Z", ""); code != 422 ||
 		!strings.Contains(string(resp), "since") {
 		t.Errorf("recover before the retention = %d %s, want 422 naming since", code, resp)
