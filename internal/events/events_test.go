@@ -171,3 +171,45 @@ func TestNothingLoggedWithoutSubscribers(t *testing.T) {
 		t.Errorf("queued %+v, want one message carrying the event id", b.sent.reqs)
 	}
 }
+
+// BenchmarkOnStatusUnsubscribed is what every status change costs while
+// no subscription asks for its type: the hook on the worker's path.
+func BenchmarkOnStatusUnsubscribed(b *testing.B) {
+	db, err := store.Open(b.Context(), store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	svc := events.NewService(events.Options{Store: db, Notifier: &recorder{}})
+	e := notify.StatusEvent{Type: notify.EventDeliverySent, NotificationID: "ntf_1", UserID: "u1", Status: notify.StatusSent, At: time.Now()}
+	b.ReportAllocs()
+	for b.Loop() {
+		svc.OnStatus(b.Context(), e)
+	}
+}
+
+// BenchmarkOnStatusOneSubscriber is an event one subscription wants: the
+// event-log write on SQLite and the payload, the notifier being a
+// recorder (the notification it queues costs what any send does).
+func BenchmarkOnStatusOneSubscriber(b *testing.B) {
+	db, err := store.Open(b.Context(), store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	svc := events.NewService(events.Options{Store: db, Notifier: &recorder{}})
+	if _, err := svc.Create(b.Context(), events.NewSubscription{URL: "https://hooks.example.com/x", Events: []string{events.DeliverySent}}); err != nil {
+		b.Fatal(err)
+	}
+	e := notify.StatusEvent{Type: notify.EventDeliverySent, NotificationID: "ntf_1", UserID: "u1", Status: notify.StatusSent, At: time.Now()}
+	b.ReportAllocs()
+	for b.Loop() {
+		svc.OnStatus(b.Context(), e)
+	}
+}
