@@ -58,6 +58,7 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		Logger:            n.log,
 
 		NotificationClickIDs: cfg.NotificationClickIDs,
+		OnClicks:             n.events.svc.OnClicks,
 	}
 	if n.redis != nil {
 		opts.Shared = n.sharedLinkCache()

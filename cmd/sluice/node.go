@@ -60,6 +60,9 @@ type node struct {
 
 	// serving, when not nil, is told the bound addresses once Run serves.
 	serving listening
+
+	// events is the status events service (cmd/sluice/events.go).
+	events *statusEvents
 }
 
 // stopper is how one part of the node stops. fn returns once the part has
@@ -163,6 +166,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, err
 	}
+	n.events = n.newStatusEvents()
 	links, err := n.startLinks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
@@ -201,6 +205,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		UI:           ui,
 		Notify:       notifier,
 		Preferences:  notifier,
+		Events:       n.events.svc,
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,

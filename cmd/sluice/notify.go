@@ -72,6 +72,10 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 	if err != nil {
 		return nil, nil, fmt.Errorf("webhook pacing: %w", err)
 	}
+	system, err := n.systemProvider(n.events, wh, n.counters)
+	if err != nil {
+		return nil, nil, fmt.Errorf("events pacing: %w", err)
+	}
 	ob := &outbox.Provider{}
 	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: whGuard}
 	maps.Copy(providers, ps.primary)
@@ -92,6 +96,8 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 		Retry:         retryRules(nc),
 		Observe:       metrics.NewDeliveries(n.reg),
 		Logger:        n.log,
+		System:        system,
+		OnStatus:      n.events.svc.OnStatus,
 	}
 	if n.redis != nil {
 		opts.Dedupe = n.requestDedupe()
@@ -114,6 +120,8 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 		opts.MarketingCap = lim
 	}
 	svc = notify.NewService(opts)
+	n.events.notify.Store(svc)
+	n.goBackground(ctx, "event log purge", func(ctx context.Context) error { return n.events.svc.Run(ctx, time.Minute) })
 	n.goBackground(ctx, "notification workers", func(ctx context.Context) error { return nq.Run(ctx, svc.Process) })
 	n.goBackground(ctx, "notification scheduler", func(ctx context.Context) error {
 		return svc.RunScheduler(ctx, notify.SchedulerOptions{})

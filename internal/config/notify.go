@@ -9,6 +9,7 @@ import (
 type NotifyConfig struct {
 	Webhook   WebhookConfig   `yaml:"webhook"`
 	Providers ProvidersConfig `yaml:"providers"`
+	Events    EventsConfig    `yaml:"events"`
 	// Retry holds each category's retry timing.
 	Retry struct {
 		Critical struct {
@@ -47,6 +48,15 @@ type WebhookConfig struct {
 	Rate    float64       `yaml:"rate" flag:"webhook-rate" usage:"requests per second to one receiver host (every node together); 0 does not pace"`
 }
 
+// EventsConfig configures status events sent to event subscriptions.
+type EventsConfig struct {
+	Retention            time.Duration `yaml:"retention" flag:"events-retention" usage:"how long generated status events are kept, and so how far back POST /v1/event-subscriptions/{id}/recover reaches"`
+	DisableAfter         time.Duration `yaml:"disable_after" flag:"events-disable-after" usage:"a new subscription's default: disable it once its attempts have failed without a success for this long; 0 never by time"`
+	DisableAfterFailures int           `yaml:"disable_after_failures" flag:"events-disable-after-failures" usage:"a new subscription's default: disable it after this many consecutive failed attempts; 0 never by count"`
+	Rate                 float64       `yaml:"rate" flag:"events-rate" usage:"requests per second to one subscription (every node together); 0 does not pace"`
+	MaxSubscriptions     int           `yaml:"max_subscriptions" flag:"events-max-subscriptions" usage:"how many event subscriptions may exist"`
+}
+
 // RetryConfig is one category's retry timing: waits are random in
 // [0, min(cap, base * 2^n)], at most attempts attempts (0: until the
 // notification expires).
@@ -72,6 +82,7 @@ func defaultNotify() NotifyConfig {
 	n := NotifyConfig{
 		Webhook:          WebhookConfig{Timeout: 10 * time.Second},
 		Providers:        defaultProviders(),
+		Events:           EventsConfig{Retention: 7 * 24 * time.Hour, DisableAfter: 5 * 24 * time.Hour, Rate: 10, MaxSubscriptions: 100},
 		RecoveryAfter:    time.Minute,
 		Retention:        90 * 24 * time.Hour,
 		Partitions:       8,
@@ -102,6 +113,21 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 		bad("webhook-rate", "must be 0 (unpaced) or more")
 	}
 	n.Providers.validate(bad)
+	if n.Events.Retention <= 0 {
+		bad("events-retention", "must be positive")
+	}
+	if n.Events.DisableAfter < 0 {
+		bad("events-disable-after", "must be 0 (never by time) or more")
+	}
+	if n.Events.DisableAfterFailures < 0 {
+		bad("events-disable-after-failures", "must be 0 (never by count) or more")
+	}
+	if n.Events.Rate < 0 {
+		bad("events-rate", "must be 0 (unpaced) or more")
+	}
+	if n.Events.MaxSubscriptions < 1 {
+		bad("events-max-subscriptions", "must be at least 1")
+	}
 	rules := n.RetryRules()
 	for _, name := range []string{"critical", "orders", "marketing"} {
 		c := rules[name]

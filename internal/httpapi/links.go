@@ -199,6 +199,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	hit := shorten.Hit{
 		LinkID: t.LinkID, Head: r.Method == http.MethodHead,
 		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client, HitDetails: hitDetails(r),
+		Code: r.PathValue("code"),
 	}
 	if t.Limited || t.ClickIDs {
 		return s.redirectSpecial(w, r, t, hit) // linkvisits.go

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/events"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/notify"
 	notifyoutbox "github.com/sluicehq/sluice/internal/notify/outbox"
@@ -60,7 +61,8 @@ func setupFull(tb testing.TB) *fullAPI {
 	ob := &notifyoutbox.Provider{}
 	ns := notify.NewService(notify.Options{Store: b.db, Queue: discardQueue{}, Logger: log,
 		Providers: map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: ob}})
-	b.srv = New(Options{Logger: log, Keys: b.db, Ratelimit: rl, Links: links, Notify: ns, Preferences: ns,
+	ev := events.NewService(events.Options{Store: b.db, Notifier: ns})
+	b.srv = New(Options{Logger: log, Keys: b.db, Ratelimit: rl, Links: links, Notify: ns, Preferences: ns, Events: ev,
 		Checks: []Check{{Name: "database", Ping: b.db.Ping}},
 		UI: UIOptions{Secret: []byte("0123456789abcdef0123456789abcdef"), PublicURL: "https://n.example.com",
 			Assets: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}}}})

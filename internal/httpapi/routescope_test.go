@@ -58,6 +58,12 @@ var routeScopes = map[string]auth.Scope{
 	"GET /v1/dead-letters":                auth.ScopeNotifyRead,
 	"GET /v1/outbox":                      auth.ScopeNotifyRead,
 
+	"POST /v1/event-subscriptions":              auth.ScopeAdmin,
+	"DELETE /v1/event-subscriptions/{id}":       auth.ScopeAdmin,
+	"POST /v1/event-subscriptions/{id}/recover": auth.ScopeAdmin,
+	"GET /v1/event-subscriptions":               auth.ScopeNotifyRead,
+	"GET /v1/event-subscriptions/{id}":          auth.ScopeNotifyRead,
+
 	"POST /v1/links":              auth.ScopeLinksWrite,
 	"GET /v1/links":               auth.ScopeLinksWrite,
 	"GET /v1/links/{code}":        auth.ScopeLinksWrite,

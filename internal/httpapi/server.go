@@ -79,6 +79,9 @@ type Options struct {
 	// Notify serves the notification routes, the outbox's included; if
 	// nil they answer 503.
 	Notify NotifyService
+	// Events serves /v1/event-subscriptions; if nil those routes answer
+	// 503.
+	Events EventSubscriptions
 	// TrustedProxies are the load balancers whose X-Forwarded-For and
 	// Forwarded headers name the client (httplimit.Identifier.ClientIP):
 	// for the access log, the unknown-code limit of redirects and the
@@ -155,6 +158,7 @@ func New(opts Options) *Server {
 	s.registerPreferences()
 	s.registerNotify()
 	s.registerProviders()
+	s.registerEventSubs()
 	return s
 }
 

@@ -65,6 +65,12 @@ func (s *Service) Callback(ctx context.Context, provider string, c Callback) err
 		if err != nil {
 			return err
 		}
+		if ok && s.opts.OnStatus != nil {
+			if d, err := s.opts.Store.Delivery(ctx, r.Key); err == nil {
+				s.emitDelivery(ctx, StatusEvent{NotificationID: d.NotificationID, UserID: d.UserID, Category: d.Category,
+					Channel: d.Channel, Status: r.Status, Attempts: d.Attempts, Error: r.Error, Provider: d.Provider, At: s.now()})
+			}
+		}
 		if !ok {
 			d, err := s.opts.Store.Delivery(ctx, r.Key)
 			if err == nil && !d.Status.Terminal() {

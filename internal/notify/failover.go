@@ -206,6 +206,9 @@ func worstOf(errs []error) error {
 // without a delivery of their own in the notification (which is on its
 // way already).
 func (s *Service) fallbackChannels(ctx context.Context, j Job, st Settings) []Channel {
+	if IsSystemUser(j.UserID) {
+		return nil // a status event goes to its subscription or nowhere
+	}
 	rec, err := s.opts.Store.Notification(ctx, j.NotificationID)
 	if err != nil {
 		return nil

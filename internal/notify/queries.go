@@ -205,6 +205,9 @@ func (s *Service) ReplayDeadLetter(ctx context.Context, id string) (Delivery, er
 // render builds the message for job j from its template and the user's
 // settings.
 func (s *Service) render(ctx context.Context, j Job, st Settings) (Message, error) {
+	if IsSystemUser(j.UserID) {
+		return systemMessage(j), nil
+	}
 	t, err := s.Template(ctx, j.Type)
 	if err != nil {
 		return Message{}, err

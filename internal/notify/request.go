@@ -57,6 +57,8 @@ func (r Request) Validate(now time.Time) (Request, error) {
 		bad("user_id", "is required")
 	case len(r.UserID) > MaxUserIDBytes || !printable(r.UserID):
 		bad("user_id", fmt.Sprintf("must be at most %d printable bytes", MaxUserIDBytes))
+	case IsSystemUser(r.UserID):
+		bad("user_id", "must not start with "+SystemUserPrefix+" (reserved for Sluice's own messages)")
 	}
 	if r.Type == "" {
 		bad("type", "is required")

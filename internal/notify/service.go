@@ -74,6 +74,14 @@ type Options struct {
 	// attempt's result, or a suppression at acceptance), for metrics. It
 	// must be fast and safe for concurrent use.
 	Observe func(Observation)
+	// System sends system notifications (SendSystem, see
+	// SystemUserPrefix). If nil, SendSystem is refused.
+	System Provider
+	// OnStatus, if set, is called with every accepted notification and
+	// every stored delivery status that status events report (see
+	// StatusEvent), after it is stored, except for system notifications.
+	// It runs on the request's or the worker's path: it must be quick.
+	OnStatus func(context.Context, StatusEvent)
 	// Logger receives the pipeline's logs. If nil, nothing is logged.
 	Logger *slog.Logger
 	// Now is the clock. If nil, time.Now.
@@ -227,6 +235,7 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		return Accepted{NotificationID: existing.ID, Duplicate: true}, nil
 	}
 	s.publish(ctx, n, ds)
+	s.emitAccepted(ctx, n, ds)
 	return Accepted{NotificationID: n.ID}, nil
 }
 

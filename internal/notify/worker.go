@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,11 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 			s.opts.Observe(Observation{Channel: j.Channel, Category: j.Category, Status: o.Status,
 				Latency: a.At.Sub(time.UnixMicro(j.CreatedAt))})
 		}
+		if stored {
+			s.emitDelivery(ctx, StatusEvent{NotificationID: j.NotificationID, UserID: j.UserID, NotificationType: j.Type,
+				Category: j.Category, Channel: j.Channel, Status: o.Status, Attempts: attempts, Error: msg,
+				Provider: cmp.Or(a.Provider, d.Provider), At: a.At})
+		}
 		return nil
 	}
 	if j.Expired(now) {
@@ -82,7 +88,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	p := s.opts.Providers[j.Channel]
+	p := s.provider(j)
 	if p == nil {
 		return finish(Outcome{Status: StatusFailed}, d.Attempts, "no provider for channel "+string(j.Channel))
 	}

@@ -21,6 +21,8 @@ type Hit struct {
 	// (the client's address) feed ClassifyHit and the visitor hash.
 	UserAgent, Purpose, Client string
 	HitDetails
+	// Code is the code the link was reached by, passed on in Click.Code.
+	Code string
 }
 
 type bufferedHit struct {
@@ -146,6 +148,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		clicks = append(clicks, Click{
 			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: v.bot, Reason: v.reason, Visitor: visitor,
 			Dimensions: dims.of(h.Hit, v.bot),
+			Code: h.Code,
 		})
 	}
 	b.giveBack(hits)
@@ -168,5 +171,8 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 	}
 	s.metrics.Recorded(len(clicks)-bots, bots)
+	if s.opts.OnClicks != nil && bots < len(clicks) {
+		s.opts.OnClicks(ctx, clicks)
+	}
 	return nil
 }

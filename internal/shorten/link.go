@@ -49,6 +49,9 @@ type Click struct {
 	Visitor string
 	// Dimensions are what stats group clicks by (analytics.go).
 	Dimensions
+	// Code is the link's code as the hit reached it, for Options.OnClicks;
+	// not stored.
+	Code string
 }
 
 // NewLink is a link to create: Code is empty when the store should give it

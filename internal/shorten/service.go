@@ -87,6 +87,10 @@ type Options struct {
 	// logged, never returned, since the TTL still bounds the staleness. If
 	// nil, other nodes see a delete only when their entry's CacheTTL ends.
 	Announce func(code string) error
+	// OnClicks, if set, is called with every batch of clicks once it is
+	// recorded, bots' included (Click.Bot), from the flusher: status
+	// events (internal/events) report the human ones. If nil, nothing is.
+	OnClicks func(ctx context.Context, clicks []Click)
 	// AnnounceCreated tells every node, this one included, of a link just
 	// created, so that each caches it (Learn) and can redirect it even
 	// while the store and the shared cache both fail. Like Announce it

@@ -9,6 +9,7 @@ import * as notifications from './notifications.js';
 import * as ratelimit from './ratelimit.js';
 import * as links from './links.js';
 import * as providers from './providers.js';
+import * as eventsubs from './events.js';
 
 const pages = {
   'overview': overview.render,
@@ -18,6 +19,7 @@ const pages = {
   'blocks': ratelimit.renderBlocks,
   'links': links.render,
   'providers': providers.render,
+  'event-subscriptions': eventsubs.render,
 };
 
 const main = document.getElementById('main');

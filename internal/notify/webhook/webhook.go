@@ -206,26 +206,43 @@ func (p *Provider) Send(ctx context.Context, m notify.Message) (notify.Receipt, 
 	if err != nil {
 		return notify.Receipt{}, notify.Permanentf("encode webhook: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.To, bytes.NewReader(body))
+	id := m.IdempotencyKey
+	return notify.Receipt{ProviderMessageID: id}, p.post(ctx, m.To, p.key, id, now, body)
+}
+
+// Post sends body to url as a Standard Webhook signed with secret (a
+// "whsec_" secret of its own, such as an event subscription's) under
+// webhook-id id, through the same guarded client as Send, and classifies
+// the answer as Send does.
+func (p *Provider) Post(ctx context.Context, url, secret, id string, body []byte) error {
+	key, err := DecodeSecret(secret)
 	if err != nil {
-		return notify.Receipt{}, notify.Permanentf("webhook url: %w", err)
+		return notify.Permanent(err)
 	}
-	id, ts := m.IdempotencyKey, now.Unix()
+	return p.post(ctx, url, key, id, p.now(), body)
+}
+
+func (p *Provider) post(ctx context.Context, url string, key []byte, id string, now time.Time, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return notify.Permanentf("webhook url: %w", err)
+	}
+	ts := now.Unix()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Sluice-Webhooks/1")
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
-	req.Header.Set("webhook-signature", Sign(p.key, id, ts, body))
+	req.Header.Set("webhook-signature", Sign(key, id, ts, body))
 	resp, err := p.client.Do(req)
 	if err != nil {
 		if errors.Is(err, errPrivateTarget) {
-			return notify.Receipt{}, notify.Permanent(err)
+			return notify.Permanent(err)
 		}
-		return notify.Receipt{}, notify.Temporary(fmt.Errorf("webhook: %w", err), 0)
+		return notify.Temporary(fmt.Errorf("webhook: %w", err), 0)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return notify.Receipt{ProviderMessageID: id}, classify(resp, now)
+	return classify(resp, now)
 }
 
 // classify maps an answer to nil, a temporary or a permanent error.

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("Dashboard", s.dashboard)
 	t.Run("Notifications", s.notifications)
 	t.Run("Digests", s.digests)
+	t.Run("EventSubscriptions", s.eventSubs)
 }
 
 type suite struct {

@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/events"
+)
+
+var _ events.Store = (*DB)(nil)
+
+// eventSubColumns is the column list every event_subscriptions read
+// selects, in scanEventSub's order.
+const eventSubColumns = `id, url, events, secret, disable_after, disable_after_failures, created_at, failures,
+	first_failure_at, last_failure_at, last_error, last_success_at, disabled_at, disabled_reason`
+
+// CreateEventSubscription implements events.Store.
+func (db *DB) CreateEventSubscription(ctx context.Context, s events.Subscription) error {
+	js, err := json.Marshal(s.Events)
+	if err != nil {
+		return fmt.Errorf("encode event types: %w", err)
+	}
+	_, err = db.exec(ctx, `INSERT INTO event_subscriptions (id, url, events, secret, disable_after, disable_after_failures, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.URL, string(js), s.Secret, s.DisableAfter.Microseconds(), s.DisableAfterFailures, s.CreatedAt.UnixMicro())
+	return mapErr(err, "create event subscription")
+}
+
+// EventSubscription implements events.Store.
+func (db *DB) EventSubscription(ctx context.Context, id string) (events.Subscription, error) {
+	return eventSubOrNotFound(db.queryRow(ctx, `SELECT `+eventSubColumns+` FROM event_subscriptions WHERE id = ?`, id), id, "get")
+}
+
+// EventSubscriptions implements events.Store.
+func (db *DB) EventSubscriptions(ctx context.Context) ([]events.Subscription, error) {
+	rows, err := db.query(ctx, `SELECT `+eventSubColumns+` FROM event_subscriptions ORDER BY created_at, id`)
+	if err != nil {
+		return nil, mapErr(err, "list event subscriptions")
+	}
+	defer rows.Close()
+	subs := []events.Subscription{}
+	for rows.Next() {
+		s, err := scanEventSub(rows)
+		if err != nil {
+			return nil, mapErr(err, "list event subscriptions")
+		}
+		subs = append(subs, s)
+	}
+	return subs, mapErr(rows.Err(), "list event subscriptions")
+}
+
+// DeleteEventSubscription implements events.Store.
+func (db *DB) DeleteEventSubscription(ctx context.Context, id string) error {
+	res, err := db.exec(ctx, `DELETE FROM event_subscriptions WHERE id = ?`, id)
+	if err != nil {
+		return mapErr(err, "delete event subscription")
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return cmpErr(err, apperr.New(apperr.NotFound, "event subscription %q not found", id))
+	}
+	return nil
+}
+
+// RecordEventAttempt implements events.Store, in one statement, so
+// concurrent attempts each count.
+func (db *DB) RecordEventAttempt(ctx context.Context, id string, ok bool, errMsg string, at time.Time) (events.Subscription, error) {
+	q := `UPDATE event_subscriptions SET failures = 0, first_failure_at = NULL, last_success_at = ? WHERE id = ?`
+	args := []any{at.UnixMicro(), id}
+	if !ok {
+		q = `UPDATE event_subscriptions SET failures = failures + 1, first_failure_at = COALESCE(first_failure_at, ?),
+			last_failure_at = ?, last_error = ? WHERE id = ?`
+		args = []any{at.UnixMicro(), at.UnixMicro(), errMsg, id}
+	}
+	row := db.write.QueryRowContext(ctx, db.Rebind(q+` RETURNING `+eventSubColumns), args...)
+	return eventSubOrNotFound(row, id, "record attempt of")
+}
+
+// DisableEventSubscription implements events.Store.
+func (db *DB) DisableEventSubscription(ctx context.Context, id, reason string, at time.Time) error {
+	_, err := db.exec(ctx, `UPDATE event_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL`,
+		at.UnixMicro(), reason, id)
+	return mapErr(err, "disable event subscription")
+}
+
+// EnableEventSubscription implements events.Store.
+func (db *DB) EnableEventSubscription(ctx context.Context, id string) (events.Subscription, error) {
+	row := db.write.QueryRowContext(ctx, db.Rebind(`UPDATE event_subscriptions SET disabled_at = NULL, disabled_reason = '',
+		failures = 0, first_failure_at = NULL WHERE id = ? RETURNING `+eventSubColumns), id)
+	return eventSubOrNotFound(row, id, "enable")
+}
+
+// AppendEvent implements events.Store.
+func (db *DB) AppendEvent(ctx context.Context, e events.Event) error {
+	_, err := db.exec(ctx, `INSERT INTO event_log (id, type, data, at) VALUES (?, ?, ?, ?)`,
+		e.ID, e.Type, string(e.Data), e.At.UnixMicro())
+	return mapErr(err, "append event")
+}
+
+// EventsSince implements events.Store.
+func (db *DB) EventsSince(ctx context.Context, since time.Time, afterID string, limit int) ([]events.Event, error) {
+	at := since.UnixMicro()
+	rows, err := db.query(ctx, `SELECT id, type, data, at FROM event_log WHERE at > ? OR (at = ? AND id > ?)
+		ORDER BY at, id LIMIT ?`, at, at, afterID, limit)
+	if err != nil {
+		return nil, mapErr(err, "list events")
+	}
+	defer rows.Close()
+	out := []events.Event{}
+	for rows.Next() {
+		var (
+			e    events.Event
+			data string
+			us   int64
+		)
+		if err := rows.Scan(&e.ID, &e.Type, &data, &us); err != nil {
+			return nil, mapErr(err, "list events")
+		}
+		e.Data, e.At = json.RawMessage(data), time.UnixMicro(us).UTC()
+		out = append(out, e)
+	}
+	return out, mapErr(rows.Err(), "list events")
+}
+
+// DeleteEventsBefore implements events.Store.
+func (db *DB) DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	res, err := db.exec(ctx, `DELETE FROM event_log WHERE id IN (SELECT id FROM event_log WHERE at < ? ORDER BY at LIMIT ?)`,
+		t.UnixMicro(), limit)
+	if err != nil {
+		return 0, mapErr(err, "purge events")
+	}
+	n, err := res.RowsAffected()
+	return int(n), mapErr(err, "purge events")
+}
+
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return mapErr(err, "event subscription")
+	}
+	return otherwise
+}
+
+func eventSubOrNotFound(row interface{ Scan(...any) error }, id, op string) (events.Subscription, error) {
+	s, err := scanEventSub(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return events.Subscription{}, apperr.New(apperr.NotFound, "event subscription %q not found", id)
+	}
+	if err != nil {
+		return events.Subscription{}, mapErr(err, op+" event subscription")
+	}
+	return s, nil
+}
+
+// scanEventSub reads one row selected with eventSubColumns.
+func scanEventSub(row interface{ Scan(...any) error }) (events.Subscription, error) {
+	var (
+		s                                     events.Subscription
+		types                                 string
+		disableAfter, created                 int64
+		firstFail, lastFail, lastOK, disabled *int64
+	)
+	if err := row.Scan(&s.ID, &s.URL, &types, &s.Secret, &disableAfter, &s.DisableAfterFailures, &created, &s.Failures,
+		&firstFail, &lastFail, &s.LastError, &lastOK, &disabled, &s.DisabledReason); err != nil {
+		return events.Subscription{}, err
+	}
+	if err := json.Unmarshal([]byte(types), &s.Events); err != nil {
+		return events.Subscription{}, fmt.Errorf("decode event types of subscription %q: %w", s.ID, err)
+	}
+	s.DisableAfter = time.Duration(disableAfter) * time.Microsecond
+	s.CreatedAt = fromMicros(&created)
+	s.FirstFailureAt, s.LastFailureAt = fromMicros(firstFail), fromMicros(lastFail)
+	s.LastSuccessAt, s.DisabledAt = fromMicros(lastOK), fromMicros(disabled)
+	return s, nil
+}
