@@ -113,6 +113,9 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 		}
 		opts.MarketingCap = lim
 	}
+	if opts.SMSGuard, err = n.smsGuard(nc.SMSGuard); err != nil {
+		return nil, nil, err
+	}
 	svc = notify.NewService(opts)
 	n.goBackground(ctx, "notification workers", func(ctx context.Context) error { return nq.Run(ctx, svc.Process) })
 	n.goBackground(ctx, "notification scheduler", func(ctx context.Context) error {
