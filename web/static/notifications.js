@@ -97,6 +97,7 @@ function cancelRow(row, n) {
     try {
       const r = await api('DELETE', '/v1/notifications/' + enc(n.id));
       n.deliveries = r.deliveries;
+      mount(row.children[4], n.deliveries.map(d => [badge(`${d.channel}: ${d.status}`), ' ']));
       row.nextSibling.remove();
       await expand(row, n);
       row.nextSibling.querySelector('td').prepend(h('p', {class: 'cancel-outcome'}, r.outcome.replace('_', ' ') + ': ' +
