@@ -240,3 +240,20 @@ func TestSMSGuardVelocityIsSharedOnRedis(t *testing.T) {
 		t.Errorf("two nodes accepted %d SMS to one prefix, want 4 (one shared limit)", accepted)
 	}
 }
+
+// BenchmarkSMSGuardCheck: a check of a number seen before (parsed once,
+// then cached), with country and type rules and a memory velocity limit.
+func BenchmarkSMSGuardCheck(b *testing.B) {
+	mem := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	l, err := ratelimit.NewPolicyLimiter(mem, ratelimit.Policy{Name: "p", Algorithm: ratelimit.TokenBucket, Limit: 1_000_000_000, Period: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := notify.NewSMSGuard(notify.SMSGuardOptions{AllowedCountries: []string{"GB", "DE"},
+		RefuseTypes: []phone.Type{phone.PremiumRate, phone.SharedCost}, PerPrefix: l})
+	for b.Loop() {
+		if err := g.Check(b.Context(), "u1", "+447400123456"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
