@@ -201,3 +201,18 @@ func (s *Service) smsRefused(ctx context.Context, requestID, hash string, refusa
 	}
 	return Accepted{NotificationID: prev.ID, Duplicate: true}, nil
 }
+
+// fallbackAllowed reports whether a failover message of j may go to
+// channel ch: an SMS passes the guard first, as it would at acceptance,
+// so a message whose own channel fails (an address made to bounce) cannot
+// reach a number the guard refuses.
+func (s *Service) fallbackAllowed(ctx context.Context, j Job, ch Channel, st Settings) bool {
+	if ch != SMS || s.opts.SMSGuard == nil || st.Contacts.Phone == "" {
+		return true
+	}
+	if err := s.opts.SMSGuard.Check(ctx, j.UserID, st.Contacts.Phone); err != nil {
+		s.log.Warn("failover to SMS refused by the SMS-pumping guard", logKeyNotification, j.NotificationID, logKeyError, err)
+		return false
+	}
+	return true
+}

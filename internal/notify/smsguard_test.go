@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -255,5 +256,41 @@ func BenchmarkSMSGuardCheck(b *testing.B) {
 		if err := g.Check(b.Context(), "u1", "+447400123456"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSMSGuardCoversFailover: a critical message whose email provider
+// fails over to SMS at send time passes the guard too: to a number of a
+// country not allowed, the SMS provider is never called.
+func TestSMSGuardCoversFailover(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		allowed string
+		calls   int
+	}{{"allowed", "NG", 1}, {"refused", "DE", 0}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			counts := &refusals{n: map[string]int{}}
+			email := &failing{name: "smtp", err: notify.ProviderFault(errors.New("smtp 535 authentication failed"), 0)}
+			smsProv := &scripted{name: "twilio"}
+			b := setup(t, func(o *notify.Options) {
+				o.Providers[notify.Email], o.Providers[notify.SMS] = email, smsProv
+				o.SMSGuard = notify.NewSMSGuard(notify.SMSGuardOptions{AllowedCountries: []string{tt.allowed}, Refused: counts.add})
+			})
+			st := notify.DefaultSettings()
+			st.Contacts = notify.Contacts{Phone: "+2348031234567", Email: "ann@example.test"}
+			if _, err := b.svc.PutSettings(t.Context(), "u1", st); err != nil {
+				t.Fatal(err)
+			}
+			b.send(t, notify.Request{UserID: "u1", Type: "otp", Data: []byte(`{"code":"1"}`), Channels: []notify.Channel{notify.Email}})
+			b.drain(t)
+			if calls, _ := smsProv.count(); calls != tt.calls {
+				t.Errorf("SMS provider called %d times on failover, want %d", calls, tt.calls)
+			}
+			if want := 1 - tt.calls; counts.get(notify.GuardCountryNotAllowed) != want {
+				t.Errorf("refusals = %v, want %d country_not_allowed", counts.n, want)
+			}
+		})
 	}
 }
