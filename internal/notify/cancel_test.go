@@ -95,9 +95,9 @@ func (q *chanQueue) run(ctx context.Context, t *testing.T, svc *notify.Service, 
 	return &wg
 }
 
-// TestCancelRacesSends: many notifications, workers sending them through
-// a provider that blocks, and three concurrent DELETEs of each while the
-// sends go on. Every delivery ends sent by exactly one provider call or
+// TestCancelRacesSends: many notifications, workers of two nodes sending
+// them through a provider that blocks, and three concurrent DELETEs of
+// each, on either node, while the sends go on. Every delivery ends sent by exactly one provider call or
 // canceled without any, and every cancel's answer tells the truth: what it
 // shows canceled was never sent, what it shows sending or sent was.
 func TestCancelRacesSends(t *testing.T) {
@@ -130,16 +130,28 @@ func cancelRace(t *testing.T, db *store.DB) {
 	p := newHeld()
 	t.Cleanup(p.open)
 	q := &chanQueue{jobs: make(chan notify.Job, 4*notifications)}
-	svc := notify.NewService(notify.Options{Store: db, Queue: q,
-		Providers: map[notify.Channel]notify.Provider{notify.Email: p, notify.SMS: p, notify.Push: p, notify.Webhook: p}})
+	// Two nodes on one store and one queue, each with half the workers;
+	// the cancels go to either.
+	var nodes []*notify.Service
 	ctx, stop := context.WithCancel(context.Background())
-	wg := q.run(ctx, t, svc, workers)
-	t.Cleanup(func() { stop(); wg.Wait() })
+	var running []*sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		for _, wg := range running {
+			wg.Wait()
+		}
+	})
+	for range 2 {
+		node := notify.NewService(notify.Options{Store: db, Queue: q,
+			Providers: map[notify.Channel]notify.Provider{notify.Email: p, notify.SMS: p, notify.Push: p, notify.Webhook: p}})
+		running = append(running, q.run(ctx, t, node, workers/2))
+		nodes = append(nodes, node)
+	}
 
 	ids := make([]string, notifications)
 	index := map[string]int{}
 	for i := range ids {
-		a, err := svc.Send(t.Context(), notify.Request{UserID: "u1", Type: "order.shipped",
+		a, err := nodes[i%2].Send(t.Context(), notify.Request{UserID: "u1", Type: "order.shipped",
 			Channels: []notify.Channel{notify.Email, notify.SMS}})
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +165,7 @@ func cancelRace(t *testing.T, db *store.DB) {
 	reports := make(chan report, 8*notifications) // more than the cancels made (3 per email call, 1 + 1 per notification)
 	var cancels sync.WaitGroup
 	cancel := func(id string) {
-		rec, err := svc.Cancel(t.Context(), id)
+		rec, err := nodes[index[id]%2].Cancel(t.Context(), id)
 		reports <- report{rec, err}
 	}
 	// Every call on email starts three cancels of the notification three
