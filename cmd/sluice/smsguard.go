@@ -16,6 +16,15 @@ import (
 // is off.
 func (n *node) smsGuard(gc config.SMSGuardConfig) (*notify.SMSGuard, error) {
 	opts := notify.SMSGuardOptions{AllowedCountries: gc.AllowedCountries, PrefixDigits: gc.PrefixDigits, Logger: n.log}
+	for _, c := range gc.AllowedCountries {
+		if !phone.KnownCountry(c) {
+			hint := ""
+			if c == "UK" {
+				hint = " (the United Kingdom is GB)"
+			}
+			return nil, fmt.Errorf("--notify-sms-allowed-countries: %s is not a country with a numbering plan%s", c, hint)
+		}
+	}
 	for _, t := range gc.RefuseTypes {
 		opts.RefuseTypes = append(opts.RefuseTypes, phone.Type(t))
 	}

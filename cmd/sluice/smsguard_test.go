@@ -53,3 +53,17 @@ func TestSMSGuardAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestSMSGuardRefusesUnknownCountry: a country code with no numbering
+// plan (UK for GB, a common slip) stops the node at start, saying so.
+func TestSMSGuardRefusesUnknownCountry(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Notify.SMSGuard.AllowedCountries = []string{"US", "UK"}
+	var n node
+	n.cfg = cfg
+	_, err := n.smsGuard(cfg.Notify.SMSGuard)
+	if err == nil || !strings.Contains(err.Error(), "UK") || !strings.Contains(err.Error(), "GB") {
+		t.Errorf("smsGuard(UK) = %v, want an error naming UK and GB", err)
+	}
+}
