@@ -119,6 +119,9 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 		}
 		opts.MarketingCap = lim
 	}
+	if opts.SMSGuard, err = n.smsGuard(nc.SMSGuard); err != nil {
+		return nil, nil, err
+	}
 	svc = notify.NewService(opts)
 	n.events.notify.Store(svc)
 	n.goBackground(ctx, "event log purge", func(ctx context.Context) error { return n.events.svc.Run(ctx, time.Minute) })

@@ -212,6 +212,30 @@ func TestDashboardInBrowser(t *testing.T) {
 		waitText("#notifications", seeded.dead), waitText("#notifications", "webhook: dead"))
 	b.noErrors(t, "notifications filtered")
 
+	// Carol's notification waits for the end of her quiet hours: its
+	// timeline offers to cancel it, and the click cancels it.
+	now := time.Now().UTC()
+	apiCall(t, n, "PUT", "/v1/users/carol/settings", key, map[string]any{"quiet_hours": map[string]any{
+		"start": now.Add(-time.Hour).Format("15:04"), "end": now.Add(2 * time.Hour).Format("15:04")}}, http.StatusOK, nil)
+	var waiting struct {
+		NotificationID string `json:"notification_id"`
+	}
+	apiCall(t, n, "POST", "/v1/notifications", key, map[string]any{"user_id": "carol", "type": "order.shipped",
+		"data": map[string]any{"order": "#44"}, "channels": []string{"email"}}, http.StatusAccepted, &waiting)
+	b.run(t, "open carol's timeline", eval(`location.hash = "#/notifications?user=carol"`),
+		waitText("#notifications", "email: queued"), chromedp.Click(chromedp.CSS("#notifications tbody tr:first-child button")),
+		chromedp.WaitVisible(chromedp.CSS("#notifications tr.expand button.cancel")))
+	b.run(t, "cancel it", chromedp.Click(chromedp.CSS("#notifications tr.expand button.cancel")),
+		waitText("#notifications tr.expand .cancel-outcome", "canceled: email canceled"),
+		waitText("#notifications tbody tr:first-child", "email: canceled"))
+	b.screenshot(t, "02b-notification-canceled")
+	b.noErrors(t, "notification canceled")
+	var canceled notificationBody
+	apiCall(t, n, "GET", "/v1/notifications/"+waiting.NotificationID, key, nil, http.StatusOK, &canceled)
+	if len(canceled.Deliveries) != 1 || canceled.Deliveries[0].Status != "canceled" {
+		t.Errorf("after the click, carol's notification = %v, want its email canceled", canceled)
+	}
+
 	showPage(b, t, "dead-letters", "#dead-letters")
 	row := fmt.Sprintf(`#dead-letters tr[data-id=%q]`, seeded.deadID)
 	b.run(t, "see the dead letter", waitText(row, seeded.dead), waitText(row, "410"), waitText(row, "bob"))

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -39,6 +40,9 @@ type NotifyConfig struct {
 	MarketingPeriod  time.Duration `yaml:"marketing_cap_period" flag:"notify-marketing-cap-period" usage:"the period of the per-user marketing cap"`
 	GroupCommit      bool          `yaml:"group_commit" flag:"group-commit" usage:"share one database transaction among concurrent writes (turn off only to measure)"`
 	ConfirmPublish   bool          `yaml:"confirm_publish" flag:"notify-confirm-publish" usage:"answer 202 only once JetStream acknowledged the notification's jobs (publishing again for up to 10s), so acceptance order is queue order; off, jobs are published without acknowledgement (about 8% more accepted/s) and the recovery sweep alone finds any the server lost"`
+
+	// SMSGuard is the SMS-pumping guard.
+	SMSGuard SMSGuardConfig `yaml:"sms_guard"`
 }
 
 // WebhookConfig configures the webhook channel.
@@ -94,6 +98,7 @@ func defaultNotify() NotifyConfig {
 		MarketingPeriod:  24 * time.Hour,
 		GroupCommit:      true,
 		ConfirmPublish:   true,
+		SMSGuard:         defaultSMSGuard(),
 	}
 	n.Retry.Critical.Base, n.Retry.Critical.Cap = 250*time.Millisecond, 5*time.Second
 	n.Retry.Orders.Base, n.Retry.Orders.Cap, n.Retry.Orders.Attempts = time.Second, 5*time.Minute, 5
@@ -165,5 +170,56 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 	}
 	if n.MarketingCap < 0 {
 		bad("notify-marketing-cap", "must be 0 (off) or more")
+	}
+	n.SMSGuard.validate(bad)
+}
+
+// SMSGuardConfig configures the SMS-pumping guard: where SMS may go and
+// how fast, checked before a notification is saved
+// (docs/notifications.md, "SMS-pumping guard").
+type SMSGuardConfig struct {
+	AllowedCountries []string      `yaml:"allowed_countries" flag:"notify-sms-allowed-countries" usage:"comma-separated ISO 3166 country codes (US,GB,DE) SMS may go to, by the number's country (libphonenumber); set, numbers valid in none of them are refused too; empty allows every country"`
+	RefuseTypes      []string      `yaml:"refuse_types" flag:"notify-sms-refuse-types" usage:"comma-separated number types SMS is refused to (premium_rate, shared_cost, toll_free, voip, personal, pager, uan, voicemail, fixed_line, mobile, fixed_line_or_mobile, unknown); empty refuses none"`
+	PrefixDigits     int           `yaml:"prefix_digits" flag:"notify-sms-prefix-digits" usage:"E.164 digits, country code included, that make the destination prefix counted by prefix_limit"`
+	PrefixLimit      int           `yaml:"prefix_limit" flag:"notify-sms-prefix-limit" usage:"SMS notifications per destination prefix per prefix_period, on every node together; 0 turns the limit off"`
+	PrefixPeriod     time.Duration `yaml:"prefix_period" flag:"notify-sms-prefix-period" usage:"the period of prefix_limit"`
+	UserLimit        int           `yaml:"user_limit" flag:"notify-sms-user-limit" usage:"SMS notifications per user per user_period, on every node together; 0 turns the limit off"`
+	UserPeriod       time.Duration `yaml:"user_period" flag:"notify-sms-user-period" usage:"the period of user_limit"`
+}
+
+// smsNumberTypes are the number types refuse_types accepts (internal/phone).
+var smsNumberTypes = []string{"fixed_line", "mobile", "fixed_line_or_mobile", "toll_free", "premium_rate", "shared_cost",
+	"voip", "personal", "pager", "uan", "voicemail", "unknown"}
+
+func defaultSMSGuard() SMSGuardConfig {
+	return SMSGuardConfig{RefuseTypes: []string{"premium_rate", "shared_cost"}, PrefixDigits: 6,
+		PrefixPeriod: time.Hour, UserPeriod: time.Hour}
+}
+
+func (g SMSGuardConfig) validate(bad func(flag, format string, args ...any)) {
+	for _, c := range g.AllowedCountries {
+		if len(c) != 2 || strings.ToUpper(c) != c {
+			bad("notify-sms-allowed-countries", "%q is not an ISO 3166 alpha-2 country code such as US or GB", c)
+		}
+	}
+	for _, t := range g.RefuseTypes {
+		if !slices.Contains(smsNumberTypes, t) {
+			bad("notify-sms-refuse-types", "%q is not a number type (want one of %s)", t, strings.Join(smsNumberTypes, ", "))
+		}
+	}
+	if g.PrefixDigits < 1 || g.PrefixDigits > 15 {
+		bad("notify-sms-prefix-digits", "must be from 1 to 15 (E.164 numbers have at most 15 digits)")
+	}
+	if g.PrefixLimit < 0 {
+		bad("notify-sms-prefix-limit", "must be 0 (off) or more")
+	}
+	if g.UserLimit < 0 {
+		bad("notify-sms-user-limit", "must be 0 (off) or more")
+	}
+	if g.PrefixPeriod <= 0 {
+		bad("notify-sms-prefix-period", "must be positive")
+	}
+	if g.UserPeriod <= 0 {
+		bad("notify-sms-user-period", "must be positive")
 	}
 }

@@ -26,6 +26,7 @@ type NotifyService interface {
 	ReplayDeadLetter(ctx context.Context, id string) (notify.Delivery, error)
 	Callback(ctx context.Context, provider string, c notify.Callback) error
 	Outbox(ctx context.Context, f notify.OutboxFilter, cursor string, limit int) ([]notify.OutboxEntry, string, error)
+	Cancel(ctx context.Context, id string) (notify.Record, error)
 }
 
 // Scopes of the notification routes: sending and managing a user's
@@ -45,6 +46,7 @@ func (s *Server) registerNotify() {
 	s.Handle("GET /v1/dead-letters", auth.ScopeNotifyRead, ns(deadLetters))
 	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, ns(replayDeadLetter))
 	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, ns(outbox))
+	s.Handle("DELETE /v1/notifications/{id}", auth.ScopeNotifySend, ns(cancelNotification))
 }
 
 // limitParam reads ?limit= (0 when absent: the service's default).

@@ -49,6 +49,7 @@ var routeScopes = map[string]auth.Scope{
 
 	"POST /v1/notifications":              auth.ScopeNotifySend,
 	"POST /v1/notifications/batch":        auth.ScopeNotifySend,
+	"DELETE /v1/notifications/{id}":       auth.ScopeNotifySend,
 	"PUT /v1/users/{id}/settings":         auth.ScopeNotifySend,
 	"POST /v1/users/{id}/preference-link": auth.ScopeNotifySend,
 	"GET /v1/notifications/{id}":          auth.ScopeNotifyRead,

@@ -11,7 +11,7 @@ import (
 func NewDeliveries(reg prometheus.Registerer) func(notify.Observation) {
 	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_notify_deliveries_total",
-		Help: "Delivery outcomes stored, by channel, category and status (queued means a retry was scheduled).",
+		Help: "Delivery outcomes stored, by channel, category and status (queued means a retry was scheduled, canceled a DELETE of the notification).",
 	}, []string{"channel", "category", "status"})
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_notify_delivery_seconds",
@@ -21,7 +21,7 @@ func NewDeliveries(reg prometheus.Registerer) func(notify.Observation) {
 	reg.MustRegister(outcomes, latency)
 	return func(o notify.Observation) {
 		outcomes.WithLabelValues(string(o.Channel), string(o.Category), string(o.Status)).Inc()
-		if o.Status != notify.StatusSuppressed && o.Status != notify.StatusQueued {
+		if o.Status != notify.StatusSuppressed && o.Status != notify.StatusQueued && o.Status != notify.StatusCanceled {
 			latency.WithLabelValues(string(o.Category), string(o.Status)).Observe(o.Latency.Seconds())
 		}
 	}

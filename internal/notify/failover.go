@@ -134,6 +134,9 @@ func (s *Service) deliver(ctx context.Context, j Job, d Delivery, st Settings, p
 	}
 	if fallback {
 		for _, ch := range s.fallbackChannels(ctx, j, st) {
+			if !s.fallbackAllowed(ctx, j, ch, st) {
+				continue
+			}
 			jj := j
 			jj.Channel = ch
 			fm, err := s.render(ctx, jj, st)

@@ -92,6 +92,9 @@ const (
 	StatusExpired    Status = "expired"
 	StatusDead       Status = "dead"
 	StatusSuppressed Status = "suppressed"
+	// StatusCanceled is a delivery canceled (DELETE /v1/notifications/{id})
+	// before any worker claimed it: it is never sent.
+	StatusCanceled Status = "canceled"
 )
 
 // Terminal reports whether s is final (nothing more will be sent).

@@ -50,6 +50,9 @@ type Options struct {
 	// MarketingCap, if not nil, caps marketing notifications per user (the
 	// key is the user id): a refused one is suppressed as throttled.
 	MarketingCap ratelimit.Limiter
+	// SMSGuard, if not nil, checks every notification's SMS destination
+	// before it is saved; a refusal refuses the whole request.
+	SMSGuard *SMSGuard
 	// Retry holds each category's rule. Missing categories get
 	// DefaultRetryRules.
 	Retry map[Category]RetryRule
@@ -212,6 +215,9 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	joins := s.digestJoins(n, rules, ds)
 	if joins == nil { // a digest's message escalates, not its events
 		ds = s.escalate(n, rules, settings, ds, now)
+	}
+	if err := s.checkSMS(ctx, n.UserID, settings, ds); err != nil {
+		return s.smsRefused(ctx, req.RequestID, hash, err)
 	}
 	existing, created, err := s.create(ctx, n, ds, joins)
 	if err != nil {

@@ -45,6 +45,14 @@ type Store interface {
 	// over a lapsed claim). A store that queues writes serves a.Urgent
 	// ones first.
 	FinishAttempt(ctx context.Context, a Attempt, dl *DeadLetter) (bool, error)
+	// CancelDeliveries moves every delivery of notification id that is
+	// queued (due, or waiting for a retry or the end of quiet hours) to
+	// canceled at at, in one transaction, and returns the channels it
+	// canceled; NotFound when there is no such notification. A delivery
+	// claimed for sending, or final, is left as it is. Claims and outcomes
+	// are conditional on queued (see ClaimDelivery, FinishAttempt), so of a
+	// cancel and a claim of one delivery exactly one applies.
+	CancelDeliveries(ctx context.Context, id string, at time.Time) ([]Channel, error)
 	// DueDeliveries returns up to limit queued deliveries whose
 	// NextAttemptAt is set and at or before now, as jobs, oldest due first.
 	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Job, error)

@@ -38,7 +38,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		return fmt.Errorf("%w: %s is claimed until %s", ErrInFlight, j.Key(), d.ClaimUntil.Format(time.RFC3339Nano))
 	case d.Status == StatusSending: // its worker is gone: take it over
 		if claim, err = s.claim(ctx, j, d); err != nil {
-			return err
+			return ignoreSettled(err)
 		}
 	case d.Status != StatusQueued || d.NextAttemptAt.After(now):
 		return nil // done already, or a stale copy of a job rescheduled for later
@@ -113,7 +113,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	}
 	if claim.Owner == "" && s.needsClaim(j, p) {
 		if claim, err = s.claim(ctx, j, d); err != nil {
-			return err
+			return ignoreSettled(err)
 		}
 	}
 	callCtx := ctx
@@ -186,6 +186,9 @@ func (s *Service) claim(ctx context.Context, j Job, d Delivery) (Claim, error) {
 		return Claim{}, fmt.Errorf("claim delivery %s: %w", j.Key(), err)
 	}
 	if !ok {
+		if s.settled(ctx, j) { // canceled, or finished by another copy
+			return Claim{}, errSettled
+		}
 		return Claim{}, fmt.Errorf("%w: %s was claimed by another worker", ErrInFlight, j.Key())
 	}
 	return c, nil

@@ -4,7 +4,7 @@
 import {h, mount, problemBox, fmtTime, fmtNum, badge} from './dom.js';
 import {api, get, enc} from './api.js';
 
-const STATUSES = ['queued', 'sending', 'sent', 'delivered', 'failed', 'expired', 'dead', 'suppressed'];
+const STATUSES = ['queued', 'sending', 'sent', 'delivered', 'failed', 'expired', 'dead', 'suppressed', 'canceled'];
 
 export async function render(main) {
   const params = new URLSearchParams(location.hash.split('?')[1] || '');
@@ -80,13 +80,34 @@ async function expand(row, n) {
     }
     const final = ['failed', 'dead', 'expired'].includes(d.status) ? 'bad' : ['sent', 'delivered'].includes(d.status) ? 'ok' : '';
     // A suppressed delivery was never attempted; its error is the reason.
+    // A canceled one was stopped by a DELETE before any worker took it.
     const after = d.attempts ? ` after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}` : '';
     events.push({at: d.updated_at, text: `${d.status}${after}${d.error ? ': ' + d.error : ''}`, cls: final});
     if (d.next_attempt_at) events.push({at: d.next_attempt_at, text: (d.error || '').startsWith('escalation:') ? 'escalation due unless the user engages' : 'next attempt due', cls: ''});
     return h('div', {},
       h('strong', {}, d.channel), ' via ', h('code', {}, d.provider || '–'), ' ', badge(d.status),
       h('ul', {class: 'timeline'}, events.map(e => h('li', {class: e.cls}, h('span', {class: 'muted'}, fmtTime(e.at)), ' ', e.text))));
-  })));
+  })), cancelRow(row, n));
+}
+
+// cancelRow offers to cancel n while some delivery is still queued: the
+// answer shows per delivery whether it was canceled or already on its way.
+function cancelRow(row, n) {
+  if (!n.deliveries.some(d => d.status === 'queued')) return null;
+  const out = h('span', {class: 'muted'});
+  const btn = h('button', {class: 'secondary cancel', onclick: async () => {
+    btn.disabled = true;
+    try {
+      const r = await api('DELETE', '/v1/notifications/' + enc(n.id));
+      n.deliveries = r.deliveries;
+      mount(row.children[4], n.deliveries.map(d => [badge(`${d.channel}: ${d.status}`), ' ']));
+      row.nextSibling.remove();
+      await expand(row, n);
+      row.nextSibling.querySelector('td').prepend(h('p', {class: 'cancel-outcome'}, r.outcome.replace('_', ' ') + ': ' +
+        r.deliveries.map(d => `${d.channel} ${d.status}`).join(', ')));
+    } catch (err) { btn.disabled = false; mount(out, problemBox(err)); }
+  }}, 'Cancel unsent deliveries');
+  return h('p', {class: 'row'}, btn, ' ', out);
 }
 
 // digestBox shows a digest on a notification's timeline: the events a

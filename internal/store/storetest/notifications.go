@@ -19,6 +19,8 @@ func (s suite) notifications(t *testing.T) {
 	t.Run("FinishAttemptWithOutbox", s.notificationFinishOutbox)
 	t.Run("Claims", s.notificationClaims)
 	t.Run("ClaimRace", s.notificationClaimRace)
+	t.Run("Cancel", s.notificationCancel)
+	t.Run("CancelRace", s.notificationCancelRace)
 	t.Run("DueAndStale", s.notificationDue)
 	t.Run("SettingsAndTemplates", s.notificationSettings)
 	t.Run("Outbox", s.notificationOutbox)

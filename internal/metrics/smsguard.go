@@ -1,0 +1,22 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/notify"
+)
+
+// NewSMSGuardRefusals registers sluice_notify_sms_guard_refusals_total on
+// reg, every reason at zero, and returns the function that counts a
+// refusal, for notify.SMSGuardOptions.Refused.
+func NewSMSGuardRefusals(reg prometheus.Registerer) func(reason string) {
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_notify_sms_guard_refusals_total",
+		Help: "Notifications refused (422) by the SMS-pumping guard, by reason.",
+	}, []string{"reason"})
+	reg.MustRegister(refusals)
+	for _, r := range notify.GuardReasons {
+		refusals.WithLabelValues(r)
+	}
+	return func(reason string) { refusals.WithLabelValues(reason).Inc() }
+}
