@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("Links", s.links)
 	t.Run("Dashboard", s.dashboard)
 	t.Run("Notifications", s.notifications)
+	t.Run("Inbox", s.inbox)
 }
 
 type suite struct {
