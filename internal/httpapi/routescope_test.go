@@ -58,6 +58,15 @@ var routeScopes = map[string]auth.Scope{
 	"GET /v1/dead-letters":                auth.ScopeNotifyRead,
 	"GET /v1/outbox":                      auth.ScopeNotifyRead,
 
+	// The inbox's routes also admit the user's own inbox token (TestInboxTokenAuth).
+	"POST /v1/users/{id}/inbox-token":                auth.ScopeNotifySend,
+	"GET /v1/users/{id}/inbox":                       auth.ScopeNotifyRead,
+	"GET /v1/users/{id}/inbox/stream":                auth.ScopeNotifyRead,
+	"POST /v1/users/{id}/inbox/read-all":             auth.ScopeNotifySend,
+	"POST /v1/users/{id}/inbox/{message_id}/read":    auth.ScopeNotifySend,
+	"POST /v1/users/{id}/inbox/{message_id}/unread":  auth.ScopeNotifySend,
+	"POST /v1/users/{id}/inbox/{message_id}/archive": auth.ScopeNotifySend,
+
 	"POST /v1/links":              auth.ScopeLinksWrite,
 	"GET /v1/links":               auth.ScopeLinksWrite,
 	"GET /v1/links/{code}":        auth.ScopeLinksWrite,
