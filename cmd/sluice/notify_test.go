@@ -162,7 +162,7 @@ func TestNotificationAPI(t *testing.T) {
 		return got.settled(), fmt.Sprint(got.Deliveries)
 	})
 	got := getNotification(t, base, acc.NotificationID)
-	want := map[string]string{"email": "sent", "sms": "sent", "push": "sent", "webhook": "suppressed"}
+	want := map[string]string{"email": "sent", "sms": "sent", "push": "sent", "webhook": "suppressed", "inapp": "sent"}
 	for _, d := range got.Deliveries {
 		if want[d.Channel] != d.Status {
 			t.Errorf("delivery %s = %s, want %s", d.Channel, d.Status, want[d.Channel])

@@ -9,6 +9,7 @@ import (
 type NotifyConfig struct {
 	Webhook   WebhookConfig   `yaml:"webhook"`
 	Providers ProvidersConfig `yaml:"providers"`
+	Inbox     InboxConfig     `yaml:"inbox"`
 	// Retry holds each category's retry timing.
 	Retry struct {
 		Critical struct {
@@ -72,6 +73,7 @@ func defaultNotify() NotifyConfig {
 	n := NotifyConfig{
 		Webhook:          WebhookConfig{Timeout: 10 * time.Second},
 		Providers:        defaultProviders(),
+		Inbox:            defaultInbox(),
 		RecoveryAfter:    time.Minute,
 		Retention:        90 * 24 * time.Hour,
 		Partitions:       8,
@@ -92,6 +94,7 @@ func defaultNotify() NotifyConfig {
 
 // validate reports the notification settings' problems through bad.
 func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
+	n.Inbox.validate(bad)
 	if n.Webhook.Secret != "" && !strings.HasPrefix(n.Webhook.Secret, "whsec_") {
 		bad("webhook-secret", "must start with whsec_ (Standard Webhooks)")
 	}
