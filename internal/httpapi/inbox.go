@@ -62,6 +62,17 @@ func (s signer) parseInboxToken(tok string, now time.Time) (user string, ok bool
 	return string(raw), true
 }
 
+// inboxPage is the end user's inbox page under /ui/, the one dashboard
+// file other sites may frame: it holds nothing without the token in its
+// URL fragment, which only the embedding application knows.
+const inboxPage = "inbox.html"
+
+// embeddable lets any site frame the page h answers with.
+func embeddable(h http.Header) {
+	h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "frame-ancestors 'none'", "frame-ancestors *", 1))
+	h.Del("X-Frame-Options")
+}
+
 func (s *Server) registerInbox() {
 	s.Handle("POST /v1/users/{id}/inbox-token", auth.ScopeNotifySend, s.inboxTokenHandler)
 	s.handleInbox("GET /v1/users/{id}/inbox", auth.ScopeNotifyRead, listInbox)

@@ -102,7 +102,7 @@ func TestInboxTokenAuth(t *testing.T) {
 	}
 }
 
-type inboxPage struct {
+type inboxPageJSON struct {
 	Items []struct {
 		ID   string
 		Seq  int64
@@ -112,10 +112,10 @@ type inboxPage struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-func (b *inboxBundle) page(t *testing.T, key, query string) inboxPage {
+func (b *inboxBundle) page(t *testing.T, key, query string) inboxPageJSON {
 	t.Helper()
 	resp := b.do(call{method: "GET", path: "/v1/users/u1/inbox" + query, key: key})
-	var p inboxPage
+	var p inboxPageJSON
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&p) != nil {
 		t.Fatalf("GET inbox%s: status %d", query, resp.StatusCode)
 	}
