@@ -15,7 +15,10 @@ type Provider struct {
 	Inbox *Service
 }
 
-var _ notify.Provider = (*Provider)(nil)
+var (
+	_ notify.Provider     = (*Provider)(nil)
+	_ notify.StoredSender = (*Provider)(nil)
+)
 
 // Name implements notify.Provider.
 func (p *Provider) Name() string { return "inbox" }
@@ -32,3 +35,9 @@ func (p *Provider) Send(ctx context.Context, m notify.Message) (notify.Receipt, 
 	}
 	return notify.Receipt{ProviderMessageID: m.UserID + ":" + strconv.FormatInt(stored.Seq, 10)}, nil
 }
+
+// SendsInStore implements notify.StoredSender: sending is a write to the
+// record store that a repeated attempt cannot double (the inbox keys
+// messages by notification), so the worker claims nothing first and a
+// delivery costs one write fewer.
+func (p *Provider) SendsInStore() bool { return true }

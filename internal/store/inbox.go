@@ -41,7 +41,12 @@ func (db *DB) addInboxMessage(ctx context.Context, m inbox.Message) (stored inbo
 	if len(m.Data) > 0 {
 		data = string(m.Data)
 	}
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
+	// Group-committed with the notifications' writes: one fsync serves
+	// many messages. fn may run twice (see batch), so it sets its results
+	// afresh each time.
+	err = db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		stored, added = inbox.Message{}, false
+		m := m
 		found, err := scanInbox(tx.QueryRowContext(ctx, db.Rebind(inboxByIDQuery), m.UserID, m.ID))
 		if err == nil {
 			stored = found
