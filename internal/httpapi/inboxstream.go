@@ -73,8 +73,7 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 		}
 		return rc.Flush()
 	}
-	sendMessage := func(m inbox.Message, unread int) error {
-		data, _ := json.Marshal(map[string]any{"message": toInboxJSON(m), "unread": unread})
+	sendMessage := func(m inbox.Message, data []byte) error {
 		last = max(last, m.Seq)
 		return send(sseEvent(last, "message", data))
 	}
@@ -86,7 +85,7 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 				return err
 			}
 			for _, m := range ms {
-				if err := sendMessage(m, unread); err != nil {
+				if err := sendMessage(m, messageData(m, unread)); err != nil {
 					return err
 				}
 			}
@@ -105,8 +104,7 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 			return nil
 		}
 	}
-	data, _ := json.Marshal(map[string]int{"unread": unread})
-	if err := send(sseEvent(-1, "unread", data)); err != nil {
+	if err := send(sseEvent(-1, "unread", unreadData(inbox.Event{Unread: unread}))); err != nil {
 		return nil
 	}
 	heartbeat := time.NewTicker(cmp.Or(s.opts.InboxHeartbeat, 15*time.Second))
@@ -124,12 +122,11 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 			}
 			switch {
 			case e.Kind == inbox.KindUnread:
-				data, _ := json.Marshal(map[string]int{"unread": e.Unread})
-				err = send(sseEvent(-1, "unread", data))
+				err = send(sseEvent(-1, "unread", e.Payload(unreadData)))
 			case e.Message == nil || e.Message.Seq <= last:
 				// sent already (replayed, or a republished retry)
 			case last < 0 || e.Message.Seq == last+1:
-				err = sendMessage(*e.Message, e.Unread)
+				err = sendMessage(*e.Message, e.Payload(func(e inbox.Event) []byte { return messageData(*e.Message, e.Unread) }))
 			default:
 				// Messages were published out of order (two workers):
 				// the store, whose seqs commit in order, has the ones
@@ -141,6 +138,16 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 			return nil // the client is gone or stuck; nothing to answer
 		}
 	}
+}
+
+func messageData(m inbox.Message, unread int) []byte {
+	data, _ := json.Marshal(map[string]any{"message": toInboxJSON(m), "unread": unread})
+	return data
+}
+
+func unreadData(e inbox.Event) []byte {
+	data, _ := json.Marshal(map[string]int{"unread": e.Unread})
+	return data
 }
 
 // sseEvent formats one event; id < 0 leaves the client's last event id.

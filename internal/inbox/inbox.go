@@ -28,6 +28,7 @@ package inbox
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 )
 
@@ -106,4 +107,22 @@ type Event struct {
 	// At is when the event was published (Unix microseconds), for the
 	// latency a stream reports.
 	At int64 `json:"at"`
+
+	payload *payload // set by Receive: one encoding shared by this node's streams
+}
+
+type payload struct {
+	once sync.Once
+	data []byte
+}
+
+// Payload returns encode(e), computed once for every stream e reaches on
+// this node (a message to a user with many streams is encoded once, not
+// once per stream).
+func (e Event) Payload(encode func(Event) []byte) []byte {
+	if e.payload == nil {
+		return encode(e)
+	}
+	e.payload.once.Do(func() { e.payload.data = encode(e) })
+	return e.payload.data
 }

@@ -69,6 +69,7 @@ func (s *Service) drop(sub *Subscription) {
 // stream whose buffer is full is ended (its client reconnects and replays
 // from the store). cmd/sluice calls it with what the cross-node bus hears.
 func (s *Service) Receive(e Event) {
+	e.payload = &payload{}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.users[e.UserID] {
