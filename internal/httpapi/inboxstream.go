@@ -66,16 +66,26 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	send := func(b []byte) error {
+	// write buffers b (the ResponseWriter's buffer); flush sends what is
+	// buffered. Events waiting together go out in one write.
+	write := func(b []byte) error {
 		_ = rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
-		if _, err := w.Write(b); err != nil {
+		_, err := w.Write(b)
+		return err
+	}
+	flush := func() error {
+		_ = rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
+		return rc.Flush()
+	}
+	send := func(b []byte) error {
+		if err := write(b); err != nil {
 			return err
 		}
-		return rc.Flush()
+		return flush()
 	}
 	sendMessage := func(m inbox.Message, data []byte) error {
 		last = max(last, m.Seq)
-		return send(sseEvent(last, "message", data))
+		return write(sseEvent(last, "message", data))
 	}
 	// catchUp sends what the store holds after last, up to the replay bound.
 	catchUp := func(unread int) error {
@@ -104,6 +114,21 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 			return nil
 		}
 	}
+	// handle writes one event from the subscription (flushed by the caller).
+	handle := func(e inbox.Event) error {
+		switch {
+		case e.Kind == inbox.KindUnread:
+			return write(sseEvent(-1, "unread", e.Payload(unreadData)))
+		case e.Message == nil || e.Message.Seq <= last:
+			return nil // sent already (replayed, or a republished retry)
+		case last < 0 || e.Message.Seq == last+1:
+			return sendMessage(*e.Message, e.Payload(func(e inbox.Event) []byte { return messageData(*e.Message, e.Unread) }))
+		default:
+			// Messages were published out of order (two workers): the
+			// store, whose seqs commit in order, has the ones between.
+			return catchUp(e.Unread)
+		}
+	}
 	if err := send(sseEvent(-1, "unread", unreadData(inbox.Event{Unread: unread}))); err != nil {
 		return nil
 	}
@@ -117,21 +142,25 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 		case <-heartbeat.C:
 			err = send([]byte(": keepalive\n\n"))
 		case e, ok := <-sub.C:
+			// This event and those already waiting behind it (up to a
+			// bound), then one flush.
+			for n := 0; ok && err == nil; n++ {
+				err = handle(e)
+				if n == 64 {
+					break
+				}
+				select {
+				case e, ok = <-sub.C:
+					continue
+				default:
+				}
+				break
+			}
+			if err == nil {
+				err = flush()
+			}
 			if !ok {
 				return nil // shutting down, or too slow: the client reconnects
-			}
-			switch {
-			case e.Kind == inbox.KindUnread:
-				err = send(sseEvent(-1, "unread", e.Payload(unreadData)))
-			case e.Message == nil || e.Message.Seq <= last:
-				// sent already (replayed, or a republished retry)
-			case last < 0 || e.Message.Seq == last+1:
-				err = sendMessage(*e.Message, e.Payload(func(e inbox.Event) []byte { return messageData(*e.Message, e.Unread) }))
-			default:
-				// Messages were published out of order (two workers):
-				// the store, whose seqs commit in order, has the ones
-				// between.
-				err = catchUp(e.Unread)
 			}
 		}
 		if err != nil {
