@@ -62,7 +62,7 @@ func setupFull(tb testing.TB) *fullAPI {
 	ns := notify.NewService(notify.Options{Store: b.db, Queue: discardQueue{}, Logger: log,
 		Providers: map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: ob}})
 	b.srv = New(Options{Logger: log, Keys: b.db, Ratelimit: rl, Links: links, Notify: ns, Preferences: ns,
-		Inbox: inbox.New(inbox.Options{Store: b.db}),
+		Inbox:  inbox.New(inbox.Options{Store: b.db}),
 		Checks: []Check{{Name: "database", Ping: b.db.Ping}},
 		UI: UIOptions{Secret: []byte("0123456789abcdef0123456789abcdef"), PublicURL: "https://n.example.com",
 			Assets: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}}}})
