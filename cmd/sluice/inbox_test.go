@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -247,4 +248,42 @@ func TestInboxTwoNodes(t *testing.T) {
 	if d := decodeInboxEvent(t, r.next(t, "message")); d.Message.ID != live {
 		t.Errorf("live after the replay: %+v, want %s", d, live)
 	}
+}
+
+// TestInboxStreamEndsAtShutdown: a node shutting down ends its open
+// streams at once (their clients reconnect elsewhere) instead of waiting
+// out the shutdown timeout for them.
+func TestInboxStreamEndsAtShutdown(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.DrainDelay, cfg.ShutdownTimeout = 0, time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(h, _ string) { addrs <- h })
+	}()
+	var base string
+	select {
+	case a := <-addrs:
+		base = "http://" + a
+	case err := <-done:
+		t.Fatalf("serve ended before listening: %v", err)
+	}
+	s := openInboxStream(t, base+"/v1/users/u1/inbox/stream", nil)
+	s.next(t, "unread")
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node did not stop within 20s with a stream open (its shutdown timeout is 1m)")
+	}
+	for range s.events { // the stream has ended: its channel closes
+	}
+	t.Logf("stopped %v after the signal with a stream open", time.Since(start).Round(time.Millisecond))
 }
