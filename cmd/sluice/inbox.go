@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/inbox"
 )
@@ -34,6 +36,8 @@ func (n *node) startInbox(ctx context.Context) (*inbox.Service, error) {
 			}
 			return bus.Post(string(b))
 		}})
+	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_inbox_streams",
+		Help: "In-app inbox event streams open on this node."}, func() float64 { return float64(svc.Streams()) }))
 	stop, err := bus.Listen(func(data string) {
 		var e inbox.Event
 		if err := json.Unmarshal([]byte(data), &e); err == nil {
