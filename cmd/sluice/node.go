@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/inbox"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/redisconn"
@@ -57,6 +58,8 @@ type node struct {
 	// draining is set once shutdown starts: /readyz answers 503 from then.
 	draining atomic.Bool
 	gateway  *gateway.Gateway // nil without gateway.listen
+	// inbox is the in-app inbox; its streams end when the HTTP server shuts down.
+	inbox *inbox.Service
 
 	// serving, when not nil, is told the bound addresses once Run serves.
 	serving listening
@@ -171,6 +174,9 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
 	}
+	if n.inbox, err = n.startInbox(ctx); err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
 	notifier, providersReady, err := n.startNotify(ctx, smsLinks{links})
 	if err != nil {
 		return nil, fmt.Errorf("notifications: %w", err)
@@ -214,6 +220,10 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		MetricsAuth:    cfg.MetricsAuth,
 		// /openapi.json names ui.public_url as its server, if set.
 		PublicURL: cfg.UI.PublicURL,
+
+		// The in-app inbox's routes and streams.
+		Inbox:          n.inbox,
+		InboxHeartbeat: cfg.Notify.Inbox.Heartbeat,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		log.Warn("no API keys configured: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins; " +
@@ -282,7 +292,9 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 		ConnContext: edge.ConnContext, // the TCP peer, for the keyless check and the access log
 		ErrorLog:    slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
-	n.cfg.HTTP.Apply(hs) // slow clients are cut off; the API has no streaming endpoint to exempt
+	n.cfg.HTTP.Apply(hs) // slow clients are cut off; inbox streams lift the write timeout for themselves
+	// Open inbox streams would hold Shutdown until its deadline: end them.
+	hs.RegisterOnShutdown(n.inbox.Close)
 	go func() {
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

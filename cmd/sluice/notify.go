@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/inbox"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/outbox"
@@ -78,6 +79,7 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 	}
 	ob := &outbox.Provider{}
 	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: whGuard}
+	providers[notify.InApp] = &inbox.Provider{Inbox: n.inbox}
 	maps.Copy(providers, ps.primary)
 	failover := []notify.Category{}
 	for _, c := range nc.Providers.Failover {

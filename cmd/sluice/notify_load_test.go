@@ -110,7 +110,7 @@ func TestKillNineNotifications(t *testing.T) {
 				continue
 			}
 			for _, d := range n.Deliveries {
-				if want := map[string]string{"email": "sent", "webhook": "sent", "sms": "suppressed", "push": "suppressed"}[d.Channel]; d.Status != want {
+				if want := map[string]string{"email": "sent", "webhook": "sent", "sms": "suppressed", "push": "suppressed", "inapp": "sent"}[d.Channel]; d.Status != want {
 					t.Errorf("%s %s = %s, want %s", id, d.Channel, d.Status, want)
 				}
 			}

@@ -162,7 +162,7 @@ func TestNotificationAPI(t *testing.T) {
 		return got.settled(), fmt.Sprint(got.Deliveries)
 	})
 	got := getNotification(t, base, acc.NotificationID)
-	want := map[string]string{"email": "sent", "sms": "sent", "push": "sent", "webhook": "suppressed"}
+	want := map[string]string{"email": "sent", "sms": "sent", "push": "sent", "webhook": "suppressed", "inapp": "sent"}
 	for _, d := range got.Deliveries {
 		if want[d.Channel] != d.Status {
 			t.Errorf("delivery %s = %s, want %s", d.Channel, d.Status, want[d.Channel])
@@ -244,7 +244,7 @@ func TestSettingsAndTemplatesAPI(t *testing.T) {
 		field string
 	}{
 		{"critical off", `{"categories":{"critical":false}}`, 422, "categories.critical"},
-		{"every channel off", `{"channels":{"email":false,"sms":false,"push":false,"webhook":false}}`, 422, "channels"},
+		{"every channel off", `{"channels":{"email":false,"sms":false,"push":false,"webhook":false,"inapp":false}}`, 422, "channels"},
 		{"bad timezone", `{"timezone":"Nowhere/Else"}`, 422, "timezone"},
 		{"unknown field", `{"colour":"red"}`, 400, "colour"},
 		{"unknown contact field", `{"contacts":{"fax":"1"}}`, 400, "fax"},

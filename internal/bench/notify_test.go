@@ -98,7 +98,7 @@ func TestNotifyChannels(t *testing.T) {
 		want       []string
 		deliveries int64
 	}{
-		{"all names none", "all", 3, nil, 3},
+		{"all names email, sms and push", "all", 3, []string{"email", "sms", "push"}, 3},
 		{"seeds, email and push", "seeds", 0, []string{"email", "push"}, 2},
 		{"seeds, fourth email only", "seeds", 3, []string{"email"}, 1},
 	}

@@ -11,6 +11,7 @@ type NotifyConfig struct {
 	Webhook   WebhookConfig   `yaml:"webhook"`
 	Providers ProvidersConfig `yaml:"providers"`
 	Events    EventsConfig    `yaml:"events"`
+	Inbox     InboxConfig     `yaml:"inbox"`
 	// Retry holds each category's retry timing.
 	Retry struct {
 		Critical struct {
@@ -87,6 +88,7 @@ func defaultNotify() NotifyConfig {
 		Webhook:          WebhookConfig{Timeout: 10 * time.Second},
 		Providers:        defaultProviders(),
 		Events:           EventsConfig{Retention: 7 * 24 * time.Hour, DisableAfter: 5 * 24 * time.Hour, Rate: 10, MaxSubscriptions: 100},
+		Inbox:            defaultInbox(),
 		RecoveryAfter:    time.Minute,
 		Retention:        90 * 24 * time.Hour,
 		Partitions:       8,
@@ -108,6 +110,7 @@ func defaultNotify() NotifyConfig {
 
 // validate reports the notification settings' problems through bad.
 func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
+	n.Inbox.validate(bad)
 	if n.Webhook.Secret != "" && !strings.HasPrefix(n.Webhook.Secret, "whsec_") {
 		bad("webhook-secret", "must start with whsec_ (Standard Webhooks)")
 	}

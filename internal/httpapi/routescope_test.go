@@ -64,6 +64,14 @@ var routeScopes = map[string]auth.Scope{
 	"POST /v1/event-subscriptions/{id}/recover": auth.ScopeAdmin,
 	"GET /v1/event-subscriptions":               auth.ScopeNotifyRead,
 	"GET /v1/event-subscriptions/{id}":          auth.ScopeNotifyRead,
+	// The inbox's routes also admit the user's own inbox token (TestInboxTokenAuth).
+	"POST /v1/users/{id}/inbox-token":                auth.ScopeNotifySend,
+	"GET /v1/users/{id}/inbox":                       auth.ScopeNotifyRead,
+	"GET /v1/users/{id}/inbox/stream":                auth.ScopeNotifyRead,
+	"POST /v1/users/{id}/inbox/read-all":             auth.ScopeNotifySend,
+	"POST /v1/users/{id}/inbox/{message_id}/read":    auth.ScopeNotifySend,
+	"POST /v1/users/{id}/inbox/{message_id}/unread":  auth.ScopeNotifySend,
+	"POST /v1/users/{id}/inbox/{message_id}/archive": auth.ScopeNotifySend,
 
 	"POST /v1/links":              auth.ScopeLinksWrite,
 	"GET /v1/links":               auth.ScopeLinksWrite,

@@ -97,6 +97,11 @@ type Options struct {
 	// MetricsAuth makes /metrics require a valid API key, of any scope,
 	// or a dashboard session. If false, /metrics is public.
 	MetricsAuth bool
+	// Inbox serves the in-app inbox's routes; if nil they answer 503.
+	Inbox Inbox
+	// InboxHeartbeat is how often an idle inbox stream sends a comment
+	// line, so proxies and clients know it is alive; default 15s.
+	InboxHeartbeat time.Duration
 	// PublicURL, if set, is the root URL clients reach this service at
 	// (ui.public_url), named as the server of /openapi.json; if empty,
 	// the document names the scheme and Host each request used.
@@ -159,6 +164,7 @@ func New(opts Options) *Server {
 	s.registerNotify()
 	s.registerProviders()
 	s.registerEventSubs()
+	s.registerInbox()
 	return s
 }
 

@@ -96,6 +96,9 @@ func (s *Server) uiAsset(w http.ResponseWriter, r *http.Request) error {
 	for k, v := range securityHeaders {
 		h.Set(k, v)
 	}
+	if name == inboxPage {
+		embeddable(h)
+	}
 	ctype := mime.TypeByExtension(path.Ext(name))
 	if ctype == "" {
 		ctype = "application/octet-stream"

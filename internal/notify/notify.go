@@ -69,10 +69,13 @@ const (
 	SMS     Channel = "sms"
 	Push    Channel = "push"
 	Webhook Channel = "webhook"
+	// InApp stores the message in the user's inbox (package inbox), read
+	// through the API and pushed to open event streams.
+	InApp Channel = "inapp"
 )
 
 // Channels lists every channel in the order deliveries are shown.
-var Channels = []Channel{Email, SMS, Push, Webhook}
+var Channels = []Channel{Email, SMS, Push, Webhook, InApp}
 
 // Valid reports whether ch is a known channel.
 func (ch Channel) Valid() bool { return slices.Contains(Channels, ch) }

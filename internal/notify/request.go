@@ -83,7 +83,7 @@ func (r Request) Validate(now time.Time) (Request, error) {
 	seen := map[Channel]bool{}
 	for i, ch := range r.Channels {
 		if !ch.Valid() {
-			bad(fmt.Sprintf("channels[%d]", i), "unknown channel (want email, sms, push or webhook)")
+			bad(fmt.Sprintf("channels[%d]", i), "unknown channel (want email, sms, push, webhook or inapp)")
 		} else if seen[ch] {
 			bad(fmt.Sprintf("channels[%d]", i), "listed twice")
 		}

@@ -87,7 +87,7 @@ func TestSettingsRules(t *testing.T) {
 	}{
 		{"defaults", Settings{}, ""},
 		{"critical off", Settings{Categories: map[Category]bool{Critical: off}}, "categories.critical"},
-		{"every channel off", Settings{Channels: map[Channel]bool{Email: false, SMS: false, Push: false, Webhook: false}}, "channels"},
+		{"every channel off", Settings{Channels: map[Channel]bool{Email: false, SMS: false, Push: false, Webhook: false, InApp: false}}, "channels"},
 		{"marketing off is fine", Settings{Categories: map[Category]bool{Marketing: false}}, ""},
 		{"unknown channel", Settings{Channels: map[Channel]bool{"fax": true}}, "channels.fax"},
 		{"bad timezone", Settings{Timezone: "Mars/Olympus"}, "timezone"},

@@ -339,9 +339,11 @@ func TestSendSuppression(t *testing.T) {
 		wantJobs int
 	}{
 		{"muted channel", notify.Request{UserID: "u1", Type: "order.shipped"},
-			map[notify.Channel]string{notify.Email: "queued", notify.SMS: notify.ReasonChannelOff, notify.Push: "queued", notify.Webhook: notify.ReasonChannelOff}, 2},
+			map[notify.Channel]string{notify.Email: "queued", notify.SMS: notify.ReasonChannelOff, notify.Push: "queued", notify.Webhook: notify.ReasonChannelOff,
+				notify.InApp: notify.ReasonNoContact}, 2}, // no inbox provider in this bundle
 		{"muted category", notify.Request{UserID: "u1", Type: "flash_sale"},
-			map[notify.Channel]string{notify.Email: notify.ReasonCategoryMuted, notify.SMS: notify.ReasonChannelOff, notify.Push: notify.ReasonCategoryMuted, notify.Webhook: notify.ReasonChannelOff}, 0},
+			map[notify.Channel]string{notify.Email: notify.ReasonCategoryMuted, notify.SMS: notify.ReasonChannelOff, notify.Push: notify.ReasonCategoryMuted, notify.Webhook: notify.ReasonChannelOff,
+				notify.InApp: notify.ReasonCategoryMuted}, 0},
 		{"narrowed", notify.Request{UserID: "u1", Type: "order.shipped", Channels: []notify.Channel{notify.Email}},
 			map[notify.Channel]string{notify.Email: "queued"}, 1},
 		{"critical on a muted channel falls back to an enabled one", notify.Request{UserID: "u1", Type: "otp", Channels: []notify.Channel{notify.SMS}},

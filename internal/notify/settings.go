@@ -80,7 +80,7 @@ func (s *Settings) Normalize() error {
 	}
 	for ch := range s.Channels {
 		if !ch.Valid() {
-			bad("channels."+string(ch), "unknown channel (want email, sms, push or webhook)")
+			bad("channels."+string(ch), "unknown channel (want email, sms, push, webhook or inapp)")
 		}
 	}
 	for c := range s.Categories {

@@ -132,7 +132,7 @@ func ValidateTemplate(t Template) []apperr.FieldError {
 	errs = append(errs, validateRules(t)...)
 	for _, ch := range sortedKeys(t.Channels) {
 		if ch != DefaultChannel && !Channel(ch).Valid() {
-			errs = append(errs, fe("channels."+ch, "unknown channel (want email, sms, push, webhook or default)"))
+			errs = append(errs, fe("channels."+ch, "unknown channel (want email, sms, push, webhook, inapp or default)"))
 			continue
 		}
 		if len(t.Channels[ch]) == 0 {

@@ -11,7 +11,7 @@ const CATEGORIES = [
   ['marketing', 'Offers', 'Sales, price drops, items back in stock, reminders about your cart.'],
 ];
 const CHANNELS = [
-  ['email', 'Email'], ['sms', 'Text messages (SMS)'], ['push', 'Push notifications'], ['webhook', 'Webhook'],
+  ['email', 'Email'], ['sms', 'Text messages (SMS)'], ['push', 'Push notifications'], ['webhook', 'Webhook'], ['inapp', 'In-app inbox'],
 ];
 
 const main = document.getElementById('main');

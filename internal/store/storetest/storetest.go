@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("Notifications", s.notifications)
 	t.Run("Digests", s.digests)
 	t.Run("EventSubscriptions", s.eventSubs)
+	t.Run("Inbox", s.inbox)
 }
 
 type suite struct {

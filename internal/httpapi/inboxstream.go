@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/inbox"
+)
+
+const (
+	// inboxWriteWait bounds each write to a stream: the server's write
+	// timeout is lifted for the stream's life, and a client that stops
+	// reading is cut off after this instead.
+	inboxWriteWait = 10 * time.Second
+	// inboxReplayMax bounds what one (re)connection replays from the
+	// store; a client further behind pages the inbox instead.
+	inboxReplayMax  = 1000
+	inboxReplayPage = 100
+	// inboxRetryMillis is the reconnect delay the stream suggests.
+	inboxRetryMillis = 2000
+)
+
+// inboxStream serves a user's Server-Sent Events: "message" events (id:
+// the message's seq) with the message and the unread count, "unread"
+// events with the count alone, and comment heartbeats. A client that
+// reconnects with Last-Event-ID (or ?last_event_id=) first gets the
+// messages it missed, from the store. The stream ends when the client
+// goes, when it falls too far behind (it reconnects and catches up) and
+// when the server shuts down.
+func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	last := int64(-1) // the seq of the last message sent; -1: none yet
+	if v := cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("last_event_id")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fieldErrors(apperr.Invalid, "Last-Event-ID", "must be the id of an event of this stream")
+		}
+		last = n
+	}
+	sub, err := svc.Subscribe(user)
+	switch {
+	case errors.Is(err, inbox.ErrUserStreams), errors.Is(err, inbox.ErrStreams):
+		w.Header().Set("Retry-After", "5")
+		WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "too-many-streams", "", err.Error()))
+		return nil
+	case errors.Is(err, inbox.ErrClosed):
+		return apperr.New(apperr.Unavailable, "this server is shutting down; reconnect")
+	case err != nil:
+		return err
+	}
+	defer sub.Close()
+	// Read before the headers go, so a store failure is still a problem.
+	unread, err := svc.Unread(ctx, user)
+	if err != nil {
+		return err
+	}
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	// write buffers b (the ResponseWriter's buffer); flush sends what is
+	// buffered. Events waiting together go out in one write.
+	write := func(b []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
+		_, err := w.Write(b)
+		return err
+	}
+	flush := func() error {
+		_ = rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
+		return rc.Flush()
+	}
+	send := func(b []byte) error {
+		if err := write(b); err != nil {
+			return err
+		}
+		return flush()
+	}
+	sendMessage := func(m inbox.Message, data []byte) error {
+		last = max(last, m.Seq)
+		return write(sseEvent(last, "message", data))
+	}
+	// catchUp sends what the store holds after last, up to the replay bound.
+	catchUp := func(unread int) error {
+		for sent := 0; sent < inboxReplayMax; {
+			ms, err := svc.Since(ctx, user, last, inboxReplayPage)
+			if err != nil {
+				return err
+			}
+			for _, m := range ms {
+				if err := sendMessage(m, messageData(m, unread)); err != nil {
+					return err
+				}
+			}
+			if len(ms) < inboxReplayPage {
+				return nil
+			}
+			sent += len(ms)
+		}
+		return nil
+	}
+	if err := send([]byte("retry: " + strconv.Itoa(inboxRetryMillis) + "\n\n")); err != nil {
+		return nil // the client is gone
+	}
+	if last >= 0 {
+		if err := catchUp(unread); err != nil {
+			return nil
+		}
+	}
+	// handle writes one event from the subscription (flushed by the caller).
+	handle := func(e inbox.Event) error {
+		switch {
+		case e.Kind == inbox.KindUnread:
+			return write(sseEvent(-1, "unread", e.Payload(unreadData)))
+		case e.Message == nil || e.Message.Seq <= last:
+			return nil // sent already (replayed, or a republished retry)
+		case last < 0 || e.Message.Seq == last+1:
+			return sendMessage(*e.Message, e.Payload(func(e inbox.Event) []byte { return messageData(*e.Message, e.Unread) }))
+		default:
+			// Messages were published out of order (two workers): the
+			// store, whose seqs commit in order, has the ones between.
+			return catchUp(e.Unread)
+		}
+	}
+	if err := send(sseEvent(-1, "unread", unreadData(inbox.Event{Unread: unread}))); err != nil {
+		return nil
+	}
+	heartbeat := time.NewTicker(cmp.Or(s.opts.InboxHeartbeat, 15*time.Second))
+	defer heartbeat.Stop()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-heartbeat.C:
+			err = send([]byte(": keepalive\n\n"))
+		case e, ok := <-sub.C:
+			// This event and those already waiting behind it (up to a
+			// bound), then one flush.
+			for n := 0; ok && err == nil; n++ {
+				err = handle(e)
+				if n == 64 {
+					break
+				}
+				select {
+				case e, ok = <-sub.C:
+					continue
+				default:
+				}
+				break
+			}
+			if err == nil {
+				err = flush()
+			}
+			if !ok {
+				return nil // shutting down, or too slow: the client reconnects
+			}
+		}
+		if err != nil {
+			return nil // the client is gone or stuck; nothing to answer
+		}
+	}
+}
+
+func messageData(m inbox.Message, unread int) []byte {
+	data, _ := json.Marshal(map[string]any{"message": toInboxJSON(m), "unread": unread})
+	return data
+}
+
+func unreadData(e inbox.Event) []byte {
+	data, _ := json.Marshal(map[string]int{"unread": e.Unread})
+	return data
+}
+
+// sseEvent formats one event; id < 0 leaves the client's last event id.
+// data is JSON, one line.
+func sseEvent(id int64, event string, data []byte) []byte {
+	b := make([]byte, 0, len(data)+48)
+	if id >= 0 {
+		b = append(b, "id: "...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
