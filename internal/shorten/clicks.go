@@ -20,6 +20,8 @@ type Hit struct {
 	// UserAgent, Purpose (the Sec-Purpose or Purpose header) and Client
 	// (the client's address) feed ClassifyHit and the visitor hash.
 	UserAgent, Purpose, Client string
+	// Target is the rule that picked the target (Target.Rule).
+	Target string
 }
 
 type bufferedHit struct {
@@ -143,6 +145,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 		clicks = append(clicks, Click{
 			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: v.bot, Reason: v.reason, Visitor: visitor,
+			Target: h.Target,
 		})
 	}
 	b.giveBack(hits)

@@ -24,6 +24,9 @@ type Link struct {
 	Clicks       int64
 	BotHits      int64
 	FirstClickAt time.Time // of the first human click; zero before one
+	// Rules are the link's redirect rules (rules.go), in order; nil for
+	// none.
+	Rules []Rule
 }
 
 // Expired reports whether the link has expired at now.
@@ -41,6 +44,9 @@ type Click struct {
 	// Visitor is a keyed hash of the client address and user agent, so
 	// unique visitors can be counted without storing who they are.
 	Visitor string
+	// Target is the label of the rule that picked the target (see
+	// Target.Rule): "" for a link without rules.
+	Target string
 }
 
 // NewLink is a link to create: Code is empty when the store should give it
@@ -80,6 +86,9 @@ type Store interface {
 	// RecordClicks stores clicks and updates each link's counters once,
 	// in one transaction. Clicks of links that no longer exist are dropped.
 	RecordClicks(ctx context.Context, clicks []Click) error
+	// SetLinkRules replaces the rules of the link with code (nil: none)
+	// and returns the link as stored, or fails with apperr NotFound.
+	SetLinkRules(ctx context.Context, code string, rules []Rule) (Link, error)
 	// PurgeExpiredLinks deletes up to limit links (and their clicks) that
 	// expired before before, and returns how many went.
 	PurgeExpiredLinks(ctx context.Context, before time.Time, limit int) (int, error)

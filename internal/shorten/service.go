@@ -36,6 +36,8 @@ type CachedLink struct {
 	// store; past it, it answers only while the store fails (StaleTTL).
 	// Zero: fresh for as long as the shared cache keeps it.
 	FreshUntil time.Time
+	// Rules are the link's rules as EncodeRules writes them; "" for none.
+	Rules string
 }
 
 // Limiter limits unknown-code lookups per client; a ratelimit.PolicyLimiter
@@ -61,6 +63,9 @@ type Options struct {
 	// answering costs a redirect this long, then the store answers). If
 	// zero, DefaultSharedTimeout.
 	SharedTimeout time.Duration
+	// Geo locates clients for country and city rules. If nil, such
+	// rules are refused when written.
+	Geo Geo
 	// Limiter limits unknown-code lookups per client address. If nil,
 	// they are not limited.
 	Limiter Limiter
@@ -358,7 +363,7 @@ func (s *Service) announceCreated(l Link) {
 	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) {
 		return
 	}
-	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}); err != nil {
+	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, Rules: EncodeRules(l.Rules)}); err != nil {
 		s.log.Warn("announcing a created link failed; other nodes read it from the shared cache or the store",
 			slog.String("code", l.Code), slog.Any("error", err))
 	}
@@ -373,7 +378,7 @@ func (s *Service) Learn(code string, l CachedLink) {
 		return
 	}
 	s.unknown.remove(code)
-	s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, s.now())
+	s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, s.sharedRules(code, l), s.now())
 }
 
 // Forget drops code from this node's in-process cache, so that its next
