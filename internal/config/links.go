@@ -25,6 +25,7 @@ type LinksConfig struct {
 	PurgeInterval     time.Duration `yaml:"purge_interval" flag:"links-purge-interval" usage:"time between purges of expired links"`
 	ExpiredRetention  time.Duration `yaml:"expired_retention" flag:"links-expired-retention" usage:"how long an expired link is kept (answering 410) before it is purged"`
 	UnknownPerMinute  int           `yaml:"unknown_per_minute" flag:"links-unknown-per-minute" usage:"lookups of unknown codes allowed per client IP per minute (429 beyond); 0: unlimited"`
+	GeoIPDB           string        `yaml:"geoip_db" flag:"links-geoip-db" usage:"MaxMind-format database (GeoLite2 or DB-IP lite, Country or City .mmdb) locating clients for country and city redirect rules; reloaded within a minute when the file changes; empty: such rules are refused"`
 }
 
 // DefaultLinks returns the shortener's defaults.
