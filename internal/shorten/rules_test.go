@@ -25,6 +25,11 @@ func (g mapGeo) Locate(addr netip.Addr) (string, string) {
 	return l[0], l[1]
 }
 
+// addrGeo is a Geo from a table by address, allocating nothing.
+type addrGeo map[netip.Addr]string
+
+func (g addrGeo) Locate(addr netip.Addr) (string, string) { return g[addr], "" }
+
 func TestValidateRules(t *testing.T) {
 	t.Parallel()
 	targets := TargetPolicy{OwnHosts: []string{"sho.rt"}}
@@ -230,7 +235,7 @@ func BenchmarkChoose(b *testing.B) {
 		{Split: []Arm{{URL: "https://example.com/a", Weight: 70}, {URL: "https://example.com/b", Weight: 30}}},
 	}
 	rs := compileRules(1, rules)
-	geo := mapGeo{"192.0.2.1": {"US", ""}}
+	geo := addrGeo{netip.MustParseAddr("192.0.2.1"): "US"}
 	v := Visit{UserAgent: windowsUA, AcceptLanguage: "en-US,en;q=0.9,de;q=0.8", RawQuery: "utm_source=y&a=b", Client: "192.0.2.1"}
 	rs.choose(v, geo) // builds the parser
 	b.ReportAllocs()
