@@ -79,10 +79,10 @@ type Options struct {
 	CacheTTL, NegativeTTL time.Duration
 	// StaleTTL is how long past CacheTTL a link stays cached (here and in
 	// the shared cache) to answer its redirects while the store fails (a
-	// database restart): stale-if-error. Links do not change once created,
-	// so a stale entry is wrong only for a link deleted while its delete
-	// could not reach the caches. If zero, entries are not kept past
-	// CacheTTL.
+	// database restart): stale-if-error. A link's URL does not change
+	// once created, so a stale entry is wrong only for a link deleted, or
+	// whose rules changed (SetRules), while the change could not reach
+	// the caches. If zero, entries are not kept past CacheTTL.
 	StaleTTL time.Duration
 	// Announce tells every node, this one included, that the link with
 	// code was deleted, so that each calls Forget rather than redirect it
@@ -95,7 +95,9 @@ type Options struct {
 	// created, so that each caches it (Learn) and can redirect it even
 	// while the store and the shared cache both fail. Like Announce it
 	// must not block, and a failure is logged, never returned. If nil,
-	// other nodes learn a link from the shared cache or the store.
+	// other nodes learn a link from the shared cache or the store. It is
+	// also called with a link's new form when its rules change
+	// (SetRules), so that each node replaces its cached entry.
 	AnnounceCreated func(code string, l CachedLink) error
 	// ClickBuffer bounds the hits held between flushes (default 100,000);
 	// FlushInterval is the time between flushes (default 1s).
