@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/announce"
+	"github.com/sluicehq/sluice/internal/geoip"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -62,6 +63,14 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	}
 	if n.redis != nil {
 		opts.Shared = n.sharedLinkCache()
+	}
+	if cfg.GeoIPDB != "" {
+		geo, err := geoip.Open(cfg.GeoIPDB, n.log)
+		if err != nil {
+			return nil, fmt.Errorf("links.geoip_db: %w", err)
+		}
+		opts.Geo = geo
+		n.goBackground(ctx, "geoip database reloader", func(ctx context.Context) error { return geo.Run(ctx, 0) })
 	}
 	if per := int64(cfg.UnknownPerMinute); per > 0 {
 		// On the node's counter store (Redis when configured), so the limit

@@ -200,13 +200,15 @@ func TestCreateReachesTheOtherNode(t *testing.T) {
 func TestLinkCreatedEncoding(t *testing.T) {
 	t.Parallel()
 	exp := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
-	for _, l := range []shorten.CachedLink{{ID: 7, URL: "https://example.com/a b"}, {ID: 9, URL: "https://e.x/", ExpiresAt: exp}} {
+	for _, l := range []shorten.CachedLink{{ID: 7, URL: "https://example.com/a b"}, {ID: 9, URL: "https://e.x/", ExpiresAt: exp},
+		{ID: 10, URL: "https://e.x/r", Rules: `[{"if":{"os":["ios"]},"url":"https://e.x/ios"}]`}} {
 		code, got, err := announce.DecodeLinkCreated(announce.EncodeLinkCreated("abc1234", l))
 		if err != nil || code != "abc1234" || got != l {
 			t.Errorf("round trip of %+v = %q %+v, %v", l, code, got, err)
 		}
 	}
-	for _, bad := range []string{"", "abc 1 0", "abc x 0 https://e", "abc 1 y https://e", " 1 0 https://e"} {
+	for _, bad := range []string{"", "abc 1 0", "abc x 0 https://e", "abc 1 y https://e", " 1 0 https://e",
+		"abc r:1 0 https://e", "abc r:1 0 https://e\n", "abc r:1 0 \n[]"} {
 		if _, _, err := announce.DecodeLinkCreated(bad); err == nil {
 			t.Errorf("DecodeLinkCreated(%q) succeeded", bad)
 		}

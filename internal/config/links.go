@@ -27,7 +27,8 @@ type LinksConfig struct {
 	UnknownPerMinute  int           `yaml:"unknown_per_minute" flag:"links-unknown-per-minute" usage:"lookups of unknown codes allowed per client IP per minute (429 beyond); 0: unlimited"`
 
 	// Attribution (docs/links.md).
-	NotificationClickIDs bool `yaml:"notification_click_ids" flag:"links-notification-click-ids" usage:"give the short links made for notifications' SMS click ids (a sluice_cid parameter on the target), so POST /v1/conversions can credit a sale to the message"`
+	NotificationClickIDs bool   `yaml:"notification_click_ids" flag:"links-notification-click-ids" usage:"give the short links made for notifications' SMS click ids (a sluice_cid parameter on the target), so POST /v1/conversions can credit a sale to the message"`
+	GeoIPDB              string `yaml:"geoip_db" flag:"links-geoip-db" usage:"MaxMind-format database (GeoLite2 or DB-IP lite, Country or City .mmdb) locating clients for country and city redirect rules; reloaded within a minute when the file changes; empty: such rules are refused"`
 }
 
 // DefaultLinks returns the shortener's defaults.

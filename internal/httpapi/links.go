@@ -21,6 +21,8 @@ type Links interface {
 	Resolve(ctx context.Context, code, client string) (shorten.Target, error)
 	RecordHit(h shorten.Hit) bool
 	ShortURL(code string) string
+	SetRules(ctx context.Context, caller shorten.Caller, code string, rules []shorten.Rule) (shorten.Link, error)
+	Choose(t shorten.Target, v shorten.Visit) shorten.Target
 }
 
 // Link list page sizes.
@@ -34,6 +36,7 @@ func (s *Server) registerLinks() {
 	s.Handle("GET /v1/links", auth.ScopeLinksWrite, s.listLinks)
 	s.Handle("GET /v1/links/{code}", auth.ScopeLinksWrite, s.getLink)
 	s.Handle("DELETE /v1/links/{code}", auth.ScopeLinksWrite, s.deleteLink)
+	s.registerLinkRules()
 	// GET patterns serve HEAD too; a separate "HEAD /{code}" would
 	// conflict with "GET /healthz" and the other fixed GET routes.
 	s.Handle("GET /{code}", public, s.redirect)
@@ -50,15 +53,16 @@ type linkRequest struct {
 
 // LinkResponse is a link as the API shows it.
 type linkResponse struct {
-	Code           string     `json:"code"`
-	ShortURL       string     `json:"short_url"`
-	URL            string     `json:"url"`
-	ExpiresAt      *time.Time `json:"expires_at"`
-	CreatedAt      time.Time  `json:"created_at"`
-	Clicks         int64      `json:"clicks"`
-	BotHits        int64      `json:"bot_hits"`
-	FirstClickAt   *time.Time `json:"first_click_at"`
-	NotificationID string     `json:"notification_id,omitempty"`
+	Code           string         `json:"code"`
+	ShortURL       string         `json:"short_url"`
+	URL            string         `json:"url"`
+	ExpiresAt      *time.Time     `json:"expires_at"`
+	CreatedAt      time.Time      `json:"created_at"`
+	Clicks         int64          `json:"clicks"`
+	BotHits        int64          `json:"bot_hits"`
+	FirstClickAt   *time.Time     `json:"first_click_at"`
+	NotificationID string         `json:"notification_id,omitempty"`
+	Rules          []shorten.Rule `json:"rules,omitempty"`
 	linkExtrasResponse
 }
 
@@ -67,7 +71,7 @@ func (s *Server) toLinkResponse(l shorten.Link) linkResponse {
 		Code: l.Code, ShortURL: s.opts.Links.ShortURL(l.Code), URL: l.URL,
 		ExpiresAt: optTime(l.ExpiresAt), CreatedAt: l.CreatedAt.UTC(),
 		Clicks: l.Clicks, BotHits: l.BotHits, FirstClickAt: optTime(l.FirstClickAt),
-		NotificationID: l.NotificationID, linkExtrasResponse: toLinkExtras(l),
+		NotificationID: l.NotificationID, Rules: l.Rules, linkExtrasResponse: toLinkExtras(l),
 	}
 }
 
@@ -192,6 +196,9 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusFound)
 		return nil
 	}
+	if t.Rules != nil {
+		t = s.chooseTarget(t, r, client)
+	}
 	purpose := r.Header.Get("Sec-Purpose")
 	if purpose == "" {
 		purpose = r.Header.Get("Purpose")
@@ -199,7 +206,8 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	hit := shorten.Hit{
 		LinkID: t.LinkID, Head: r.Method == http.MethodHead,
 		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client, HitDetails: hitDetails(r),
-		Code: r.PathValue("code"),
+		Target: t.Rule,
+		Code:   r.PathValue("code"),
 	}
 	if t.Limited || t.ClickIDs {
 		return s.redirectSpecial(w, r, t, hit) // linkvisits.go

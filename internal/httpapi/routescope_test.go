@@ -77,6 +77,7 @@ var routeScopes = map[string]auth.Scope{
 	"GET /v1/links":               auth.ScopeLinksWrite,
 	"GET /v1/links/{code}":        auth.ScopeLinksWrite,
 	"DELETE /v1/links/{code}":     auth.ScopeLinksWrite,
+	"PUT /v1/links/{code}/rules":  auth.ScopeLinksWrite,
 	"GET /v1/stats/links":         auth.ScopeLinksWrite,
 	"GET /v1/links/{code}/clicks": auth.ScopeLinksWrite,
 	"GET /v1/links/{code}/stats":  auth.ScopeLinksWrite,

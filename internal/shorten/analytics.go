@@ -37,14 +37,15 @@ const (
 	DimReferrer Dim = 4
 	DimLanguage Dim = 5
 	DimSource   Dim = 6
+	DimTarget   Dim = 7
 )
 
 // Dims lists the dimensions in a stable order, and DimNames their names in
 // the API (the group parameter).
 var (
-	Dims     = []Dim{DimCountry, DimDevice, DimOS, DimReferrer, DimLanguage, DimSource}
+	Dims     = []Dim{DimCountry, DimDevice, DimOS, DimReferrer, DimLanguage, DimSource, DimTarget}
 	DimNames = map[Dim]string{DimCountry: "country", DimDevice: "device", DimOS: "os",
-		DimReferrer: "referrer", DimLanguage: "language", DimSource: "source"}
+		DimReferrer: "referrer", DimLanguage: "language", DimSource: "source", DimTarget: "target"}
 )
 
 // ParseDim returns the dimension named name.
@@ -84,6 +85,9 @@ type Dimensions struct {
 	Language string
 	// ClickID is set for clicks of links with click ids.
 	ClickID string
+	// Target is the label of the redirect rule that picked the target
+	// (Target.Rule): "" for a link without rules.
+	Target string
 }
 
 // Value returns the click's value in dimension d.
@@ -101,6 +105,8 @@ func (d Dimensions) Value(dim Dim) string {
 		return d.Language
 	case DimSource:
 		return d.Source.String()
+	case DimTarget:
+		return d.Target
 	}
 	return ""
 }
@@ -169,7 +175,7 @@ func (c *dimCache) of(h Hit, bot bool) Dimensions {
 		c.agents[ak] = a
 	}
 	d := Dimensions{Source: h.Source, Device: a[0], OS: a[1], Referrer: referrerHost(h.Referer),
-		Language: firstLanguage(h.AcceptLanguage), ClickID: h.ClickID}
+		Language: firstLanguage(h.AcceptLanguage), ClickID: h.ClickID, Target: h.Target}
 	if c.country != nil {
 		cc, ok := c.places[h.Client]
 		if !ok {

@@ -20,6 +20,7 @@ type entry struct {
 	url       string
 	expiresAt int64 // Unix microseconds; 0: never
 	notFound  bool
+	rules     *RuleSet // nil: none
 	// until is when the entry stops being trusted (Unix microseconds), so
 	// that changes made on other nodes (a delete) are seen within the TTL;
 	// keep is when it stops answering at all, even while the store fails

@@ -23,6 +23,8 @@ type Hit struct {
 	HitDetails
 	// Code is the code the link was reached by, passed on in Click.Code.
 	Code string
+	// Target is the rule that picked the target (Target.Rule).
+	Target string
 }
 
 type bufferedHit struct {
@@ -148,7 +150,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		clicks = append(clicks, Click{
 			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: v.bot, Reason: v.reason, Visitor: visitor,
 			Dimensions: dims.of(h.Hit, v.bot),
-			Code: h.Code,
+			Code:       h.Code,
 		})
 	}
 	b.giveBack(hits)

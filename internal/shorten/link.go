@@ -30,6 +30,9 @@ type Link struct {
 	Visits int64
 	// Conversions counts the conversions recorded against its clicks.
 	Conversions int64
+	// Rules are the link's redirect rules (rules.go), in order; nil for
+	// none.
+	Rules []Rule
 }
 
 // Expired reports whether the link has expired at now.
@@ -92,6 +95,9 @@ type Store interface {
 	// RecordClicks stores clicks and updates each link's counters once,
 	// in one transaction. Clicks of links that no longer exist are dropped.
 	RecordClicks(ctx context.Context, clicks []Click) error
+	// SetLinkRules replaces the rules of the link with code (nil: none)
+	// and returns the link as stored, or fails with apperr NotFound.
+	SetLinkRules(ctx context.Context, code string, rules []Rule) (Link, error)
 	// PurgeExpiredLinks deletes up to limit links (and their clicks) that
 	// expired before before, and returns how many went.
 	PurgeExpiredLinks(ctx context.Context, before time.Time, limit int) (int, error)

@@ -23,6 +23,13 @@ type Target struct {
 	// URL (else the server's). ClickIDs asks for a click id on the target.
 	Limited, UsedUp, ClickIDs bool
 	Fallback                  string
+	// Rules are the link's redirect rules, nil for none; Service.Choose
+	// applies them to a visit.
+	Rules *RuleSet
+	// Rule is the label of the rule that picked URL (set by Choose): its
+	// name or "rules[i]", with "/arm" for a split, DefaultTarget when none
+	// matched, "" for a link without rules.
+	Rule string
 }
 
 // Errors of the redirect path, shared so that answering costs no
@@ -78,7 +85,7 @@ func (s *Service) target(e *entry, now int64) Target {
 		return Target{LinkID: e.id, URL: s.opts.FallbackURL, Expired: true}
 	}
 	s.metrics.Found()
-	return Target{LinkID: e.id, URL: e.url}
+	return Target{LinkID: e.id, URL: e.url, Rules: e.rules}
 }
 
 // staleRetry is how long a stale entry answered because the store failed
@@ -101,7 +108,7 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 			s.log.Debug("shared link cache get failed", slog.String("code", code), slog.Any("error", err))
 		case ok && (cl.FreshUntil.IsZero() || now.Before(cl.FreshUntil)):
 			s.metrics.SharedHit()
-			return s.cacheLink(code, cl.ID, cl.URL, cl.ExpiresAt, now), nil
+			return s.cacheLink(code, cl.ID, cl.URL, cl.ExpiresAt, s.sharedRules(code, cl), now), nil
 		case ok:
 			stale = &cl
 			s.metrics.SharedMiss()
@@ -121,16 +128,16 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 	if l.special() {
 		return s.cacheSpecial(code, l, now), nil // never shared: see share
 	}
-	e := s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, now)
+	e := s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, compileRules(l.ID, l.Rules), now)
 	s.share(ctx, l, now)
 	return e, nil
 }
 
 // cacheLink caches a link read from the shared cache or the store, trusted
 // for CacheTTL and kept for StaleTTL more.
-func (s *Service) cacheLink(code string, id int64, url string, expiresAt time.Time, now time.Time) *entry {
+func (s *Service) cacheLink(code string, id int64, url string, expiresAt time.Time, rules *RuleSet, now time.Time) *entry {
 	until := now.Add(s.opts.CacheTTL)
-	e := &entry{id: id, url: url, expiresAt: micros(expiresAt), until: until.UnixMicro(), keep: until.Add(s.opts.StaleTTL).UnixMicro()}
+	e := &entry{id: id, url: url, expiresAt: micros(expiresAt), rules: rules, until: until.UnixMicro(), keep: until.Add(s.opts.StaleTTL).UnixMicro()}
 	s.links.put(code, e)
 	return e
 }
@@ -141,14 +148,14 @@ func (s *Service) cacheLink(code string, id int64, url string, expiresAt time.Ti
 func (s *Service) staleEntry(code string, stale *CachedLink, now time.Time, err error) (*entry, error) {
 	e := s.links.stale(code, now.UnixMicro())
 	if e == nil && stale != nil {
-		e = &entry{id: stale.ID, url: stale.URL, expiresAt: micros(stale.ExpiresAt)}
+		e = &entry{id: stale.ID, url: stale.URL, expiresAt: micros(stale.ExpiresAt), rules: s.sharedRules(code, *stale)}
 	}
 	if e == nil {
 		return nil, err
 	}
 	s.metrics.StaleHit()
 	s.log.Debug("link store failed: answering from a stale cache entry", slog.String("code", code), slog.Any("error", err))
-	retry := &entry{id: e.id, url: e.url, expiresAt: e.expiresAt, until: now.Add(staleRetry).UnixMicro(), keep: max(e.keep, e.until), extra: e.extra}
+	retry := &entry{id: e.id, url: e.url, expiresAt: e.expiresAt, rules: e.rules, until: now.Add(staleRetry).UnixMicro(), keep: max(e.keep, e.until), extra: e.extra}
 	s.links.put(code, retry)
 	return retry, nil
 }
@@ -166,7 +173,7 @@ func (s *Service) share(ctx context.Context, l Link, now time.Time) {
 	if !l.ExpiresAt.IsZero() {
 		ttl = min(ttl, l.ExpiresAt.Sub(now)) // the shared entry never outlives the link
 	}
-	cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, FreshUntil: now.Add(s.opts.CacheTTL)}
+	cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, FreshUntil: now.Add(s.opts.CacheTTL), Rules: EncodeRules(l.Rules)}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.SharedTimeout)
 	defer cancel()
 	if err := sh.Set(sctx, l.Code, cl, ttl); err != nil {

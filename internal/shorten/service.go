@@ -37,6 +37,8 @@ type CachedLink struct {
 	// store; past it, it answers only while the store fails (StaleTTL).
 	// Zero: fresh for as long as the shared cache keeps it.
 	FreshUntil time.Time
+	// Rules are the link's rules as EncodeRules writes them; "" for none.
+	Rules string
 }
 
 // Limiter limits unknown-code lookups per client; a ratelimit.PolicyLimiter
@@ -62,6 +64,9 @@ type Options struct {
 	// answering costs a redirect this long, then the store answers). If
 	// zero, DefaultSharedTimeout.
 	SharedTimeout time.Duration
+	// Geo locates clients for country and city rules. If nil, such
+	// rules are refused when written.
+	Geo Geo
 	// Limiter limits unknown-code lookups per client address. If nil,
 	// they are not limited.
 	Limiter Limiter
@@ -75,10 +80,10 @@ type Options struct {
 	CacheTTL, NegativeTTL time.Duration
 	// StaleTTL is how long past CacheTTL a link stays cached (here and in
 	// the shared cache) to answer its redirects while the store fails (a
-	// database restart): stale-if-error. Links do not change once created,
-	// so a stale entry is wrong only for a link deleted while its delete
-	// could not reach the caches. If zero, entries are not kept past
-	// CacheTTL.
+	// database restart): stale-if-error. A link's URL does not change
+	// once created, so a stale entry is wrong only for a link deleted, or
+	// whose rules changed (SetRules), while the change could not reach
+	// the caches. If zero, entries are not kept past CacheTTL.
 	StaleTTL time.Duration
 	// Announce tells every node, this one included, that the link with
 	// code was deleted, so that each calls Forget rather than redirect it
@@ -95,7 +100,9 @@ type Options struct {
 	// created, so that each caches it (Learn) and can redirect it even
 	// while the store and the shared cache both fail. Like Announce it
 	// must not block, and a failure is logged, never returned. If nil,
-	// other nodes learn a link from the shared cache or the store.
+	// other nodes learn a link from the shared cache or the store. It is
+	// also called with a link's new form when its rules change
+	// (SetRules), so that each node replaces its cached entry.
 	AnnounceCreated func(code string, l CachedLink) error
 	// ClickBuffer bounds the hits held between flushes (default 100,000);
 	// FlushInterval is the time between flushes (default 1s).
@@ -377,7 +384,7 @@ func (s *Service) announceCreated(l Link) {
 	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) || l.special() {
 		return
 	}
-	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt}); err != nil {
+	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, Rules: EncodeRules(l.Rules)}); err != nil {
 		s.log.Warn("announcing a created link failed; other nodes read it from the shared cache or the store",
 			slog.String("code", l.Code), slog.Any("error", err))
 	}
@@ -392,7 +399,7 @@ func (s *Service) Learn(code string, l CachedLink) {
 		return
 	}
 	s.unknown.remove(code)
-	s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, s.now())
+	s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, s.sharedRules(code, l), s.now())
 }
 
 // Forget drops code from this node's in-process cache, so that its next

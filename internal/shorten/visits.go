@@ -89,7 +89,7 @@ func (s *Service) Visit(ctx context.Context, t Target) (Target, error) {
 func (s *Service) cacheSpecial(code string, l Link, now time.Time) *entry {
 	until := now.Add(s.opts.CacheTTL)
 	x := l.LinkExtras
-	e := &entry{id: l.ID, url: l.URL, expiresAt: micros(l.ExpiresAt), until: until.UnixMicro(),
+	e := &entry{id: l.ID, url: l.URL, expiresAt: micros(l.ExpiresAt), rules: compileRules(l.ID, l.Rules), until: until.UnixMicro(),
 		keep: until.Add(s.opts.StaleTTL).UnixMicro(), extra: &x}
 	s.links.put(code, e)
 	return e
@@ -102,7 +102,7 @@ func (s *Service) specialTarget(e *entry, now int64) Target {
 		s.metrics.Expired()
 		return Target{LinkID: e.id, URL: fallback, Expired: true, Fallback: fallback}
 	}
-	t := Target{LinkID: e.id, URL: e.url, Limited: e.extra.MaxVisits > 0, ClickIDs: e.extra.ClickIDs, Fallback: fallback}
+	t := Target{LinkID: e.id, URL: e.url, Rules: e.rules, Limited: e.extra.MaxVisits > 0, ClickIDs: e.extra.ClickIDs, Fallback: fallback}
 	if !t.Limited {
 		s.metrics.Found() // a limited link is counted by Visit
 	}

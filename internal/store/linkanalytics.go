@@ -51,8 +51,8 @@ const (
 )
 
 var (
-	deviceCodes = codeTable(shorten.DeviceOther, shorten.DeviceDesktop, shorten.DeviceMobile, shorten.DeviceTablet, shorten.DeviceBot)
-	osCodes     = codeTable("other", "windows", "macos", "ios", "android", "linux", "chromeos")
+	deviceCodes = codeTable(shorten.DeviceOther, shorten.DeviceDesktop, shorten.DeviceMobile, shorten.DeviceTablet, shorten.DeviceBot, "tv")
+	osCodes     = codeTable("other", "windows", "macos", "ios", "android", "linux", "chromeos", "freebsd", "openbsd")
 )
 
 func codeTable(names ...string) map[string]int64 {

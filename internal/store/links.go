@@ -18,7 +18,7 @@ var _ shorten.Store = (*DB)(nil)
 
 // linkColumns is the column list every links read selects, in scanLink's
 // order.
-const linkColumns = "id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at, " + linkExtraColumns
+const linkColumns = "id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at, rules, " + linkExtraColumns
 
 // insertChunk bounds the rows of one multi-row INSERT, well inside both
 // engines' limits on bound parameters.
@@ -256,14 +256,14 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		}
 		for chunk := range slices.Chunk(kept, insertChunk) {
 			var q strings.Builder
-			q.WriteString("INSERT INTO link_clicks (link_id, at, bot, reason, visitor, " + clickDimColumns + ") VALUES ")
-			args := make([]any, 0, len(chunk)*12)
+			q.WriteString("INSERT INTO link_clicks (link_id, at, bot, reason, visitor, target, " + clickDimColumns + ") VALUES ")
+			args := make([]any, 0, len(chunk)*13)
 			for i, c := range chunk {
 				if i > 0 {
 					q.WriteString(", ")
 				}
-				q.WriteString("(?, ?, ?, ?, ?, " + clickDimParams + ")")
-				args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, c.Visitor)
+				q.WriteString("(?, ?, ?, ?, ?, ?, " + clickDimParams + ")")
+				args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, c.Visitor, c.Target)
 				args = appendClickDims(args, c.Dimensions)
 			}
 			if _, err := tx.ExecContext(ctx, db.Rebind(q.String()), args...); err != nil {
@@ -317,11 +317,16 @@ func scanLink(row interface{ Scan(...any) error }) (shorten.Link, error) {
 		notif          *string
 		created        int64
 		expires, first *int64
+		rules          *string
 		maxVisits      *int64
 		clickIDs       int64
 	)
-	if err := row.Scan(&l.ID, &l.Code, &l.URL, &l.Owner, &notif, &created, &expires, &l.Clicks, &l.BotHits, &first,
+	if err := row.Scan(&l.ID, &l.Code, &l.URL, &l.Owner, &notif, &created, &expires, &l.Clicks, &l.BotHits, &first, &rules,
 		&maxVisits, &l.Visits, &l.FallbackURL, &clickIDs, &l.Conversions); err != nil {
+		return shorten.Link{}, err
+	}
+	var err error
+	if l.Rules, err = decodeLinkRules(rules); err != nil {
 		return shorten.Link{}, err
 	}
 	if notif != nil {

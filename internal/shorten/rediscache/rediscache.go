@@ -23,7 +23,12 @@ var _ shorten.SharedCache = (*Cache)(nil)
 // node, which wrote and read "id expiry-micros url", take the entry for
 // malformed and read the database instead of redirecting to a wrong URL;
 // entries in the older form are still read (fresh for as long as they
-// live). It is safe for concurrent use.
+// live). A link with redirect rules is kept as "3:id expiry fresh-until
+// url\nrules" (the rules as shorten.EncodeRules writes them; a URL holds no
+// newline): a node that knows only "2:" takes it for malformed and reads
+// the database, where it finds the URL its version can serve, while links
+// without rules keep the form every node reads. It is safe for concurrent
+// use.
 type Cache struct {
 	client rueidis.Client
 	prefix string
@@ -75,10 +80,17 @@ func (c *Cache) Delete(ctx context.Context, code string) error {
 	return nil
 }
 
-// version marks the current encoding.
-const version = "2:"
+// version marks the current encoding, withRules that of a link with
+// rules.
+const (
+	version   = "2:"
+	withRules = "3:"
+)
 
 func encode(l shorten.CachedLink) string {
+	if l.Rules != "" {
+		return withRules + strconv.FormatInt(l.ID, 10) + " " + micros(l.ExpiresAt) + " " + micros(l.FreshUntil) + " " + l.URL + "\n" + l.Rules
+	}
 	return version + strconv.FormatInt(l.ID, 10) + " " + micros(l.ExpiresAt) + " " + micros(l.FreshUntil) + " " + l.URL
 }
 
@@ -91,9 +103,17 @@ func micros(t time.Time) string {
 
 func decode(s string) (shorten.CachedLink, error) {
 	rest, current := strings.CutPrefix(s, version)
+	rest, ruled := strings.CutPrefix(rest, withRules)
 	fields := 2 // id, expiry, then the URL
-	if current {
+	if current || ruled {
 		fields = 3 // and fresh-until
+	}
+	var rules string
+	if ruled {
+		var ok bool
+		if rest, rules, ok = strings.Cut(rest, "\n"); !ok || rules == "" {
+			return shorten.CachedLink{}, fmt.Errorf("malformed cached link %q", s)
+		}
 	}
 	var nums [3]int64
 	for i := range fields {
@@ -107,7 +127,7 @@ func decode(s string) (shorten.CachedLink, error) {
 	if rest == "" {
 		return shorten.CachedLink{}, fmt.Errorf("malformed cached link %q", s)
 	}
-	l := shorten.CachedLink{ID: nums[0], URL: rest}
+	l := shorten.CachedLink{ID: nums[0], URL: rest, Rules: rules}
 	if nums[1] != 0 {
 		l.ExpiresAt = time.UnixMicro(nums[1]).UTC()
 	}

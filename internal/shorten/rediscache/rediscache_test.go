@@ -2,6 +2,8 @@ package rediscache
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +42,7 @@ func TestCache(t *testing.T) {
 		{ID: 42, URL: "https://example.com/a b?c=d e", ExpiresAt: exp},
 		{ID: 7, URL: "https://example.com/"},
 		{ID: 9, URL: "https://example.com/9", FreshUntil: exp.Add(-time.Hour)},
+		{ID: 10, URL: "https://example.com/10", FreshUntil: exp, Rules: `[{"if":{"os":["ios"]},"url":"https://example.com/ios"}]`},
 	}
 	for i, want := range tests {
 		code := fmt.Sprint("code", i)
@@ -87,9 +90,38 @@ func TestCacheEncodings(t *testing.T) {
 	if enc != "2:42 0 5 https://example.com/x" {
 		t.Errorf("encode = %q", enc)
 	}
-	for _, bad := range []string{"2:42 0 https://example.com/x", "2:42 0 5 ", "x 0 https://e", "2:"} {
+	ruled := shorten.CachedLink{ID: 42, URL: "https://example.com/x", FreshUntil: time.UnixMicro(5).UTC(), Rules: `[{"url":"https://e.com/"}]`}
+	if enc := encode(ruled); enc != "3:42 0 5 https://example.com/x\n"+ruled.Rules {
+		t.Errorf("encode(with rules) = %q", enc)
+	} else if got, err := decode(enc); err != nil || got != ruled {
+		t.Errorf("decode(encode(with rules)) = %+v, %v; want %+v", got, err, ruled)
+	}
+	// What a node that knows only "2:" makes of a link with rules: no
+	// link, so it reads the database.
+	if _, err := decodeV2("3:42 0 5 https://example.com/x\n[]"); err == nil {
+		t.Error("a 2: reader accepted a 3: entry")
+	}
+	for _, bad := range []string{"2:42 0 https://example.com/x", "2:42 0 5 ", "x 0 https://e", "2:", "3:42 0 5 https://e.com/", "3:42 0 5 https://e.com/\n"} {
 		if l, err := decode(bad); err == nil {
 			t.Errorf("decode(%q) = %+v, want an error", bad, l)
 		}
 	}
+}
+
+// decodeV2 is decode as the previous release had it, which knew "2:" and
+// the unversioned form only.
+func decodeV2(s string) (shorten.CachedLink, error) {
+	rest, current := strings.CutPrefix(s, version)
+	fields := 2
+	if current {
+		fields = 3
+	}
+	for range fields {
+		f, r, ok := strings.Cut(rest, " ")
+		if _, err := strconv.ParseInt(f, 10, 64); !ok || err != nil {
+			return shorten.CachedLink{}, fmt.Errorf("malformed cached link %q", s)
+		}
+		rest = r
+	}
+	return shorten.CachedLink{URL: rest}, nil
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ func (s suite) links(t *testing.T) {
 	t.Run("Clicks", s.linkClicks)
 	t.Run("ListAndDelete", s.linkListAndDelete)
 	t.Run("Purge", s.linkPurge)
+	t.Run("Rules", s.linkRules)
+	t.Run("ClickTargets", s.linkClickTargets)
 }
 
 // codeOf is the code callback of the tests: readable codes from ids.
@@ -50,7 +53,7 @@ func (s suite) linkCreateAndRead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("LinkByCode(%q): %v", want.Code, err)
 		}
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("LinkByCode(%q) = %+v, want %+v", want.Code, got, want)
 		}
 		if i == 1 && (!got.ExpiresAt.Equal(expires.Truncate(time.Microsecond)) || got.ExpiresAt.Location() != time.UTC) {
