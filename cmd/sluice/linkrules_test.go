@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maxmind/mmdbwriter"
 	"github.com/maxmind/mmdbwriter/mmdbtype"
@@ -73,6 +74,24 @@ func TestServeGeoRules(t *testing.T) {
 	}
 	if r := sendNoFollow(t, "GET", n.httpURL+"/geo", ""); r.StatusCode != http.StatusFound || r.Header.Get("Location") != "https://example.fr/" {
 		t.Errorf("GET /geo from a French address = %d to %q, want 302 to https://example.fr/", r.StatusCode, r.Header.Get("Location"))
+	}
+	// The click is counted under the database's country in the stats (the
+	// flusher asks the same database), and under the rule that matched.
+	for _, group := range []string{"country", "target"} {
+		want := map[string]string{"country": `"value":"FR"`, "target": `"value":"fr"`}[group]
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := sendNoFollow(t, "GET", n.httpURL+"/v1/links/geo/stats?group="+group, "")
+			var b bytes.Buffer
+			_, _ = b.ReadFrom(r.Body)
+			if r.StatusCode == http.StatusOK && strings.Contains(b.String(), want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("stats by %s = %d %s; want a group %s", group, r.StatusCode, b.String(), want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 
 	plain := startNode(t, testConfig(t))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/announce"
@@ -70,6 +71,14 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 			return nil, fmt.Errorf("links.geoip_db: %w", err)
 		}
 		opts.Geo = geo
+		opts.Country = func(client string) string { // the stats' country of a click
+			a, err := netip.ParseAddr(client)
+			if err != nil {
+				return ""
+			}
+			country, _ := geo.Locate(a)
+			return country
+		}
 		n.goBackground(ctx, "geoip database reloader", func(ctx context.Context) error { return geo.Run(ctx, 0) })
 	}
 	if per := int64(cfg.UnknownPerMinute); per > 0 {

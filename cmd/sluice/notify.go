@@ -87,6 +87,7 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 	}
 	opts := notify.Options{
 		Store:         n.db,
+		Reads:         n.db, // the escalation condition "read": the in-app inbox
 		Queue:         nq,
 		Providers:     providers,
 		Backups:       ps.backups,

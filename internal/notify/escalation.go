@@ -35,7 +35,7 @@ const escalationMarker = "escalation: unless "
 // InboxReads reports whether a user read a notification in the in-app
 // inbox; the escalation condition "read" asks it. The inbox implements it.
 type InboxReads interface {
-	NotificationRead(ctx context.Context, notificationID string) (bool, error)
+	NotificationRead(ctx context.Context, userID, notificationID string) (bool, error)
 }
 
 // escalate holds back the channels of t's escalation rule in ds, the
@@ -123,7 +123,11 @@ func (s *Service) engaged(ctx context.Context, key DeliveryKey, conditions []str
 			if s.opts.Reads == nil {
 				continue
 			}
-			read, err := s.opts.Reads.NotificationRead(ctx, key.NotificationID)
+			rec, err := s.opts.Store.Notification(ctx, key.NotificationID)
+			if err != nil {
+				return "", fmt.Errorf("read notification %s: %w", key.NotificationID, err)
+			}
+			read, err := s.opts.Reads.NotificationRead(ctx, rec.UserID, key.NotificationID)
 			if err != nil {
 				return "", fmt.Errorf("read inbox state of %s: %w", key.NotificationID, err)
 			}

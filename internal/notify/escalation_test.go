@@ -41,7 +41,7 @@ func (c *clicks) Links(_ context.Context, id string) ([]notify.Link, error) {
 // reads is the in-app inbox's side of engagement.
 type reads map[string]bool
 
-func (r reads) NotificationRead(_ context.Context, id string) (bool, error) { return r[id], nil }
+func (r reads) NotificationRead(_ context.Context, _, id string) (bool, error) { return r[id], nil }
 
 func TestEscalation(t *testing.T) {
 	t.Parallel()

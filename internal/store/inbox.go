@@ -187,3 +187,13 @@ func scanInbox(r interface{ Scan(...any) error }) (inbox.Message, error) {
 	m.CreatedAt, m.ReadAt, m.ArchivedAt = fromMicros(created), fromMicros(read), fromMicros(archive)
 	return m, nil
 }
+
+// NotificationRead reports whether userID read (or archived) the inbox
+// message of notification id: the escalation condition "read"
+// (notify.InboxReads). A notification that never reached the inbox is
+// not read.
+func (db *DB) NotificationRead(ctx context.Context, userID, id string) (bool, error) {
+	var n int
+	err := db.queryRow(ctx, `SELECT count(*) FROM inbox_messages WHERE user_id = ? AND id = ? AND read_at IS NOT NULL`, userID, id).Scan(&n)
+	return n > 0, mapErr(err, "read inbox message state")
+}

@@ -91,6 +91,16 @@ func (s suite) inboxStates(t *testing.T) {
 	if n, _ := db.InboxUnread(ctx, "u"); n != 2 {
 		t.Errorf("unread after reading a = %d, want 2", n)
 	}
+	// NotificationRead (the escalation condition "read") is true for the
+	// read message only, and only under its own user.
+	for _, c := range []struct {
+		user, id string
+		want     bool
+	}{{"u", "a", true}, {"u", "b", false}, {"other", "a", false}, {"u", "absent", false}} {
+		if got, err := db.NotificationRead(ctx, c.user, c.id); err != nil || got != c.want {
+			t.Errorf("NotificationRead(%s, %s) = %v, %v; want %v", c.user, c.id, got, err, c.want)
+		}
+	}
 	if m, err := db.SetInboxState(ctx, "u", "a", inbox.Unread, at); err != nil || !m.ReadAt.IsZero() {
 		t.Errorf("unread a = %+v, %v", m, err)
 	}
