@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/events"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -31,10 +32,12 @@ func (e *statusEvents) SendSystem(ctx context.Context, r notify.SystemRequest) (
 func (n *node) newStatusEvents() *statusEvents {
 	ec := n.cfg.Notify.Events
 	se := &statusEvents{}
+	m := metrics.NewEvents(n.reg)
 	se.svc = events.NewService(events.Options{
 		Store: n.db, Notifier: se, Retention: ec.Retention,
 		DisableAfter: ec.DisableAfter, DisableAfterFailures: ec.DisableAfterFailures,
 		MaxSubscriptions: ec.MaxSubscriptions, AllowPrivate: n.cfg.AllowPrivate, Logger: n.log,
+		Counted: m.Counted, Disabled: m.Disabled,
 	})
 	return se
 }

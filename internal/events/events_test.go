@@ -96,7 +96,11 @@ func (f *failing) Post(context.Context, string, string, string, []byte) error {
 
 func TestDisabledAfterAFailureRunOfDisableAfter(t *testing.T) {
 	t.Parallel()
-	b := setup(t, events.Options{DisableAfter: 5 * 24 * time.Hour})
+	var mu sync.Mutex
+	counted, disabled := map[string]int{}, 0
+	b := setup(t, events.Options{DisableAfter: 5 * 24 * time.Hour,
+		Counted:  func(t, r string) { mu.Lock(); counted[t+"/"+r]++; mu.Unlock() },
+		Disabled: func() { mu.Lock(); disabled++; mu.Unlock() }})
 	ctx := t.Context()
 	sub, err := b.svc.Create(ctx, events.NewSubscription{URL: "https://hooks.example.com/x", Events: []string{events.DeliverySent}})
 	if err != nil || sub.DisableAfter != 5*24*time.Hour || !strings.HasPrefix(sub.Secret, "whsec_") {
@@ -136,6 +140,11 @@ func TestDisabledAfterAFailureRunOfDisableAfter(t *testing.T) {
 	if len(logged) != 1 || len(b.sent.reqs) != 0 {
 		t.Errorf("while disabled: %d logged, %d queued; want 1 logged, none queued", len(logged), len(b.sent.reqs))
 	}
+	mu.Lock()
+	if disabled != 1 || counted["delivery.sent/logged"] != 1 || len(counted) != 1 {
+		t.Errorf("metrics: %d disabled, counted %v; want 1 disabled and one delivery.sent logged", disabled, counted)
+	}
+	mu.Unlock()
 	rec, err := b.svc.Recover(ctx, sub.ID, b.clock.Add(-time.Minute))
 	if err != nil || rec.Queued != 1 || len(b.sent.reqs) != 1 || b.sent.reqs[0].Recipient != sub.ID {
 		t.Fatalf("Recover = %+v, %v; queued %+v", rec, err, b.sent.reqs)

@@ -99,5 +99,8 @@ func (s *Sender) record(ctx context.Context, sub Subscription, sendErr error) {
 		return
 	}
 	s.svc.invalidate()
+	if s.svc.opts.Disabled != nil {
+		s.svc.opts.Disabled()
+	}
 	s.svc.log.Warn("event subscription disabled", "subscription", sub.ID, "reason", reason)
 }

@@ -53,10 +53,24 @@ type Options struct {
 	// EmitTimeout bounds the store writes one event costs on the path
 	// that generated it. If zero, 2 seconds.
 	EmitTimeout time.Duration
-	Logger      *slog.Logger
+	// Counted, if not nil, is told the outcome of every event some
+	// subscription wants, by type: ResultLogged (in the event log, queued
+	// to the enabled subscriptions) or ResultLost (never logged: the
+	// subscriptions or the log could not be read or written).
+	Counted func(eventType, result string)
+	// Disabled, if not nil, is told of each subscription disabled after
+	// its run of failures.
+	Disabled func()
+	Logger   *slog.Logger
 	// Now is the clock. If nil, time.Now.
 	Now func() time.Time
 }
+
+// Outcomes of an event, for Options.Counted.
+const (
+	ResultLogged = "logged"
+	ResultLost   = "lost"
+)
 
 // Service manages subscriptions and generates events. It is safe for
 // concurrent use; build it with NewService.
@@ -358,6 +372,7 @@ func (s *Service) Emit(ctx context.Context, t string, data any) {
 	subs, logged, err := s.subscribers(ctx, t) // cached: no store read on most calls
 	if err != nil {
 		s.log.Warn("event subscriptions unreadable; event not sent", "event_type", t, "error", err)
+		s.count(t, ResultLost)
 		return
 	}
 	if !logged {
@@ -366,19 +381,28 @@ func (s *Service) Emit(ctx context.Context, t string, data any) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		s.log.Error("event payload", "event_type", t, "error", err)
+		s.count(t, ResultLost)
 		return
 	}
 	now := s.opts.Now().UTC()
 	e := Event{ID: newID("evt_", now), Type: t, Data: raw, At: now}
 	if err := s.opts.Store.AppendEvent(ctx, e); err != nil {
 		s.log.Warn("event log write failed; event not sent", "event_type", t, "error", err)
+		s.count(t, ResultLost)
 		return
 	}
+	s.count(t, ResultLogged)
 	for _, sub := range subs {
 		if err := s.queue(ctx, sub, e, ""); err != nil {
 			s.log.Warn("event not queued; POST /v1/event-subscriptions/{id}/recover resends it", "event_id", e.ID,
 				"subscription", sub.ID, "error", err)
 		}
+	}
+}
+
+func (s *Service) count(t, result string) {
+	if s.opts.Counted != nil {
+		s.opts.Counted(t, result)
 	}
 }
 
