@@ -350,3 +350,66 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 }
 
 func decodeSecretForTest(secret string) ([]byte, error) { return webhook.DecodeSecret(secret) }
+
+// TestStatusEventsTwoNodes: a subscription made on node A reaches node B
+// within its subscription cache's lifetime (5 s), and from then on every
+// notification accepted by B and every delivery sent by either node's
+// workers reaches the receiver exactly once, whichever node emitted it.
+func TestStatusEventsTwoNodes(t *testing.T) {
+	t.Parallel()
+	cfg := eventsConfig(t)
+	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+	cfg.NATSURL = enginetest.NATSURL(t)
+	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
+	a := startNode(t, cfg)
+	cfg.DataDir = t.TempDir()
+	b := startNode(t, cfg)
+	send := func(user string) string {
+		t.Helper()
+		code, resp := call(t, "POST", b.httpURL+"/v1/notifications", `{"user_id":"`+user+`","type":"order.shipped","channels":["email"],"data":{"order":"#1"}}`)
+		var acc struct {
+			NotificationID string `json:"notification_id"`
+		}
+		if err := json.Unmarshal(resp, &acc); code != 202 || err != nil {
+			t.Fatalf("POST /v1/notifications to node B = %d %s", code, resp)
+		}
+		return acc.NotificationID
+	}
+	// Node B reads the (empty) subscription list before A has one.
+	send("warm")
+	h := newEventReceiver(t)
+	subscribe(t, a.httpURL, h, `{"url":"URL","events":["notification.accepted","delivery.sent"]}`)
+	made := time.Now()
+	for i := 0; ; i++ {
+		id := send("probe-" + strconv.Itoa(i))
+		if _, _, ok := h.find("notification.accepted", "notification_id", id); ok {
+			break
+		}
+		if time.Since(made) > 15*time.Second {
+			t.Fatalf("node B emitted no event %s after the subscription was made on node A", time.Since(made))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, send("u"+strconv.Itoa(i)))
+	}
+	for _, typ := range []string{"notification.accepted", "delivery.sent"} {
+		for _, id := range ids {
+			eventually(t, 15*time.Second, typ+" of "+id, func() (bool, string) {
+				_, hits, ok := h.find(typ, "notification_id", id)
+				return ok && hits == 1, fmt.Sprintf("found %v, %d requests", ok, hits)
+			})
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, n := range h.hits {
+		if n != 1 {
+			t.Errorf("event %s reached the receiver %d times, want once", id, n)
+		}
+	}
+	if h.bad != 0 {
+		t.Errorf("%d requests failed signature verification", h.bad)
+	}
+}
