@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -12,15 +11,16 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/inbox/ssetest"
 )
 
 // sseEvent is one event read from an inbox stream; heartbeats have
 // Event ":".
-type sseEvent struct{ ID, Event, Data string }
+type sseEvent = ssetest.Event
 
 // inboxStream is an open GET /v1/users/{id}/inbox/stream.
 type inboxStream struct {
-	events chan sseEvent
+	events <-chan sseEvent
 	close  func()
 }
 
@@ -41,51 +41,15 @@ func openInboxStream(t *testing.T, url string, header http.Header) *inboxStream 
 		cancel()
 		t.Fatalf("GET %s = %d %s, want an event stream", url, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	s := &inboxStream{events: make(chan sseEvent, 1000), close: func() { cancel(); resp.Body.Close() }}
+	s := &inboxStream{events: ssetest.Read(resp.Body, 1000), close: func() { cancel(); resp.Body.Close() }}
 	t.Cleanup(s.close)
-	go func() {
-		defer close(s.events)
-		sc := bufio.NewScanner(resp.Body)
-		var e sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if e != (sseEvent{}) {
-					s.events <- e
-				}
-				e = sseEvent{}
-			case strings.HasPrefix(line, ":"):
-				e.Event = ":"
-			case strings.HasPrefix(line, "id: "):
-				e.ID = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				e.Event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				e.Data = line[6:]
-			}
-		}
-	}()
 	return s
 }
 
 // next returns the next event named event, skipping others, within 10s.
 func (s *inboxStream) next(t *testing.T, event string) sseEvent {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case e, ok := <-s.events:
-			if !ok {
-				t.Fatalf("the stream ended waiting for %q", event)
-			}
-			if e.Event == event {
-				return e
-			}
-		case <-deadline:
-			t.Fatalf("no %q event within 10s", event)
-		}
-	}
+	return ssetest.Next(t, s.events, event, 10*time.Second)
 }
 
 type inboxEventData struct {

@@ -138,34 +138,7 @@ func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) error
 // inboxTokenHandler mints a user's inbox token; ttl in the body (optional)
 // overrides the default day, up to a year.
 func (s *Server) inboxTokenHandler(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		TTL string `json:"ttl"`
-	}
-	if r.ContentLength != 0 {
-		if err := decodeJSON(r, &body); err != nil {
-			return err
-		}
-	}
-	ttl := defaultInboxTTL
-	if body.TTL != "" {
-		d, err := time.ParseDuration(body.TTL)
-		if err != nil || d < time.Minute || d > maxInboxTTL {
-			return fieldErrors(apperr.Unprocessable, "ttl", "must be a duration from 1m to 8784h, e.g. 24h")
-		}
-		ttl = d
-	}
-	user := r.PathValue("id")
-	expires := s.opts.Now().Add(ttl).Truncate(time.Second)
-	tok := s.auth.signer.inboxToken(user, expires)
-	base := s.opts.UI.PublicURL
-	if base == "" {
-		base = "http://" + r.Host
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"user_id": user, "token": tok, "expires_at": expires.UTC(),
-		"url": strings.TrimRight(base, "/") + "/ui/inbox#t=" + tok,
-	})
-	return nil
+	return s.signedPageLink(w, r, defaultInboxTTL, maxInboxTTL, "24h", "inbox", s.auth.signer.inboxToken)
 }
 
 // inboxJSON is a message as the API shows it.

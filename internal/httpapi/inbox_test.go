@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/inbox"
+	"github.com/sluicehq/sluice/internal/inbox/ssetest"
 )
 
 // inboxBundle is a server with an inbox on the bundle's SQLite store.
@@ -170,15 +170,13 @@ func TestInboxListAndActions(t *testing.T) {
 	}
 }
 
-// sseEvent is one event read from a stream.
-type readEvent struct {
-	ID, Event, Data string
-}
+// readEvent is one event read from a stream.
+type readEvent = ssetest.Event
 
 // sseReader reads events from a stream, heartbeats as event ":".
 type sseReader struct {
 	resp   *http.Response
-	events chan readEvent
+	events <-chan readEvent
 }
 
 func openStream(t *testing.T, url string, header http.Header) *sseReader {
@@ -193,7 +191,7 @@ func openStream(t *testing.T, url string, header http.Header) *sseReader {
 		cancel()
 		t.Fatal(err)
 	}
-	r := &sseReader{resp: resp, events: make(chan readEvent, 100)}
+	r := &sseReader{resp: resp}
 	t.Cleanup(func() { cancel(); resp.Body.Close() })
 	if resp.StatusCode != 200 {
 		return r
@@ -201,29 +199,7 @@ func openStream(t *testing.T, url string, header http.Header) *sseReader {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("Content-Type = %q, want text/event-stream", ct)
 	}
-	go func() {
-		defer close(r.events)
-		sc := bufio.NewScanner(resp.Body)
-		var e readEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if e != (readEvent{}) {
-					r.events <- e
-				}
-				e = readEvent{}
-			case strings.HasPrefix(line, ":"):
-				e.Event = ":"
-			case strings.HasPrefix(line, "id: "):
-				e.ID = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				e.Event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				e.Data = line[6:]
-			}
-		}
-	}()
+	r.events = ssetest.Read(resp.Body, 100)
 	return r
 }
 
@@ -231,20 +207,7 @@ func openStream(t *testing.T, url string, header http.Header) *sseReader {
 // after 5s.
 func (r *sseReader) next(t *testing.T, event string) readEvent {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case e, ok := <-r.events:
-			if !ok {
-				t.Fatalf("the stream ended waiting for a %q event", event)
-			}
-			if e.Event == event {
-				return e
-			}
-		case <-deadline:
-			t.Fatalf("no %q event within 5s", event)
-		}
-	}
+	return ssetest.Next(t, r.events, event, 5*time.Second)
 }
 
 // TestInboxStream: a stream gets new messages and unread counts as they

@@ -75,6 +75,14 @@ func (s *Server) registerPreferences() {
 // preferenceLink mints a signed link to user's preference page; ttl in the
 // body (optional) overrides the configured lifetime, up to a year.
 func (s *Server) preferenceLink(w http.ResponseWriter, r *http.Request) error {
+	return s.signedPageLink(w, r, s.opts.UI.PreferenceTTL, maxPreferenceTTL, "720h", "preferences", s.auth.signer.preferenceToken)
+}
+
+// signedPageLink answers a request for a signed link to user's page of the
+// UI (/ui/<page>#t=<token>): the token minted by sign, valid for the
+// body's ttl (optional: def; from 1m to maxTTL, example in the error).
+func (s *Server) signedPageLink(w http.ResponseWriter, r *http.Request, def, maxTTL time.Duration, example, page string,
+	sign func(user string, expires time.Time) string) error {
 	var body struct {
 		TTL string `json:"ttl"`
 	}
@@ -83,23 +91,23 @@ func (s *Server) preferenceLink(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	ttl := s.opts.UI.PreferenceTTL
+	ttl := def
 	if body.TTL != "" {
 		d, err := time.ParseDuration(body.TTL)
-		if err != nil || d < time.Minute || d > maxPreferenceTTL {
-			return fieldErrors(apperr.Unprocessable, "ttl", "must be a duration from 1m to 8784h, e.g. 720h")
+		if err != nil || d < time.Minute || d > maxTTL {
+			return fieldErrors(apperr.Unprocessable, "ttl", "must be a duration from 1m to 8784h, e.g. "+example)
 		}
 		ttl = d
 	}
 	user := r.PathValue("id")
 	expires := s.opts.Now().Add(ttl).Truncate(time.Second)
-	tok := s.auth.signer.preferenceToken(user, expires)
+	tok := sign(user, expires)
 	base := s.opts.UI.PublicURL
 	if base == "" {
 		base = "http://" + r.Host
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"user_id": user, "url": strings.TrimRight(base, "/") + "/ui/preferences#t=" + tok,
+		"user_id": user, "url": strings.TrimRight(base, "/") + "/ui/" + page + "#t=" + tok,
 		"token": tok, "expires_at": expires.UTC(),
 	})
 	return nil
