@@ -13,7 +13,7 @@ import (
 // TestLocalSyncInServe: a node on Redis decides a "sync": "local" policy's
 // checks itself, the limit still holds, Redis sees a handful of script
 // calls for 150 checks, and what the node admitted reaches Redis within
-// a second (a peek, which reads Redis, shows the key spent).
+// a few intervals (a peek, which reads Redis, shows the key spent).
 func TestLocalSyncInServe(t *testing.T) {
 	t.Parallel()
 	redis := enginetest.StartRedis(t)
@@ -22,7 +22,7 @@ func TestLocalSyncInServe(t *testing.T) {
 	n := startNode(t, cfg)
 	client := redisClient(t, redis.URL(), "")
 	if code, body := send(t, "PUT", n.httpURL+"/v1/ratelimit/policies/edge",
-		`{"algorithm":"fixed_window","limit":100,"period":"1h","sync":"local","sync_interval":"50ms"}`); code != 201 {
+		`{"algorithm":"fixed_window","limit":100,"period":"1h","sync":"local","sync_interval":"500ms"}`); code != 201 {
 		t.Fatalf("PUT policy = %d %v", code, body)
 	}
 	scripts := func() int64 {
@@ -39,7 +39,7 @@ func TestLocalSyncInServe(t *testing.T) {
 		}
 		return 0
 	}
-	before := scripts()
+	before, began := scripts(), time.Now()
 	allowed := 0
 	for range 150 {
 		code, body := send(t, "POST", n.httpURL+"/v1/ratelimit/check", `{"policy":"edge","key":"k"}`)
@@ -50,16 +50,18 @@ func TestLocalSyncInServe(t *testing.T) {
 			allowed++
 		}
 	}
-	calls := scripts() - before
+	calls, took := scripts()-before, time.Since(began)
 	if allowed != 100 {
 		t.Errorf("150 checks on a limit of 100 on one node: %d allowed, want 100", allowed)
 	}
-	// One call for the key's first check, then at most one per 50 ms.
-	if calls > 40 {
-		t.Errorf("150 checks made %d script calls, want a few (one per key per interval)", calls)
+	// One call for the key's first check, then at most one per interval
+	// (the bound follows the time the checks took, so a slow machine does
+	// not fail it).
+	if most := 3 + int64(took/(500*time.Millisecond)); calls > most || calls >= 150 {
+		t.Errorf("150 checks in %s made %d script calls, want at most %d (one per key per interval)", took, calls, most)
 	}
-	t.Logf("150 checks, %d script calls", calls)
-	eventually(t, time.Second, "Redis holds every admitted check", func() (bool, string) {
+	t.Logf("150 checks in %s, %d script calls", took, calls)
+	eventually(t, 3*time.Second, "Redis holds every admitted check", func() (bool, string) {
 		code, body := send(t, "GET", n.httpURL+"/v1/ratelimit/keys/edge/k", "")
 		return code == 200 && body["remaining"] == 0.0, fmt.Sprint(code, body)
 	})
