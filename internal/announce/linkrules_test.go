@@ -1,12 +1,10 @@
 package announce_test
 
 import (
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
@@ -20,31 +18,7 @@ func TestRulesReachTheOtherNode(t *testing.T) {
 	nats := enginetest.StartNATS(t)
 	dbPath := filepath.Join(t.TempDir(), "sluice.db")
 	prefix := testPrefix()
-	node := func(down bool) *shorten.Service {
-		db, q, codec := linkDeps(t, dbPath, nats.URL(), prefix)
-		bus := announce.New(q.NATS(), q.Name(announce.SubjectLinksCreated))
-		var st shorten.Store = db
-		if down {
-			st = downLinks{db}
-		}
-		svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt",
-			Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, CacheTTL: time.Hour,
-			AnnounceCreated: func(code string, l shorten.CachedLink) error { return bus.Post(announce.EncodeLinkCreated(code, l)) },
-			Logger:          slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop, err := bus.Listen(func(data string) {
-			if code, l, err := announce.DecodeLinkCreated(data); err == nil {
-				svc.Learn(code, l)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stop() })
-		return svc
-	}
+	node := func(down bool) *shorten.Service { return announcingNode(t, dbPath, nats.URL(), prefix, down) }
 	a, b := node(false), node(true)
 	ctx := t.Context()
 	l, err := a.Create(ctx, shorten.CreateRequest{URL: "https://example.com/plain"})

@@ -160,31 +160,7 @@ func TestCreateReachesTheOtherNode(t *testing.T) {
 	nats := enginetest.StartNATS(t)
 	dbPath := filepath.Join(t.TempDir(), "sluice.db")
 	prefix := testPrefix()
-	node := func(down bool) *shorten.Service {
-		db, q, codec := linkDeps(t, dbPath, nats.URL(), prefix)
-		bus := announce.New(q.NATS(), q.Name(announce.SubjectLinksCreated))
-		var st shorten.Store = db
-		if down {
-			st = downLinks{db}
-		}
-		svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt",
-			Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, CacheTTL: time.Hour,
-			AnnounceCreated: func(code string, l shorten.CachedLink) error { return bus.Post(announce.EncodeLinkCreated(code, l)) },
-			Logger:          slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop, err := bus.Listen(func(data string) {
-			if code, l, err := announce.DecodeLinkCreated(data); err == nil {
-				svc.Learn(code, l)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stop() })
-		return svc
-	}
+	node := func(down bool) *shorten.Service { return announcingNode(t, dbPath, nats.URL(), prefix, down) }
 	a, b := node(false), node(true)
 	l, err := a.Create(t.Context(), shorten.CreateRequest{URL: "https://example.com/new-link"})
 	if err != nil {
@@ -213,4 +189,34 @@ func TestLinkCreatedEncoding(t *testing.T) {
 			t.Errorf("DecodeLinkCreated(%q) succeeded", bad)
 		}
 	}
+}
+
+// announcingNode is a shortener on the database at dbPath that announces
+// the links it creates on NATS and learns those the others announce; with
+// down, its store answers no link reads.
+func announcingNode(t *testing.T, dbPath, natsURL, prefix string, down bool) *shorten.Service {
+	t.Helper()
+	db, q, codec := linkDeps(t, dbPath, natsURL, prefix)
+	bus := announce.New(q.NATS(), q.Name(announce.SubjectLinksCreated))
+	var st shorten.Store = db
+	if down {
+		st = downLinks{db}
+	}
+	svc, err := shorten.New(shorten.Options{Store: st, Codec: codec, BaseURL: "https://sho.rt",
+		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, CacheTTL: time.Hour,
+		AnnounceCreated: func(code string, l shorten.CachedLink) error { return bus.Post(announce.EncodeLinkCreated(code, l)) },
+		Logger:          slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := bus.Listen(func(data string) {
+		if code, l, err := announce.DecodeLinkCreated(data); err == nil {
+			svc.Learn(code, l)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	return svc
 }
