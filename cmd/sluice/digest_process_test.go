@@ -32,13 +32,22 @@ func TestKillNineInsideDigestWindowAndEscalation(t *testing.T) {
 		return resp
 	}
 	must(c, "PUT", "/v1/templates/news", `{"category":"marketing","channels":{"default":{"en":{"subject":"{count} news","body":"{count} news:\n{items}"}}},`+
-		`"digest":{"window":"5s","item":"- {title}"}}`, 200)
+		`"digest":{"window":"8s","item":"- {title}"}}`, 200)
 	must(c, "PUT", "/v1/templates/alert", `{"category":"orders","channels":{"default":{"en":{"subject":"Order {order}","body":"Order {order} needs you"}}},`+
-		`"escalation":{"after":"5s","to":["sms"]}}`, 200)
+		`"escalation":{"after":"8s","to":["sms"]}}`, 200)
 	for _, title := range []string{"a", "b", "c"} {
 		must(c, "POST", "/v1/notifications", fmt.Sprintf(`{"user_id":"u1","type":"news","data":{"title":%q},"channels":["email"]}`, title), 202)
 	}
 	must(c, "POST", "/v1/notifications", `{"user_id":"u2","type":"alert","data":{"order":"#7"},"channels":["email"]}`, 202)
+	// The email goes out before the kill, so the SMS the timer sends after
+	// the restart is the escalation of a delivery that was made. An email
+	// still pending at the kill would wait for its claim to lapse, and the
+	// timer could fire first.
+	eventually(t, 30*time.Second, "u2's email before the kill", func() (bool, string) {
+		var out outboxBody
+		_ = json.Unmarshal(must(c, "GET", "/v1/outbox?user_id=u2&limit=100", "", 200), &out)
+		return len(out.Items) == 1, fmt.Sprint(out.Items)
+	})
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
