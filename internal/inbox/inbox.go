@@ -12,8 +12,11 @@
 // missed. A notification lands in an inbox at most once (the store keys
 // messages by user and notification), so a retried delivery adds nothing.
 //
-// [Service.Deliver] stores a message and publishes an [Event]; changes of
-// read state publish the user's new unread count. Publish is the
+// [Provider] hands the message to the notification worker, which stores
+// it with the delivery's sent outcome in one write, and publishes an
+// [Event] once that has committed ([Service.Stored]); [Service.Deliver]
+// stores and publishes a message outside the pipeline. Changes of read
+// state publish the user's new unread count. Publish is the
 // cross-node seam (cmd/sluice posts events on a NATS subject every node
 // listens to and hands what it hears to [Service.Receive]); each node
 // fans events out to its own streams ([Service.Subscribe]), bounded per

@@ -2,15 +2,16 @@ package inbox
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
 // Provider is the notify.Provider of the inapp channel: sending is
 // storing the message in the user's inbox and publishing it to the
-// user's streams. A store failure is temporary (the worker retries); a
-// retried attempt finds the message stored and adds nothing.
+// user's streams. Send writes nothing: it hands the message to the worker
+// as Receipt.Inbox, which the store saves in the same transaction as the
+// attempt's sent outcome (one group-committed write per delivery), and the
+// event is published once that has committed (Receipt.Committed).
 type Provider struct {
 	Inbox *Service
 }
@@ -27,17 +28,17 @@ func (p *Provider) Name() string { return "inbox" }
 func (p *Provider) NeedsContact() bool { return false }
 
 // Send implements notify.Provider.
-func (p *Provider) Send(ctx context.Context, m notify.Message) (notify.Receipt, error) {
-	stored, err := p.Inbox.Deliver(ctx, Message{ID: m.NotificationID, UserID: m.UserID, Type: m.Type,
-		Category: string(m.Category), Subject: m.Subject, Body: m.Body, Data: m.Data})
-	if err != nil {
-		return notify.Receipt{}, notify.Temporary(err, 0)
-	}
-	return notify.Receipt{ProviderMessageID: m.UserID + ":" + strconv.FormatInt(stored.Seq, 10)}, nil
+func (p *Provider) Send(_ context.Context, m notify.Message) (notify.Receipt, error) {
+	e := &notify.InboxEntry{NotificationID: m.NotificationID, UserID: m.UserID, Type: m.Type, Category: m.Category,
+		Subject: m.Subject, Body: m.Body, Data: m.Data, CreatedAt: p.Inbox.opts.Now()}
+	return notify.Receipt{Inbox: e, Committed: func(ctx context.Context) {
+		p.Inbox.Stored(ctx, Message{ID: e.NotificationID, UserID: e.UserID, Seq: e.Seq, Type: e.Type,
+			Category: string(e.Category), Subject: e.Subject, Body: e.Body, Data: e.Data, CreatedAt: e.CreatedAt})
+	}}, nil
 }
 
-// SendsInStore implements notify.StoredSender: sending is a write to the
-// record store that a repeated attempt cannot double (the inbox keys
-// messages by notification), so the worker claims nothing first and a
-// delivery costs one write fewer.
+// SendsInStore implements notify.StoredSender: sending is a row stored with
+// the outcome, which a repeated attempt cannot double (the outcome's write
+// applies once per attempt, and the inbox keys messages by notification),
+// so the worker claims nothing first.
 func (p *Provider) SendsInStore() bool { return true }

@@ -82,6 +82,22 @@ func (s *Service) Deliver(ctx context.Context, m Message) (Message, error) {
 	return stored, nil
 }
 
+// Stored publishes m, which the store has just saved in its user's inbox
+// under m.Seq (the inapp provider's message, stored with its delivery's
+// outcome), with the user's unread count. Its failures are logged: the
+// message is stored, and streams that missed it catch up when they
+// reconnect.
+func (s *Service) Stored(ctx context.Context, m Message) {
+	m.CreatedAt = m.CreatedAt.Truncate(time.Microsecond).UTC()
+	unread, err := s.opts.Store.InboxUnread(ctx, m.UserID)
+	if err != nil {
+		s.log.Warn("inbox event not published: unread count unreadable; streams catch up when they reconnect",
+			"user", m.UserID, "error", err)
+		return
+	}
+	s.publish(Event{Kind: KindMessage, UserID: m.UserID, Unread: unread, Message: &m})
+}
+
 // Page is one page of an inbox, newest first.
 type Page struct {
 	Items  []Message

@@ -68,6 +68,14 @@ type Receipt struct {
 	// the attempt's outcome. The row and the sent status are then saved
 	// together or not at all, and a delivery costs one write, not two.
 	Outbox *OutboxEntry
+	// Inbox is the inapp provider's message for the user's inbox, stored
+	// as Outbox is; the store sets its Seq.
+	Inbox *InboxEntry
+	// Committed, when not nil, is called once the sent outcome (with
+	// Outbox or Inbox) is stored, and not when the store refused it as a
+	// stale copy's: the inapp provider publishes the inbox event then, so
+	// a stream never hears of a message the store does not hold.
+	Committed func(ctx context.Context)
 }
 
 // SendError is a provider's refusal, classified.

@@ -39,7 +39,7 @@ type Store interface {
 	// FinishAttempt records an attempt's outcome on a delivery that still
 	// has a.Prev attempts and is queued, or sending under the claim
 	// a.Claim: status, attempts, error, the next attempt's time, a.Outbox,
-	// and a dead letter when dl is not nil, in one transaction (group
+	// a.Inbox, and a dead letter when dl is not nil, in one transaction (group
 	// committed); the claim is cleared. It reports false, changing
 	// nothing, otherwise (another copy of the job got there first, or took
 	// over a lapsed claim). A store that queues writes serves a.Urgent
@@ -150,6 +150,12 @@ type Attempt struct {
 	// unless an entry for the same notification, channel and attempt
 	// exists.
 	Outbox *OutboxEntry
+	// Inbox, when not nil, is stored with a sent outcome (Receipt.Inbox)
+	// under the user's next inbox Seq, which FinishAttempt sets in it,
+	// unless the user's inbox holds the message already (then Seq is the
+	// stored one's). The delivery's ProviderMessageID becomes
+	// "user_id:seq".
+	Inbox *InboxEntry
 	// Urgent is not stored: it asks a store that queues writes to serve
 	// this one first (set for a critical notification's attempts; see
 	// Category.Urgent).

@@ -50,7 +50,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 			Claim:    claim.Owner,
 			Provider: sent.provider, ProviderMessageID: sent.receipt.ProviderMessageID, Hops: sent.hops, Urgent: j.Category.Urgent()}
 		if o.Status == StatusSent {
-			a.Outbox = sent.receipt.Outbox
+			a.Outbox, a.Inbox = sent.receipt.Outbox, sent.receipt.Inbox
 		}
 		var dl *DeadLetter
 		if o.DeadLetter {
@@ -60,6 +60,9 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		stored, err := s.opts.Store.FinishAttempt(context.WithoutCancel(ctx), a, dl)
 		if err != nil {
 			return fmt.Errorf("record attempt %s: %w", j.Key(), err)
+		}
+		if stored && o.Status == StatusSent && sent.receipt.Committed != nil {
+			sent.receipt.Committed(context.WithoutCancel(ctx))
 		}
 		if stored && s.opts.Observe != nil {
 			s.opts.Observe(Observation{Channel: j.Channel, Category: j.Category, Status: o.Status,
@@ -206,7 +209,7 @@ func (s *Service) needsClaim(j Job, p Provider) bool {
 
 // StoredSender is optional for a Provider: SendsInStore reports that its
 // Send calls nothing outside and hands back the message as a
-// Receipt.Outbox row, stored with the attempt's outcome.
+// Receipt.Outbox or Receipt.Inbox row, stored with the attempt's outcome.
 type StoredSender interface {
 	SendsInStore() bool
 }

@@ -351,3 +351,11 @@ func (s stmt) exec(ctx context.Context, tx *sql.Tx, args ...any) (sql.Result, er
 	}
 	return tx.StmtContext(ctx, s.st).ExecContext(ctx, args...)
 }
+
+// queryRow runs s, a query of one row, in tx.
+func (s stmt) queryRow(ctx context.Context, tx *sql.Tx, args ...any) *sql.Row {
+	if s.st == nil {
+		return tx.QueryRowContext(ctx, s.q, args...)
+	}
+	return tx.StmtContext(ctx, s.st).QueryRowContext(ctx, args...)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/inbox"
+	"github.com/sluicehq/sluice/internal/notify"
 )
 
 var _ inbox.Store = (*DB)(nil)
@@ -58,7 +59,7 @@ func (db *DB) addInboxMessage(ctx context.Context, m inbox.Message) (stored inbo
 		if err := tx.QueryRowContext(ctx, db.Rebind(nextInboxSeqQuery), m.UserID).Scan(&m.Seq); err != nil {
 			return mapErr(err, "number inbox message")
 		}
-		if _, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO inbox_messages (`+inboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)`),
+		if _, err := tx.ExecContext(ctx, db.Rebind(insertInboxQuery),
 			m.UserID, m.Seq, m.ID, m.Type, m.Category, m.Subject, m.Body, data, toMicros(m.CreatedAt)); err != nil {
 			return mapErr(err, "add inbox message")
 		}
@@ -71,6 +72,77 @@ func (db *DB) addInboxMessage(ctx context.Context, m inbox.Message) (stored inbo
 		return inbox.Message{}, false, err
 	}
 	return stored, added, nil
+}
+
+// The inbox row of an inapp delivery's sent outcome (notify.Attempt.Inbox)
+// is written in FinishAttempt's transaction, after the outcome's update
+// and only if that applied: the row, its seq and the sent status commit
+// together, in one group commit. It is the same write as AddInboxMessage's
+// (a message the inbox holds already is kept, with its seq), and then sets
+// the delivery's provider message id to "user_id:seq".
+const (
+	inboxSeqByIDQuery = `SELECT seq FROM inbox_messages WHERE user_id = ? AND id = ?`
+	insertInboxQuery  = `INSERT INTO inbox_messages (` + inboxColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)`
+	// inboxMessageIDUpdate sets the provider message id of the delivery
+	// whose sent outcome stored an inbox row. The outcome's update left
+	// it empty; a stale copy of the job finds it set and changes nothing.
+	inboxMessageIDUpdate = `UPDATE deliveries SET provider_message_id = m.user_id || ':' || m.seq FROM inbox_messages m
+		WHERE deliveries.notification_id = ? AND deliveries.channel = ? AND deliveries.provider_message_id = ''
+		AND m.user_id = ? AND m.id = deliveries.notification_id`
+)
+
+// inboxWrite is an outcome's inbox row, with its statements prepared.
+type inboxWrite struct {
+	e                         *notify.InboxEntry
+	find, next, insert, setID stmt
+	args                      []any // insertInboxQuery's, after user_id and seq
+}
+
+// newInboxWrite returns the write of e, or nil when e is nil. Call it
+// outside a transaction (see writeStmt).
+func (db *DB) newInboxWrite(ctx context.Context, e *notify.InboxEntry) (*inboxWrite, error) {
+	if e == nil {
+		return nil, nil
+	}
+	w := &inboxWrite{e: e, args: inboxEntryArgs(e)}
+	for _, p := range []struct {
+		s *stmt
+		q string
+	}{{&w.find, inboxSeqByIDQuery}, {&w.next, nextInboxSeqQuery}, {&w.insert, insertInboxQuery}, {&w.setID, inboxMessageIDUpdate}} {
+		var err error
+		if *p.s, err = db.writeStmt(ctx, db.Rebind(p.q)); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// inboxEntryArgs returns e's values for inboxColumns after user_id and
+// seq, up to created_at.
+func inboxEntryArgs(e *notify.InboxEntry) []any {
+	data := ""
+	if len(e.Data) > 0 {
+		data = string(e.Data)
+	}
+	return []any{e.NotificationID, e.Type, string(e.Category), e.Subject, e.Body, data, toMicros(e.CreatedAt)}
+}
+
+// exec writes the row in tx, once the outcome's update applied, and sets
+// the entry's Seq.
+func (w *inboxWrite) exec(ctx context.Context, tx *sql.Tx, key notify.DeliveryKey) error {
+	e := w.e
+	err := w.find.queryRow(ctx, tx, e.UserID, e.NotificationID).Scan(&e.Seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		if err = w.next.queryRow(ctx, tx, e.UserID).Scan(&e.Seq); err != nil {
+			return err
+		}
+		_, err = w.insert.exec(ctx, tx, append([]any{e.UserID, e.Seq}, w.args...)...)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.setID.exec(ctx, tx, key.NotificationID, string(key.Channel), e.UserID)
+	return err
 }
 
 // InboxMessages implements inbox.Store.

@@ -269,9 +269,16 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 			return false, err
 		}
 	}
+	ib, err := db.newInboxWrite(ctx, a.Inbox)
+	if err != nil {
+		return false, err
+	}
 	var ok bool
 	fn := func(ctx context.Context, tx *sql.Tx) error {
 		ok = false
+		if ib != nil {
+			ib.e.Seq = 0
+		}
 		res, err := update.exec(ctx, tx, uArgs...)
 		if err != nil {
 			return err
@@ -286,6 +293,11 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 				return err
 			}
 		}
+		if ib != nil {
+			if err := ib.exec(ctx, tx, a.Key); err != nil {
+				return err
+			}
+		}
 		if dl != nil {
 			_, err = tx.ExecContext(ctx, insertDL, deadLetterArgs(dl)...)
 		}
@@ -293,8 +305,12 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 	}
 	var pg pgWrite
 	if db.dialect == DialectPostgres {
-		q, args := db.finishAttemptPipelined(uArgs, a.Outbox, dl)
-		pg = pgCount(q, args, func(updated int64) { ok = updated > 0 })
+		q, args := db.finishAttemptPipelined(uArgs, a.Outbox, ib, dl)
+		set := func(updated int64) { ok = updated > 0 }
+		pg = pgCount(q, args, set)
+		if ib != nil {
+			pg = db.pgFinishInbox(q, args, ib, a.Key, set)
+		}
 	}
 	err = db.pipelinedBatch(ctx, a.Urgent, fn, pg)
 	return ok, mapErr(err, "finish delivery attempt")

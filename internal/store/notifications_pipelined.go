@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -48,9 +50,11 @@ func (db *DB) createNotificationPipelined(nArgs []any, ds []notify.Delivery) (st
 
 // finishAttemptPipelined returns FinishAttempt as one statement that
 // updates the delivery (uArgs, as finishAttemptUpdate takes them) and, only
-// if that updated it, adds the outbox entry e and the dead letter dl (each
-// when not nil), and selects how many deliveries it updated.
-func (db *DB) finishAttemptPipelined(uArgs []any, e *notify.OutboxEntry, dl *notify.DeadLetter) (string, []any) {
+// if that updated it, adds the outbox entry e, the inbox row ib and the
+// dead letter dl (each when not nil), and selects how many deliveries it
+// updated; with ib, also the inbox row's seq (0 when none), in a second
+// column.
+func (db *DB) finishAttemptPipelined(uArgs []any, e *notify.OutboxEntry, ib *inboxWrite, dl *notify.DeadLetter) (string, []any) {
 	q := `WITH u AS (` + finishAttemptUpdate + ` RETURNING 1)`
 	args := append([]any(nil), uArgs...)
 	if e != nil {
@@ -65,7 +69,48 @@ func (db *DB) finishAttemptPipelined(uArgs []any, e *notify.OutboxEntry, dl *not
 			WHERE EXISTS (SELECT 1 FROM u))`
 		args = append(args, deadLetterArgs(dl)...)
 	}
+	if ib != nil {
+		// As inboxWrite.exec: a message the inbox holds (ex) keeps its
+		// seq; otherwise the user's next seq (s, whose row lock orders
+		// one user's concurrent messages) numbers the new row (i).
+		q += `, ex AS (SELECT seq FROM inbox_messages WHERE user_id = ?::text AND id = ?::text),
+			s AS (INSERT INTO inbox_users (user_id, last_seq) SELECT ?::text, 1::bigint
+				WHERE EXISTS (SELECT 1 FROM u) AND NOT EXISTS (SELECT 1 FROM ex)
+				ON CONFLICT (user_id) DO UPDATE SET last_seq = inbox_users.last_seq + 1 RETURNING last_seq),
+			i AS (INSERT INTO inbox_messages (` + inboxColumns + `)
+				SELECT ?::text, s.last_seq, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, NULL::bigint, NULL::bigint
+				FROM s ON CONFLICT DO NOTHING RETURNING seq)`
+		args = append(args, ib.e.UserID, ib.e.NotificationID, ib.e.UserID, ib.e.UserID)
+		args = append(args, ib.args...)
+		return db.Rebind(q + ` SELECT (SELECT count(*) FROM u), COALESCE((SELECT seq FROM i), (SELECT seq FROM ex), 0)`), args
+	}
 	return db.Rebind(q + ` SELECT count(*) FROM u`), args
+}
+
+// pgFinishInbox returns the pipelined form of a FinishAttempt with an
+// inbox row: q and args as finishAttemptPipelined returns them, then
+// inboxMessageIDUpdate. The reader passes the count of updated deliveries
+// to set and, when that is not 0, the row's seq to ib's entry.
+func (db *DB) pgFinishInbox(q string, args []any, ib *inboxWrite, key notify.DeliveryKey, set func(n int64)) pgWrite {
+	idQ := db.Rebind(inboxMessageIDUpdate)
+	return func(b *pgx.Batch) func(pgx.BatchResults) error {
+		b.Queue(q, args...)
+		b.Queue(idQ, key.NotificationID, string(key.Channel), ib.e.UserID)
+		return func(br pgx.BatchResults) error {
+			var n, seq int64
+			if err := br.QueryRow().Scan(&n, &seq); err != nil {
+				return err
+			}
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			set(n)
+			if n > 0 {
+				ib.e.Seq = seq
+			}
+			return nil
+		}
+	}
 }
 
 // deadLetterArgs returns dl's values for deadLetterColumns.

@@ -9,12 +9,16 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/inbox"
+	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 func (s suite) inbox(t *testing.T) {
 	t.Run("AddAndList", s.inboxAddList)
 	t.Run("States", s.inboxStates)
 	t.Run("ConcurrentAdds", s.inboxConcurrent)
+	t.Run("FinishAttemptWithInbox", s.inboxFinishAttempt)
+	t.Run("FinishAttemptWithInboxConcurrent", s.inboxFinishConcurrent)
 }
 
 func inboxMsg(user, id string, at time.Time) inbox.Message {
@@ -158,4 +162,147 @@ func (s suite) inboxConcurrent(t *testing.T) {
 	if err != nil || len(list) != n || len(seen) != n {
 		t.Fatalf("stored %d messages with %d distinct seqs, %v; want %d", len(list), len(seen), err, n)
 	}
+}
+
+func inboxEntry(user, id, subject string) *notify.InboxEntry {
+	return &notify.InboxEntry{NotificationID: id, UserID: user, Type: "order.shipped", Category: notify.Orders,
+		Subject: subject, Body: "Order " + id + " is on its way", Data: json.RawMessage(`{"order":"` + id + `"}`), CreatedAt: t0}
+}
+
+// inboxSent returns the sent outcome of the first attempt at id's inapp
+// delivery, carrying e.
+func inboxSent(id string, e *notify.InboxEntry) notify.Attempt {
+	return notify.Attempt{Key: notify.DeliveryKey{NotificationID: id, Channel: notify.InApp}, Status: notify.StatusSent,
+		Attempts: 1, At: t0.Add(time.Second), Provider: "inbox", Inbox: e}
+}
+
+// inboxFinishAttempt: the inbox row of an inapp delivery is stored with
+// its sent outcome, numbered after the user's messages, with the
+// delivery's provider message id "user:seq"; a stale or redelivered copy
+// of the job adds no second row and takes no seq; a message the inbox
+// holds already (stored by an earlier attempt) keeps its seq.
+func (s suite) inboxFinishAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := s.migrated(t)
+	if _, _, err := db.AddInboxMessage(ctx, inboxMsg("u1", "earlier", t0)); err != nil {
+		t.Fatal(err)
+	}
+	n, ds := newNotification("ntf_i", "", "u1", t0, notify.InApp, notify.Email)
+	mustCreate(t, db, n, ds)
+	// AddInboxMessage has no pipelined form; FinishAttempt's, with its
+	// inbox row, must be: count the group commits from here.
+	st := db.BatchStats()
+	batches0, _, _ := st.Snapshot()
+	pipelined0 := st.PipelinedBatches()
+	e := inboxEntry("u1", "ntf_i", "first")
+	a := inboxSent("ntf_i", e)
+	if ok, err := db.FinishAttempt(ctx, a, nil); err != nil || !ok || e.Seq != 2 {
+		t.Fatalf("FinishAttempt(sent, inbox) = %v, %v, seq %d; want true, seq 2", ok, err, e.Seq)
+	}
+	d, err := db.Delivery(ctx, a.Key)
+	if err != nil || d.Status != notify.StatusSent || d.ProviderMessageID != "u1:2" || d.Provider != "inbox" {
+		t.Fatalf("delivery = %+v, %v; want sent by inbox, provider message id u1:2", d, err)
+	}
+
+	again := inboxEntry("u1", "ntf_i", "second copy")
+	stale := a
+	stale.Inbox = again
+	if ok, err := db.FinishAttempt(ctx, stale, nil); err != nil || ok || again.Seq != 0 {
+		t.Fatalf("FinishAttempt(stale copy) = %v, %v, seq %d; want false, seq 0", ok, err, again.Seq)
+	}
+	if batches, _, _ := st.Snapshot(); db.Dialect() == store.DialectPostgres && st.PipelinedBatches()-pipelined0 != batches-batches0 {
+		t.Errorf("%d of %d group commits pipelined, want all", st.PipelinedBatches()-pipelined0, batches-batches0)
+	}
+	list, err := db.InboxMessages(ctx, "u1", 0, 10, false)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("inbox = %+v, %v; want 2 messages", list, err)
+	}
+	got := list[0]
+	want := inbox.Message{ID: "ntf_i", UserID: "u1", Seq: 2, Type: "order.shipped", Category: "orders", Subject: "first",
+		Body: "Order ntf_i is on its way", Data: json.RawMessage(`{"order":"ntf_i"}`), CreatedAt: t0}
+	if fmt.Sprint(got) != fmt.Sprint(want) || !got.CreatedAt.Equal(t0) {
+		t.Errorf("stored %+v\nwant %+v", got, want)
+	}
+	// The stale copy took no seq: the next message is 3.
+	if m, _, err := db.AddInboxMessage(ctx, inboxMsg("u1", "later", t0)); err != nil || m.Seq != 3 {
+		t.Errorf("next AddInboxMessage = seq %d, %v; want 3", m.Seq, err)
+	}
+	// The outcome of another delivery that carries no inbox row (email)
+	// does not touch the inbox.
+	if ok, err := db.FinishAttempt(ctx, notify.Attempt{Key: notify.DeliveryKey{NotificationID: "ntf_i", Channel: notify.Email},
+		Status: notify.StatusSent, Attempts: 1, At: t0}, nil); err != nil || !ok {
+		t.Fatalf("FinishAttempt(email) = %v, %v", ok, err)
+	}
+
+	// An earlier attempt stored the message (AddInboxMessage) but not
+	// its outcome: the retry keeps the row and its seq.
+	n2, ds2 := newNotification("ntf_r", "", "u1", t0, notify.InApp)
+	mustCreate(t, db, n2, ds2)
+	if m, _, err := db.AddInboxMessage(ctx, inboxMsg("u1", "ntf_r", t0)); err != nil || m.Seq != 4 {
+		t.Fatalf("AddInboxMessage(ntf_r) = seq %d, %v; want 4", m.Seq, err)
+	}
+	failed := notify.Attempt{Key: notify.DeliveryKey{NotificationID: "ntf_r", Channel: notify.InApp}, Status: notify.StatusQueued,
+		Attempts: 1, Error: "timeout", NextAttemptAt: t0.Add(time.Second), At: t0}
+	if ok, err := db.FinishAttempt(ctx, failed, nil); err != nil || !ok {
+		t.Fatalf("FinishAttempt(retry later) = %v, %v", ok, err)
+	}
+	retry := inboxSent("ntf_r", inboxEntry("u1", "ntf_r", "retried"))
+	retry.Prev, retry.Attempts = 1, 2
+	if ok, err := db.FinishAttempt(ctx, retry, nil); err != nil || !ok || retry.Inbox.Seq != 4 {
+		t.Fatalf("FinishAttempt(retry) = %v, %v, seq %d; want true, seq 4", ok, err, retry.Inbox.Seq)
+	}
+	if d, err := db.Delivery(ctx, retry.Key); err != nil || d.ProviderMessageID != "u1:4" || d.Attempts != 2 {
+		t.Errorf("retried delivery = %+v, %v; want 2 attempts, provider message id u1:4", d, err)
+	}
+	if list, err := db.InboxMessages(ctx, "u1", 0, 10, false); err != nil || len(list) != 4 || list[0].Seq != 4 || list[0].Subject != "Order shipped" {
+		t.Errorf("inbox = %+v, %v; want 4 messages, ntf_r kept as first stored", list, err)
+	}
+}
+
+// inboxFinishConcurrent: outcomes with inbox rows for one user, committed
+// together, get distinct seqs 1..n; copies of one job racing each other
+// store one row, and only one copy's outcome applies.
+func (s suite) inboxFinishConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := s.migrated(t)
+	const n, copies = 12, 3
+	for i := range n {
+		nt, ds := newNotification(fmt.Sprint("c", i), "", "busy", t0, notify.InApp)
+		mustCreate(t, db, nt, ds)
+	}
+	var wg sync.WaitGroup
+	seqs := make([]int64, n*copies)
+	oks := make([]bool, n*copies)
+	for i := range n * copies {
+		wg.Go(func() {
+			id := fmt.Sprint("c", i%n)
+			a := inboxSent(id, inboxEntry("busy", id, "s"))
+			ok, err := db.FinishAttempt(ctx, a, nil)
+			if err != nil {
+				t.Errorf("FinishAttempt(%s): %v", id, err)
+			}
+			seqs[i], oks[i] = a.Inbox.Seq, ok
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for i := range n {
+		won := 0
+		for c := range copies {
+			if k := i + c*n; oks[k] {
+				won++
+				seen[seqs[k]] = true
+			}
+		}
+		if won != 1 {
+			t.Errorf("c%d: %d copies' outcomes applied, want 1", i, won)
+		}
+	}
+	list, err := db.InboxMessages(ctx, "busy", 0, 100, false)
+	if err != nil || len(list) != n || len(seen) != n || list[0].Seq != n {
+		t.Fatalf("stored %d messages, %d distinct seqs, newest %+v, %v; want %d, numbered 1..%d", len(list), len(seen), list, err, n, n)
+	}
+	checkSomePipelined(t, db)
 }
