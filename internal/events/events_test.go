@@ -222,3 +222,65 @@ func BenchmarkOnStatusOneSubscriber(b *testing.B) {
 		svc.OnStatus(b.Context(), e)
 	}
 }
+
+// lostAnswer is the store with a connection that breaks after its first
+// event-log write committed: the caller hears an error.
+type lostAnswer struct {
+	*store.DB
+	mu    sync.Mutex
+	calls int
+}
+
+func (l *lostAnswer) AppendEvent(ctx context.Context, e events.Event) error {
+	err := l.DB.AppendEvent(ctx, e)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls++; l.calls == 1 && err == nil {
+		return errors.New("append event: connection reset after commit")
+	}
+	return err
+}
+
+// TestEventsLoggedOnce: events emitted at once (group-committed together)
+// are each logged and queued once; an event whose log write failed after
+// it committed is written again, found logged, and still queued once.
+func TestEventsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	counted := map[string]int{}
+	b := setup(t, events.Options{})
+	la := &lostAnswer{DB: b.db}
+	svc := events.NewService(events.Options{Store: la, Notifier: b.sent, Now: func() time.Time { return *b.clock },
+		Counted: func(t, r string) { mu.Lock(); counted[t+"/"+r]++; mu.Unlock() }})
+	ctx := t.Context()
+	if _, err := svc.Create(ctx, events.NewSubscription{URL: "https://hooks.example.com/x", Events: []string{events.DeliverySent}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			svc.OnStatus(ctx, notify.StatusEvent{Type: notify.EventDeliverySent, NotificationID: "ntf_" + strings.Repeat("x", i),
+				UserID: "u1", Status: notify.StatusSent, At: *b.clock})
+		})
+	}
+	wg.Wait()
+	logged, err := b.db.EventsSince(ctx, b.clock.Add(-time.Minute), "", 2*n)
+	if err != nil || len(logged) != n {
+		t.Fatalf("logged %d events, %v; want %d", len(logged), err, n)
+	}
+	queued := map[string]int{}
+	for _, r := range b.sent.reqs {
+		queued[r.RequestID]++
+	}
+	for _, e := range logged {
+		if queued["evt:"+e.ID+":"+b.sent.reqs[0].Recipient] != 1 {
+			t.Errorf("event %s queued %d times, want once", e.ID, queued["evt:"+e.ID+":"+b.sent.reqs[0].Recipient])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(b.sent.reqs) != n || counted["delivery.sent/logged"] != n || len(counted) != 1 || la.calls != n+1 {
+		t.Errorf("queued %d, counted %v, %d log writes; want %d queued and logged, one write again", len(b.sent.reqs), counted, la.calls, n)
+	}
+}

@@ -386,7 +386,7 @@ func (s *Service) Emit(ctx context.Context, t string, data any) {
 	}
 	now := s.opts.Now().UTC()
 	e := Event{ID: newID("evt_", now), Type: t, Data: raw, At: now}
-	if err := s.opts.Store.AppendEvent(ctx, e); err != nil {
+	if err := s.appendEvent(ctx, e); err != nil {
 		s.log.Warn("event log write failed; event not sent", "event_type", t, "error", err)
 		s.count(t, ResultLost)
 		return
@@ -398,6 +398,21 @@ func (s *Service) Emit(ctx context.Context, t string, data any) {
 				"subscription", sub.ID, "error", err)
 		}
 	}
+}
+
+// appendEvent logs e. A write that failed may still have committed (a
+// connection lost while the commit was on its way), so it is written
+// once more: the log is keyed by event id, so the event is logged once
+// either way, and a Conflict then says the first write was.
+func (s *Service) appendEvent(ctx context.Context, e Event) error {
+	err := s.opts.Store.AppendEvent(ctx, e)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if again := s.opts.Store.AppendEvent(ctx, e); again == nil || apperr.Is(again, apperr.Conflict) {
+		return nil
+	}
+	return err
 }
 
 func (s *Service) count(t, result string) {

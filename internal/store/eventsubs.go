@@ -94,11 +94,42 @@ func (db *DB) EnableEventSubscription(ctx context.Context, id string) (events.Su
 	return eventSubOrNotFound(row, id, "enable")
 }
 
-// AppendEvent implements events.Store.
+// appendEventQuery adds an event to the log; an id logged already adds
+// nothing (a group-committed write must not fail on purpose).
+const appendEventQuery = `INSERT INTO event_log (id, type, data, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+
+// AppendEvent implements events.Store, group-committed with the writes
+// of the notification pipeline (whose status changes the events report):
+// one commit serves many events instead of one fsync each.
 func (db *DB) AppendEvent(ctx context.Context, e events.Event) error {
-	_, err := db.exec(ctx, `INSERT INTO event_log (id, type, data, at) VALUES (?, ?, ?, ?)`,
-		e.ID, e.Type, string(e.Data), e.At.UnixMicro())
-	return mapErr(err, "append event")
+	insert, err := db.writeStmt(ctx, db.Rebind(appendEventQuery))
+	if err != nil {
+		return err
+	}
+	args := []any{e.ID, e.Type, string(e.Data), e.At.UnixMicro()}
+	var added bool
+	fn := func(ctx context.Context, tx *sql.Tx) error {
+		added = false
+		res, err := insert.exec(ctx, tx, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		added = err == nil && n > 0
+		return err
+	}
+	var pg pgWrite
+	if db.dialect == DialectPostgres {
+		q := db.Rebind(`WITH i AS (` + appendEventQuery + ` RETURNING 1) SELECT count(*) FROM i`)
+		pg = pgCount(q, args, func(n int64) { added = n > 0 })
+	}
+	if err := db.pipelinedBatch(ctx, false, fn, pg); err != nil {
+		return mapErr(err, "append event")
+	}
+	if !added {
+		return apperr.New(apperr.Conflict, "event %s is logged already", e.ID)
+	}
+	return nil
 }
 
 // EventsSince implements events.Store.
