@@ -9,16 +9,19 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // go:linkname
 )
 
 // MemoryOptions configures a MemoryStore.
 type MemoryOptions struct {
 	// Now is the clock. If nil, the store reads the wall clock once, when
-	// it is made, and advances it by Go's monotonic clock (time.Since):
-	// one clock read per check instead of time.Now's two, exact to the
+	// it is made, and advances it by the runtime's monotonic clock: one
+	// clock read per check instead of time.Now's two, exact to the
 	// microsecond, and immune to steps of the wall clock (fixed windows
-	// stay aligned to the wall clock as it was then). Times before the
-	// Unix epoch count as the epoch.
+	// stay aligned to the wall clock as it was then). A store made inside
+	// a testing/synctest bubble, where time.Now has no monotonic reading,
+	// reads time.Now on every check instead, so it follows the bubble's
+	// fake clock. Times before the Unix epoch count as the epoch.
 	Now func() time.Time
 	// Shards is the number of independently locked shards, rounded up to a
 	// power of two. If 0, 16 × GOMAXPROCS (at least 64) is used.
@@ -58,8 +61,8 @@ type MemoryOptions struct {
 // that has been checked keeps 1 KiB of prepared policies.
 type MemoryStore struct {
 	now       func() time.Time
-	base      time.Time // with a monotonic reading, when now is nil
-	baseNanos int64     // base in Unix ns
+	baseMono  int64 // nanotime() when the store was made, when now is nil
+	baseNanos int64 // the wall clock then, in Unix ns (at least 0)
 	seed      hashSeed
 	shift     uint // 64 - log2(len(shards))
 	shards    []shard
@@ -78,8 +81,11 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	lg := bits.Len(uint(n - 1))
 	s := &MemoryStore{now: opts.Now, shift: uint(64 - lg), shards: make([]shard, 1<<lg)}
 	if s.now == nil {
-		s.base = time.Now()
-		s.baseNanos = s.base.UnixNano()
+		base := time.Now()
+		s.baseMono, s.baseNanos = nanotime(), max(0, base.UnixNano())
+		if base == base.Round(0) { // no monotonic reading: a synctest bubble
+			s.now = time.Now
+		}
 	}
 	var sd maphash.Hash // a random seed
 	s.seed.h = sd.Sum64()
@@ -94,10 +100,19 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 // micros reads the clock in Unix microseconds.
 func (s *MemoryStore) micros() int64 {
 	if s.now == nil {
-		return max(0, (s.baseNanos+int64(time.Since(s.base)))/1000)
+		// nanotime never goes back, so the sum is at least baseNanos.
+		return int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)
 	}
 	return max(0, s.now().UnixMicro())
 }
+
+// nanotime is the runtime's monotonic clock, which time.Since reads too
+// (after checking for a synctest bubble, which NewMemoryStore does once):
+// the runtime keeps it linkable for the packages that use it this way
+// (go.dev/issue/67401).
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // ref is a located (policy, key) pair.
 type ref struct {
