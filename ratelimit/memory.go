@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	_ "unsafe" // go:linkname
+	"unsafe"
 )
 
 // MemoryOptions configures a MemoryStore.
@@ -64,7 +64,7 @@ type MemoryStore struct {
 	baseMono  int64 // nanotime() when the store was made, when now is nil
 	baseNanos int64 // the wall clock then, in Unix ns (at least 0)
 	seed      hashSeed
-	shift     uint // 64 - log2(len(shards))
+	shift     uint // 63 - log2(len(shards)), for shardOf
 	shards    []shard
 	leases    atomic.Uint64
 	holds     holdTable // usage reservations (usage_memory.go)
@@ -79,7 +79,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		n = max(64, 16*runtime.GOMAXPROCS(0))
 	}
 	lg := bits.Len(uint(n - 1))
-	s := &MemoryStore{now: opts.Now, shift: uint(64 - lg), shards: make([]shard, 1<<lg)}
+	s := &MemoryStore{now: opts.Now, shift: uint(63 - lg), shards: make([]shard, 1<<lg)}
 	if s.now == nil {
 		base := time.Now()
 		s.baseMono, s.baseNanos = nanotime(), max(0, base.UnixNano())
@@ -103,8 +103,11 @@ func (s *MemoryStore) micros() int64 {
 		// nanotime never goes back, so the sum is at least baseNanos.
 		return int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)
 	}
-	return max(0, s.now().UnixMicro())
+	return s.nowMicros()
 }
+
+// nowMicros reads s.now, apart from micros so that micros is inlined.
+func (s *MemoryStore) nowMicros() int64 { return max(0, s.now().UnixMicro()) }
 
 // nanotime is the runtime's monotonic clock, which time.Since reads too
 // (after checking for a synctest bubble, which NewMemoryStore does once):
@@ -114,6 +117,12 @@ func (s *MemoryStore) micros() int64 {
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
+// shardOf returns the shard of a key whose first lane is kh: its top
+// log2(len(shards)) bits, shifted in two steps (one of 1, one of at most
+// 63) so that a single shard is shard 0 and the compiler needs no test of
+// the shift's size.
+func (s *MemoryStore) shardOf(kh uint64) *shard { return &s.shards[kh>>1>>(s.shift&63)] }
+
 // ref is a located (policy, key) pair.
 type ref struct {
 	h, v uint64
@@ -122,7 +131,7 @@ type ref struct {
 
 func (s *MemoryStore) locate(policy, key string) ref {
 	h, v, kh := s.seed.pairHash(policy, key)
-	return ref{h, v, &s.shards[kh>>s.shift]} // kh >> 64 is 0
+	return ref{h, v, s.shardOf(kh)}
 }
 
 // load returns the live state of r, or a fresh one, with the slot index
@@ -197,19 +206,106 @@ func (s *MemoryStore) Len() int {
 }
 
 // Allow implements Store.
+//
+// The buckets' common case, a live key and an allowed check, is written
+// out here (see docs/benchmarks.md, issue 19, goal 6): the policy's params
+// and name hash come from the shard's policy cache, only the key is
+// hashed, and the state is updated in its slot (takeSlot). Everything
+// else goes on to allowLocked.
 func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int64) (Decision, error) {
-	return s.allow(p, key, cost, "")
+	var now int64 // micros, inlined
+	if s.now == nil {
+		now = int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)
+	} else {
+		now = s.nowMicros()
+	}
+	var kh, kv uint64
+	if n := len(key); uint(n-8) <= 8 {
+		// keyLanes for a key of 8 to 16 bytes (most keys), which absorb
+		// reads as two words, written out here to save the call.
+		k := unsafe.Pointer(unsafe.StringData(key))
+		a, b := load64(k, 0), load64(k, n-8)^uint64(n)*wyp5
+		kh, kv = wymix(a^s.seed.h^wyp1, b^s.seed.h^wyp0), wymix(a^s.seed.v^wyp3, b^s.seed.v^wyp2)
+	} else {
+		kh, kv = s.seed.keyLanes(key)
+	}
+	sh := s.shardOf(kh)
+	sh.mu.Lock()
+	if sh.pc == nil {
+		return s.allowLocked(sh, p, kh, kv, now, cost, "")
+	}
+	e := &sh.pc[policySlot(p)]
+	pp := &e.pp
+	// pp.code-1 < codeGCRA: a bucket; uint64(cost-1) < limit: 1 <= cost <= limit.
+	if pp.code-1 >= codeGCRA || uint64(cost-1) >= uint64(pp.limit) || !sameStrings(&e.p, p) {
+		return s.allowLocked(sh, p, kh, kv, now, cost, "")
+	}
+	h, v := s.seed.join(kh, kv, e.ph, e.pv)
+	// find, for a live slot that holds (h, v): an empty slot cannot (its
+	// code is 0), so the identity is compared first.
+	mask := uint64(len(sh.slots) - 1)
+	i := h & mask
+	for sl := &sh.slots[i]; sl.h != h || sl.v != v; sl = &sh.slots[i] {
+		if sl.code == 0 {
+			return s.allowLocked(sh, p, kh, kv, now, cost, "")
+		}
+		i = (i + 1) & mask
+	}
+	sl := &sh.slots[i]
+	if sl.code != pp.code || sl.exp <= now {
+		return s.allowLocked(sh, p, kh, kv, now, cost, "")
+	}
+	// take and setLevel on the slot in place. The divisions are unsigned
+	// (the operands are not negative), and gcra's quotient and remainder
+	// come from one division.
+	var lvl int64
+	if pp.code == codeTokenBucket {
+		lvl = sl.a
+		if elapsed := now - sl.t; elapsed > 0 {
+			lvl = pp.capacity
+			if hi, lo := bits.Mul64(uint64(elapsed), uint64(pp.rate)); hi == 0 && lo < maxExact {
+				lvl = min(lvl, sl.a+int64(lo))
+			}
+		}
+	} else if d := sl.a - now; d >= 0 {
+		lvl = pp.capacity - (d*pp.rate + sl.b)
+	} else {
+		lvl = pp.capacity
+	}
+	after := lvl - cost*pp.unit
+	if after < 0 { // refused: bucket explains why
+		return s.allowLocked(sh, p, kh, kv, now, cost, "")
+	}
+	debt, rate := uint64(pp.capacity-after), uint64(pp.rate) // debt > 0: cost >= 1
+	var reset uint64
+	if pp.code == codeTokenBucket {
+		reset = (debt + rate - 1) / rate
+		sl.a, sl.t = after, max(now, sl.t)
+	} else {
+		q, m := debt/rate, debt%rate
+		sl.a, sl.b, reset = now+int64(q), int64(m), q
+		if m != 0 {
+			reset++
+		}
+	}
+	sl.exp = now + int64(reset) // > now: reset >= 1
+	limit, remaining := pp.limit, int64(uint64(after)/uint64(pp.unit))
+	sh.mu.Unlock()
+	return Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
 }
 
-// allow is Allow, and Acquire with the lease id. The buckets' path, most
-// checks, is written out here (see docs/benchmarks.md, issue 19, goal 6):
-// the policy's params and name hash come from the shard's policy cache,
-// only the key is hashed, and the state is updated in its slot.
+// allow is Allow, and Acquire with the lease id, without Allow's fast path.
 func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decision, error) {
 	kh, kv := s.seed.keyLanes(key)
-	sh := &s.shards[kh>>s.shift] // kh >> 64 is 0
+	sh := s.shardOf(kh)
 	now := s.micros()
 	sh.mu.Lock()
+	return s.allowLocked(sh, p, kh, kv, now, cost, id)
+}
+
+// allowLocked is the rest of allow, on the shard sh of the key with lanes
+// kh and kv, which the caller has locked; it unlocks it.
+func (s *MemoryStore) allowLocked(sh *shard, p *Policy, kh, kv uint64, now, cost int64, id string) (Decision, error) {
 	if sh.pc == nil { // the shard's first check
 		sh.pc = new([policySlots]policyEntry)
 	}

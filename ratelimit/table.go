@@ -79,6 +79,15 @@ func samePolicy(a, b *Policy) bool {
 		sameString(a.Name, b.Name) && sameString(string(a.Algorithm), string(b.Algorithm))
 }
 
+// sameStrings is samePolicy for a b whose strings are a's own (the same
+// bytes in memory), as when the entry was made from b: it reports false
+// for other strings, equal or not, and samePolicy decides then.
+func sameStrings(a, b *Policy) bool {
+	return a.Limit == b.Limit && a.Period == b.Period && a.Burst == b.Burst && a.MaxDebt == b.MaxDebt &&
+		len(a.Name) == len(b.Name) && unsafe.StringData(a.Name) == unsafe.StringData(b.Name) &&
+		len(a.Algorithm) == len(b.Algorithm) && unsafe.StringData(string(a.Algorithm)) == unsafe.StringData(string(b.Algorithm))
+}
+
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
