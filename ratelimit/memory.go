@@ -64,7 +64,8 @@ type MemoryStore struct {
 	baseMono  int64 // nanotime() when the store was made, when now is nil
 	baseNanos int64 // the wall clock then, in Unix ns (at least 0)
 	seed      hashSeed
-	shift     uint // 63 - log2(len(shards)), for shardOf
+	short     [4]uint64 // the seed's lanes xor absorb's constants for a key's last block (Allow)
+	shift     uint      // 63 - log2(len(shards)), for shardOf
 	shards    []shard
 	leases    atomic.Uint64
 	holds     holdTable // usage reservations (usage_memory.go)
@@ -91,6 +92,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	s.seed.h = sd.Sum64()
 	sd.WriteByte(1)
 	s.seed.v = sd.Sum64()
+	s.short = [4]uint64{s.seed.h ^ wyp1, s.seed.h ^ wyp0, s.seed.v ^ wyp3, s.seed.v ^ wyp2}
 	for i := range s.shards {
 		s.shards[i].init()
 	}
@@ -210,8 +212,9 @@ func (s *MemoryStore) Len() int {
 // The buckets' common case, a live key and an allowed check, is written
 // out here (see docs/benchmarks.md, issue 19, goal 6): the policy's params
 // and name hash come from the shard's policy cache, only the key is
-// hashed, and the state is updated in its slot (takeSlot). Everything
-// else goes on to allowLocked.
+// hashed, and the state is updated in its slot. Everything else (a new
+// or idle key, a refusal, the other algorithms, a policy not cached or
+// not the cached one's strings) goes on to allowLocked.
 func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int64) (Decision, error) {
 	var now int64 // micros, inlined
 	if s.now == nil {
@@ -225,73 +228,80 @@ func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int
 		// reads as two words, written out here to save the call.
 		k := unsafe.Pointer(unsafe.StringData(key))
 		a, b := load64(k, 0), load64(k, n-8)^uint64(n)*wyp5
-		kh, kv = wymix(a^s.seed.h^wyp1, b^s.seed.h^wyp0), wymix(a^s.seed.v^wyp3, b^s.seed.v^wyp2)
+		kh, kv = wymix(a^s.short[0], b^s.short[1]), wymix(a^s.short[2], b^s.short[3])
 	} else {
 		kh, kv = s.seed.keyLanes(key)
 	}
 	sh := s.shardOf(kh)
 	sh.mu.Lock()
-	if sh.pc == nil {
-		return s.allowLocked(sh, p, kh, kv, now, cost, "")
-	}
-	e := &sh.pc[policySlot(p)]
-	pp := &e.pp
-	// pp.code-1 < codeGCRA: a bucket; uint64(cost-1) < limit: 1 <= cost <= limit.
-	if pp.code-1 >= codeGCRA || uint64(cost-1) >= uint64(pp.limit) || !sameStrings(&e.p, p) {
-		return s.allowLocked(sh, p, kh, kv, now, cost, "")
-	}
-	h, v := s.seed.join(kh, kv, e.ph, e.pv)
-	// find, for a live slot that holds (h, v): an empty slot cannot (its
-	// code is 0), so the identity is compared first.
-	mask := uint64(len(sh.slots) - 1)
-	i := h & mask
-	for sl := &sh.slots[i]; sl.h != h || sl.v != v; sl = &sh.slots[i] {
-		if sl.code == 0 {
-			return s.allowLocked(sh, p, kh, kv, now, cost, "")
+	if pc := sh.pc; pc != nil {
+		e := &pc[policySlot(p)]
+		pp := &e.pp
+		// pp.code-1 < codeGCRA: a bucket; uint64(cost-1) < limit: 1 <= cost <= limit.
+		if pp.code-1 >= codeGCRA || uint64(cost-1) >= uint64(pp.limit) || !sameStrings(&e.p, p) {
+			goto general
 		}
-		i = (i + 1) & mask
-	}
-	sl := &sh.slots[i]
-	if sl.code != pp.code || sl.exp <= now {
-		return s.allowLocked(sh, p, kh, kv, now, cost, "")
-	}
-	// take and setLevel on the slot in place. The divisions are unsigned
-	// (the operands are not negative), and gcra's quotient and remainder
-	// come from one division.
-	var lvl int64
-	if pp.code == codeTokenBucket {
-		lvl = sl.a
-		if elapsed := now - sl.t; elapsed > 0 {
+		// find, for a live slot that holds (h, v): an empty slot cannot
+		// (its code is 0), so the identity is compared first.
+		h, v := s.seed.join(kh, kv, e.ph, e.pv)
+		mask := uint64(len(sh.slots) - 1)
+		i := h & mask
+		sl := &sh.slots[i]
+		for sl.h != h || sl.v != v {
+			if sl.code == 0 {
+				goto general
+			}
+			i = (i + 1) & mask
+			sl = &sh.slots[i]
+		}
+		if sl.code != pp.code || sl.exp <= now {
+			goto general
+		}
+		// take and setLevel on the slot in place. The divisions are
+		// unsigned (the operands are not negative), and gcra's quotient
+		// and remainder come from one division.
+		var lvl int64
+		if pp.code == codeTokenBucket {
+			lvl = sl.a
+			if elapsed := now - sl.t; elapsed > 0 {
+				lvl = pp.capacity
+				if hi, lo := bits.Mul64(uint64(elapsed), uint64(pp.rate)); hi == 0 && lo < maxExact {
+					lvl = min(lvl, sl.a+int64(lo))
+				}
+			}
+		} else if d := sl.a - now; d >= 0 {
+			lvl = pp.capacity - (d*pp.rate + sl.b)
+		} else {
 			lvl = pp.capacity
-			if hi, lo := bits.Mul64(uint64(elapsed), uint64(pp.rate)); hi == 0 && lo < maxExact {
-				lvl = min(lvl, sl.a+int64(lo))
+		}
+		after := lvl - cost*pp.unit
+		if after < 0 { // refused: bucket explains why
+			goto general
+		}
+		debt, rate := uint64(pp.capacity-after), uint64(pp.rate) // debt > 0: cost >= 1
+		var reset uint64
+		if pp.code == codeTokenBucket {
+			reset = (debt + rate - 1) / rate
+			sl.a, sl.t = after, max(now, sl.t)
+		} else {
+			q, m := debt/rate, debt%rate
+			sl.a, sl.b, reset = now+int64(q), int64(m), q
+			if m != 0 {
+				reset++
 			}
 		}
-	} else if d := sl.a - now; d >= 0 {
-		lvl = pp.capacity - (d*pp.rate + sl.b)
-	} else {
-		lvl = pp.capacity
+		sl.exp = now + int64(reset) // > now: reset >= 1
+		limit, remaining := pp.limit, int64(uint64(after)/uint64(pp.unit))
+		sh.mu.Unlock()
+		return Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
 	}
-	after := lvl - cost*pp.unit
-	if after < 0 { // refused: bucket explains why
-		return s.allowLocked(sh, p, kh, kv, now, cost, "")
-	}
-	debt, rate := uint64(pp.capacity-after), uint64(pp.rate) // debt > 0: cost >= 1
-	var reset uint64
-	if pp.code == codeTokenBucket {
-		reset = (debt + rate - 1) / rate
-		sl.a, sl.t = after, max(now, sl.t)
-	} else {
-		q, m := debt/rate, debt%rate
-		sl.a, sl.b, reset = now+int64(q), int64(m), q
-		if m != 0 {
-			reset++
-		}
-	}
-	sl.exp = now + int64(reset) // > now: reset >= 1
-	limit, remaining := pp.limit, int64(uint64(after)/uint64(pp.unit))
-	sh.mu.Unlock()
-	return Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
+general:
+	// allowLocked fills d through a pointer: a struct of five fields
+	// goes through memory anyway, and a returned one made Allow zero a
+	// temporary on every call.
+	var d Decision
+	err := s.allowLocked(&d, sh, p, kh, kv, now, cost, "")
+	return d, err
 }
 
 // allow is Allow, and Acquire with the lease id, without Allow's fast path.
@@ -300,12 +310,14 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 	sh := s.shardOf(kh)
 	now := s.micros()
 	sh.mu.Lock()
-	return s.allowLocked(sh, p, kh, kv, now, cost, id)
+	var d Decision
+	err := s.allowLocked(&d, sh, p, kh, kv, now, cost, id)
+	return d, err
 }
 
 // allowLocked is the rest of allow, on the shard sh of the key with lanes
-// kh and kv, which the caller has locked; it unlocks it.
-func (s *MemoryStore) allowLocked(sh *shard, p *Policy, kh, kv uint64, now, cost int64, id string) (Decision, error) {
+// kh and kv, which the caller has locked; it unlocks it, and sets *d.
+func (s *MemoryStore) allowLocked(d *Decision, sh *shard, p *Policy, kh, kv uint64, now, cost int64, id string) error {
 	if sh.pc == nil { // the shard's first check
 		sh.pc = new([policySlots]policyEntry)
 	}
@@ -315,7 +327,7 @@ func (s *MemoryStore) allowLocked(sh *shard, p *Policy, kh, kv uint64, now, cost
 	}
 	if e == nil || cost < 1 || cost > e.pp.limit {
 		sh.mu.Unlock()
-		return Decision{}, policyError(p, cost)
+		return policyError(p, cost)
 	}
 	pp := &e.pp
 	h, v := s.seed.join(kh, kv, e.ph, e.pv)
@@ -353,7 +365,8 @@ func (s *MemoryStore) allowLocked(sh *shard, p *Policy, kh, kv uint64, now, cost
 	}
 	limit := pp.limit
 	sh.mu.Unlock()
-	return vd.decision(limit), nil
+	*d = vd.decision(limit)
+	return nil
 }
 
 // policyError is the error of a check of cost under p that the policy
