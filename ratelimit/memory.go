@@ -216,12 +216,6 @@ func (s *MemoryStore) Len() int {
 // or idle key, a refusal, the other algorithms, a policy not cached or
 // not the cached one's strings) goes on to allowLocked.
 func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int64) (Decision, error) {
-	var now int64 // micros, inlined
-	if s.now == nil {
-		now = int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)
-	} else {
-		now = s.nowMicros()
-	}
 	var kh, kv uint64
 	if n := len(key); uint(n-8) <= 8 {
 		// keyLanes for a key of 8 to 16 bytes (most keys), which absorb
@@ -231,6 +225,16 @@ func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int
 		kh, kv = wymix(a^s.short[0], b^s.short[1]), wymix(a^s.short[2], b^s.short[3])
 	} else {
 		kh, kv = s.seed.keyLanes(key)
+	}
+	// The clock after the hash, not before it: the clock read waits for
+	// the loads before it (the vDSO orders its TSC read), and read first
+	// it cost 60 to 70 ns more per check at 100k keys (docs/benchmarks.md,
+	// goal 6), though the instructions are the same.
+	var now int64 // micros, inlined
+	if s.now == nil {
+		now = int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)
+	} else {
+		now = s.nowMicros()
 	}
 	sh := s.shardOf(kh)
 	sh.mu.Lock()
@@ -261,10 +265,11 @@ func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int
 		// unsigned (the operands are not negative), and gcra's quotient
 		// and remainder come from one division.
 		var lvl int64
+		t := sl.t // max(now, sl.t), as setLevel keeps it
 		if pp.code == codeTokenBucket {
 			lvl = sl.a
-			if elapsed := now - sl.t; elapsed > 0 {
-				lvl = pp.capacity
+			if elapsed := now - t; elapsed > 0 {
+				lvl, t = pp.capacity, now
 				if hi, lo := bits.Mul64(uint64(elapsed), uint64(pp.rate)); hi == 0 && lo < maxExact {
 					lvl = min(lvl, sl.a+int64(lo))
 				}
@@ -282,7 +287,7 @@ func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int
 		var reset uint64
 		if pp.code == codeTokenBucket {
 			reset = (debt + rate - 1) / rate
-			sl.a, sl.t = after, max(now, sl.t)
+			sl.a, sl.t = after, t
 		} else {
 			q, m := debt/rate, debt%rate
 			sl.a, sl.b, reset = now+int64(q), int64(m), q

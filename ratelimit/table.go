@@ -83,9 +83,11 @@ func samePolicy(a, b *Policy) bool {
 // bytes in memory), as when the entry was made from b: it reports false
 // for other strings, equal or not, and samePolicy decides then.
 func sameStrings(a, b *Policy) bool {
-	return a.Limit == b.Limit && a.Period == b.Period && a.Burst == b.Burst && a.MaxDebt == b.MaxDebt &&
-		len(a.Name) == len(b.Name) && unsafe.StringData(a.Name) == unsafe.StringData(b.Name) &&
-		len(a.Algorithm) == len(b.Algorithm) && unsafe.StringData(string(a.Algorithm)) == unsafe.StringData(string(b.Algorithm))
+	// One test of the eight words' differences, not eight branches.
+	return uint64(a.Limit^b.Limit)|uint64(a.Period^b.Period)|uint64(a.Burst^b.Burst)|uint64(a.MaxDebt^b.MaxDebt)|
+		uint64(len(a.Name)^len(b.Name))|uint64(len(a.Algorithm)^len(b.Algorithm))|
+		uint64(uintptr(unsafe.Pointer(unsafe.StringData(a.Name)))^uintptr(unsafe.Pointer(unsafe.StringData(b.Name))))|
+		uint64(uintptr(unsafe.Pointer(unsafe.StringData(string(a.Algorithm))))^uintptr(unsafe.Pointer(unsafe.StringData(string(b.Algorithm))))) == 0
 }
 
 func sameString(a, b string) bool {
