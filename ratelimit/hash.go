@@ -100,7 +100,10 @@ func (sd hashSeed) policyLanes(policy string) (uint64, uint64) {
 	return absorb(sd.h^wyp4, sd.v^wyp1, policy)
 }
 
-// join folds a key's lanes and a policy's into the pair's identity.
-func (sd hashSeed) join(kh, kv, ph, pv uint64) (h, v uint64) {
-	return wymix(kh^wyp0, ph^wyp3^sd.h), wymix(kv^wyp2, pv^wyp5^sd.v)
-}
+// join folds a key's lanes and a policy's into the pair's identity, lane
+// by lane with xor: each lane is already a keyed hash of its string, so
+// two pairs share an identity only if both lanes of the keys' xor equal
+// both lanes of the names' xor, the odds of a 128-bit collision, and the
+// identity's low bits (the slot) stay independent of the key's top bits
+// (the shard).
+func (sd hashSeed) join(kh, kv, ph, pv uint64) (h, v uint64) { return kh ^ ph, kv ^ pv }

@@ -9,16 +9,19 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // MemoryOptions configures a MemoryStore.
 type MemoryOptions struct {
 	// Now is the clock. If nil, the store reads the wall clock once, when
-	// it is made, and advances it by Go's monotonic clock (time.Since):
-	// one clock read per check instead of time.Now's two, exact to the
+	// it is made, and advances it by the runtime's monotonic clock: one
+	// clock read per check instead of time.Now's two, exact to the
 	// microsecond, and immune to steps of the wall clock (fixed windows
-	// stay aligned to the wall clock as it was then). Times before the
-	// Unix epoch count as the epoch.
+	// stay aligned to the wall clock as it was then). A store made inside
+	// a testing/synctest bubble, where time.Now has no monotonic reading,
+	// reads time.Now on every check instead, so it follows the bubble's
+	// fake clock. Times before the Unix epoch count as the epoch.
 	Now func() time.Time
 	// Shards is the number of independently locked shards, rounded up to a
 	// power of two. If 0, 16 × GOMAXPROCS (at least 64) is used.
@@ -58,10 +61,11 @@ type MemoryOptions struct {
 // that has been checked keeps 1 KiB of prepared policies.
 type MemoryStore struct {
 	now       func() time.Time
-	base      time.Time // with a monotonic reading, when now is nil
-	baseNanos int64     // base in Unix ns
+	baseMono  int64 // nanotime() when the store was made, when now is nil
+	baseNanos int64 // the wall clock then, in Unix ns (at least 0)
 	seed      hashSeed
-	shift     uint // 64 - log2(len(shards))
+	short     [4]uint64 // the seed's lanes xor absorb's constants for a key's last block (Allow)
+	shift     uint      // 63 - log2(len(shards)), for shardOf
 	shards    []shard
 	leases    atomic.Uint64
 	holds     holdTable // usage reservations (usage_memory.go)
@@ -76,15 +80,19 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		n = max(64, 16*runtime.GOMAXPROCS(0))
 	}
 	lg := bits.Len(uint(n - 1))
-	s := &MemoryStore{now: opts.Now, shift: uint(64 - lg), shards: make([]shard, 1<<lg)}
+	s := &MemoryStore{now: opts.Now, shift: uint(63 - lg), shards: make([]shard, 1<<lg)}
 	if s.now == nil {
-		s.base = time.Now()
-		s.baseNanos = s.base.UnixNano()
+		base := time.Now()
+		s.baseMono, s.baseNanos = nanotime(), max(0, base.UnixNano())
+		if base == base.Round(0) { // no monotonic reading: a synctest bubble
+			s.now = time.Now
+		}
 	}
 	var sd maphash.Hash // a random seed
 	s.seed.h = sd.Sum64()
 	sd.WriteByte(1)
 	s.seed.v = sd.Sum64()
+	s.short = [4]uint64{s.seed.h ^ wyp1, s.seed.h ^ wyp0, s.seed.v ^ wyp3, s.seed.v ^ wyp2}
 	for i := range s.shards {
 		s.shards[i].init()
 	}
@@ -94,10 +102,28 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 // micros reads the clock in Unix microseconds.
 func (s *MemoryStore) micros() int64 {
 	if s.now == nil {
-		return max(0, (s.baseNanos+int64(time.Since(s.base)))/1000)
+		// nanotime never goes back, so the sum is at least baseNanos.
+		return int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)
 	}
-	return max(0, s.now().UnixMicro())
+	return s.nowMicros()
 }
+
+// nowMicros reads s.now, apart from micros so that micros is inlined.
+func (s *MemoryStore) nowMicros() int64 { return max(0, s.now().UnixMicro()) }
+
+// nanotime is the runtime's monotonic clock, which time.Since reads too
+// (after checking for a synctest bubble, which NewMemoryStore does once):
+// the runtime keeps it linkable for the packages that use it this way
+// (go.dev/issue/67401).
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// shardOf returns the shard of a key whose first lane is kh: its top
+// log2(len(shards)) bits, shifted in two steps (one of 1, one of at most
+// 63) so that a single shard is shard 0 and the compiler needs no test of
+// the shift's size.
+func (s *MemoryStore) shardOf(kh uint64) *shard { return &s.shards[kh>>1>>(s.shift&63)] }
 
 // ref is a located (policy, key) pair.
 type ref struct {
@@ -107,7 +133,7 @@ type ref struct {
 
 func (s *MemoryStore) locate(policy, key string) ref {
 	h, v, kh := s.seed.pairHash(policy, key)
-	return ref{h, v, &s.shards[kh>>s.shift]} // kh >> 64 is 0
+	return ref{h, v, s.shardOf(kh)}
 }
 
 // load returns the live state of r, or a fresh one, with the slot index
@@ -182,19 +208,121 @@ func (s *MemoryStore) Len() int {
 }
 
 // Allow implements Store.
+//
+// The buckets' common case, a live key and an allowed check, is written
+// out here (see docs/benchmarks.md, issue 19, goal 6): the policy's params
+// and name hash come from the shard's policy cache, only the key is
+// hashed, and the state is updated in its slot. Everything else (a new
+// or idle key, a refusal, the other algorithms, a policy not cached or
+// not the cached one's strings) goes on to allowLocked.
 func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int64) (Decision, error) {
-	return s.allow(p, key, cost, "")
+	var kh, kv uint64
+	if n := len(key); uint(n-8) <= 8 {
+		// keyLanes for a key of 8 to 16 bytes (most keys), which absorb
+		// reads as two words, written out here to save the call.
+		k := unsafe.Pointer(unsafe.StringData(key))
+		a, b := load64(k, 0), load64(k, n-8)^uint64(n)*wyp5
+		kh, kv = wymix(a^s.short[0], b^s.short[1]), wymix(a^s.short[2], b^s.short[3])
+	} else {
+		kh, kv = s.seed.keyLanes(key)
+	}
+	// The clock after the hash, not before it: the clock read waits for
+	// the loads before it (the vDSO orders its TSC read), and read first
+	// it cost 60 to 70 ns more per check at 100k keys (docs/benchmarks.md,
+	// goal 6), with nearly the same instructions.
+	var now int64 // micros, inlined
+	if s.now == nil {
+		now = int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)
+	} else {
+		now = s.nowMicros()
+	}
+	sh := s.shardOf(kh)
+	sh.mu.Lock()
+	if pc := sh.pc; pc != nil {
+		e := &pc[policySlot(p)]
+		pp := &e.pp
+		// pp.code-1 < codeGCRA: a bucket; uint64(cost-1) < limit: 1 <= cost <= limit.
+		if pp.code-1 >= codeGCRA || uint64(cost-1) >= uint64(pp.limit) || !sameStrings(&e.p, p) {
+			goto general
+		}
+		// find, for a live slot that holds (h, v): an empty slot cannot
+		// (its code is 0), so the identity is compared first.
+		h, v := s.seed.join(kh, kv, e.ph, e.pv)
+		mask := uint64(len(sh.slots) - 1)
+		i := h & mask
+		sl := &sh.slots[i]
+		for sl.h != h || sl.v != v {
+			if sl.code == 0 {
+				goto general
+			}
+			i = (i + 1) & mask
+			sl = &sh.slots[i]
+		}
+		if sl.code != pp.code || sl.exp <= now {
+			goto general
+		}
+		// take and setLevel on the slot in place. The divisions are
+		// unsigned (the operands are not negative), and gcra's quotient
+		// and remainder come from one division.
+		var lvl int64
+		t := sl.t // max(now, sl.t), as setLevel keeps it
+		if pp.code == codeTokenBucket {
+			lvl = sl.a
+			if elapsed := now - t; elapsed > 0 {
+				lvl, t = pp.capacity, now
+				if hi, lo := bits.Mul64(uint64(elapsed), uint64(pp.rate)); hi == 0 && lo < maxExact {
+					lvl = min(lvl, sl.a+int64(lo))
+				}
+			}
+		} else if d := sl.a - now; d >= 0 {
+			lvl = pp.capacity - (d*pp.rate + sl.b)
+		} else {
+			lvl = pp.capacity
+		}
+		after := lvl - cost*pp.unit
+		if after < 0 { // refused: bucket explains why
+			goto general
+		}
+		debt, rate := uint64(pp.capacity-after), uint64(pp.rate) // debt > 0: cost >= 1
+		var reset uint64
+		if pp.code == codeTokenBucket {
+			reset = (debt + rate - 1) / rate
+			sl.a, sl.t = after, t
+		} else {
+			q, m := debt/rate, debt%rate
+			sl.a, sl.b, reset = now+int64(q), int64(m), q
+			if m != 0 {
+				reset++
+			}
+		}
+		sl.exp = now + int64(reset) // > now: reset >= 1
+		limit, remaining := pp.limit, int64(uint64(after)/uint64(pp.unit))
+		sh.mu.Unlock()
+		return Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
+	}
+general:
+	// allowLocked fills d through a pointer: a struct of five fields
+	// goes through memory anyway, and returning it from allowLocked cost
+	// Allow 5 instructions more per check, on its fast path too.
+	var d Decision
+	err := s.allowLocked(&d, sh, p, kh, kv, now, cost, "")
+	return d, err
 }
 
-// allow is Allow, and Acquire with the lease id. The buckets' path, most
-// checks, is written out here (see docs/benchmarks.md, issue 19, goal 6):
-// the policy's params and name hash come from the shard's policy cache,
-// only the key is hashed, and the state is updated in its slot.
+// allow is Allow, and Acquire with the lease id, without Allow's fast path.
 func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decision, error) {
 	kh, kv := s.seed.keyLanes(key)
-	sh := &s.shards[kh>>s.shift] // kh >> 64 is 0
+	sh := s.shardOf(kh)
 	now := s.micros()
 	sh.mu.Lock()
+	var d Decision
+	err := s.allowLocked(&d, sh, p, kh, kv, now, cost, id)
+	return d, err
+}
+
+// allowLocked is the rest of allow, on the shard sh of the key with lanes
+// kh and kv, which the caller has locked; it unlocks it, and sets *d.
+func (s *MemoryStore) allowLocked(d *Decision, sh *shard, p *Policy, kh, kv uint64, now, cost int64, id string) error {
 	if sh.pc == nil { // the shard's first check
 		sh.pc = new([policySlots]policyEntry)
 	}
@@ -204,7 +332,7 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 	}
 	if e == nil || cost < 1 || cost > e.pp.limit {
 		sh.mu.Unlock()
-		return Decision{}, policyError(p, cost)
+		return policyError(p, cost)
 	}
 	pp := &e.pp
 	h, v := s.seed.join(kh, kv, e.ph, e.pv)
@@ -242,7 +370,8 @@ func (s *MemoryStore) allow(p *Policy, key string, cost int64, id string) (Decis
 	}
 	limit := pp.limit
 	sh.mu.Unlock()
-	return vd.decision(limit), nil
+	*d = vd.decision(limit)
+	return nil
 }
 
 // policyError is the error of a check of cost under p that the policy
