@@ -15,6 +15,7 @@ func (s suite) inbox(t *testing.T) {
 	t.Run("AddAndList", s.inboxAddList)
 	t.Run("States", s.inboxStates)
 	t.Run("ConcurrentAdds", s.inboxConcurrent)
+	t.Run("TokenGenerations", s.inboxTokenGenerations)
 }
 
 func inboxMsg(user, id string, at time.Time) inbox.Message {
