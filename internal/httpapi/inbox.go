@@ -29,7 +29,9 @@ type Inbox interface {
 
 var _ Inbox = (*inbox.Service)(nil)
 
-func errNoInbox() error { return apperr.New(apperr.Unavailable, "the in-app inbox is not configured on this server") }
+func errNoInbox() error {
+	return apperr.New(apperr.Unavailable, "the in-app inbox is not configured on this server")
+}
 
 const (
 	// inboxTokenPrefix tells an inbox token from an API key in a bearer
