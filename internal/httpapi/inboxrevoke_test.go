@@ -3,6 +3,8 @@ package httpapi
 import (
 	"log/slog"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,4 +131,41 @@ func TestInboxTokenRevokeCacheTTL(t *testing.T) {
 	if got := get(); got != 401 {
 		t.Errorf("on B once its cache TTL passed: %d, want 401", got)
 	}
+}
+
+// TestInboxTokenGenerationIsSigned: the generation a token carries is
+// under its signature, and only one form of a token of generation 0 is
+// valid.
+func TestInboxTokenGenerationIsSigned(t *testing.T) {
+	t.Parallel()
+	s := signer{key: []byte("0123456789abcdef0123456789abcdef")}
+	now := time.Now()
+	exp := now.Add(time.Hour)
+	tests := []struct {
+		name    string
+		tok     string
+		wantGen int64
+		wantOK  bool
+	}{
+		{"generation 0", s.inboxToken("u1", exp, 0), 0, true},
+		{"generation 2", s.inboxToken("u1", exp, 2), 2, true},
+		{"generation 2 raised to 3", strings.Replace(s.inboxToken("u1", exp, 2), ".2.", ".3.", 1), 0, false},
+		{"generation 2 dropped", dropGeneration(s.inboxToken("u1", exp, 2)), 0, false},
+		{"generation 0 written out", s.inboxToken("u1", exp, 0)[:len(s.inboxToken("u1", exp, 0))-len(s.sign("inbox", "u1", strconv.FormatInt(exp.Unix(), 10)))] +
+			"0." + s.sign("inbox", "u1", strconv.FormatInt(exp.Unix(), 10), "0"), 0, false},
+		{"expired", s.inboxToken("u1", now.Add(-time.Second), 2), 0, false},
+		{"five parts", s.inboxToken("u1", exp, 2) + ".x", 0, false},
+	}
+	for _, tt := range tests {
+		user, gen, ok := s.parseInboxToken(tt.tok, now)
+		if ok != tt.wantOK || gen != tt.wantGen || (ok && user != "u1") {
+			t.Errorf("%s: parseInboxToken(%q) = %q, %d, %v; want u1, %d, %v", tt.name, tt.tok, user, gen, ok, tt.wantGen, tt.wantOK)
+		}
+	}
+}
+
+// dropGeneration removes the generation part of a 4-part token.
+func dropGeneration(tok string) string {
+	parts := strings.Split(tok, ".")
+	return strings.Join(append(parts[:3], parts[4:]...), ".")
 }
