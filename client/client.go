@@ -8,6 +8,13 @@
 // ReadCampaignCSV and SendCampaign send one notification type to every
 // user of a CSV file, as `sluice campaign send` does.
 //
+// The calls follow the API's groups: links (Shorten, PutLinkRules,
+// LinkStats, LinkQR, RecordConversion), notifications (Send,
+// CancelNotification, UserSettings), status event subscriptions
+// (CreateEventSubscription and the rest) and the in-app inbox (Inbox,
+// MarkInboxMessage, InboxToken, RevokeInboxTokens). An end user's inbox
+// token works as APIKey for that user's inbox calls.
+//
 // A Client is safe for concurrent use.
 package client
 
@@ -107,14 +114,30 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out any)
 		}
 		body = bytes.NewReader(b)
 	}
+	status, h, raw, err := c.roundTrip(ctx, method, path, body, "application/json")
+	if err != nil {
+		return status, h, err
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return status, h, fmt.Errorf("decode %s %s response: %w", method, path, err)
+		}
+	}
+	return status, h, nil
+}
+
+// roundTrip sends one request (body, if not nil, as JSON) and returns a
+// 2xx answer's status, headers and body (at most 16 MiB); other answers
+// return *Error.
+func (c *Client) roundTrip(ctx context.Context, method, path string, body io.Reader, accept string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	if in != nil {
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
@@ -124,22 +147,17 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out any)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return resp.StatusCode, resp.Header, fmt.Errorf("read response: %w", err)
+		return resp.StatusCode, resp.Header, nil, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, resp.Header, decodeError(resp, raw)
+		return resp.StatusCode, resp.Header, nil, decodeError(resp, raw)
 	}
-	if out != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: %w", method, path, err)
-		}
-	}
-	return resp.StatusCode, resp.Header, nil
+	return resp.StatusCode, resp.Header, raw, nil
 }
 
 func decodeError(resp *http.Response, raw []byte) error {

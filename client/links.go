@@ -8,12 +8,22 @@ import (
 	"time"
 )
 
-// LinkRequest asks for a short link. URL is required; Slug (a custom code)
-// and ExpiresAt are optional.
+// LinkRequest asks for a short link. URL is required; the rest is
+// optional.
 type LinkRequest struct {
 	URL       string     `json:"url"`
 	Slug      string     `json:"slug,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// MaxVisits is how many human visits the link lets through (1: a
+	// one-time link); later visits answer 410 or go to the fallback URL.
+	// 0: no limit.
+	MaxVisits int64 `json:"max_visits,omitempty"`
+	// FallbackURL is where the link redirects once expired or used up,
+	// instead of the server's links.fallback_url or 410.
+	FallbackURL string `json:"fallback_url,omitempty"`
+	// ClickIDs makes each human redirect append a signed click id
+	// (sluice_cid) to the target, for RecordConversion.
+	ClickIDs bool `json:"click_ids,omitempty"`
 }
 
 // Link is a short link with its statistics.
@@ -29,6 +39,17 @@ type Link struct {
 	BotHits        int64      `json:"bot_hits"`
 	FirstClickAt   *time.Time `json:"first_click_at"`
 	NotificationID string     `json:"notification_id,omitempty"`
+	// MaxVisits is nil for a link without a visit limit; Visits counts
+	// the visits a limited link has let through.
+	MaxVisits   *int64 `json:"max_visits"`
+	Visits      int64  `json:"visits"`
+	FallbackURL string `json:"fallback_url,omitempty"`
+	ClickIDs    bool   `json:"click_ids"`
+	// Conversions counts the conversions recorded against the link's
+	// click ids.
+	Conversions int64 `json:"conversions"`
+	// Rules are the link's redirect rules; nil when it has none.
+	Rules []LinkRule `json:"rules,omitempty"`
 }
 
 // LinkPage is one page of Links; NextCursor is empty after the last.

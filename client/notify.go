@@ -182,3 +182,21 @@ func pageQuery(cursor string, limit int, pairs ...string) string {
 	}
 	return "?" + v.Encode()
 }
+
+// CanceledNotification is a notification after CancelNotification.
+type CanceledNotification struct {
+	NotificationRecord
+	// Outcome is canceled (every delivery not suppressed is canceled),
+	// partly_canceled (some were sending or final already) or
+	// not_canceled (too late, or nothing was live).
+	Outcome string `json:"outcome"`
+}
+
+// CancelNotification cancels the deliveries of notification id that are
+// not yet sent (DELETE /v1/notifications/{id}) and returns the
+// notification after the cancel. An unknown id is *Error with status 404.
+func (c *Client) CancelNotification(ctx context.Context, id string) (CanceledNotification, error) {
+	var r CanceledNotification
+	err := c.Do(ctx, http.MethodDelete, "/v1/notifications/"+url.PathEscape(id), nil, &r)
+	return r, err
+}

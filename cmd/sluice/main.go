@@ -92,9 +92,9 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(w, "  %-11s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-13s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(w, "  help        show this, or `sluice help <command>` for a command's flags")
+	fmt.Fprintln(w, "  help          show this, or `sluice help <command>` for a command's flags")
 	fmt.Fprintln(w, "\nEvery flag has a SLUICE_* environment variable (--http-addr = SLUICE_HTTP_ADDR) and a key in the --config YAML file.")
 }
 

@@ -20,6 +20,9 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 	apiKey := fs.String("api-key", env.getenv("SLUICE_API_KEY"), "API key with the links:write scope [SLUICE_API_KEY]")
 	slug := fs.String("slug", "", "custom code instead of a generated one")
 	expiresIn := fs.Duration("expires-in", 0, "expire the link after this long (e.g. 72h); 0: never")
+	maxVisits := fs.Int64("max-visits", 0, "human visits the link lets through (1: a one-time link); 0: no limit")
+	fallback := fs.String("fallback-url", "", "where the link redirects once expired or used up (default: the server's links.fallback_url, else 410)")
+	clickIDs := fs.Bool("click-ids", false, "append a signed click id (sluice_cid) to the target on each human redirect, for `sluice links convert`")
 	verbose := fs.Bool("v", false, "print the code, target and expiry too")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: sluice shorten [flags] URL\n\nPrints the short URL of URL.\n\nFlags:")
@@ -32,7 +35,10 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return errors.New("want exactly one URL")
 	}
-	req := client.LinkRequest{URL: fs.Arg(0), Slug: *slug}
+	req := client.LinkRequest{URL: fs.Arg(0), Slug: *slug, MaxVisits: *maxVisits, FallbackURL: *fallback, ClickIDs: *clickIDs}
+	if *maxVisits < 0 {
+		return errors.New("--max-visits must not be negative")
+	}
 	if *expiresIn < 0 {
 		return errors.New("--expires-in must not be negative")
 	}
@@ -51,6 +57,9 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 			exp = l.ExpiresAt.Format(time.RFC3339)
 		}
 		fmt.Fprintf(env.stderr, "code %s -> %s (expires %s)\n", l.Code, l.URL, exp)
+		if l.MaxVisits != nil {
+			fmt.Fprintf(env.stderr, "max visits %d\n", *l.MaxVisits)
+		}
 	}
 	return nil
 }

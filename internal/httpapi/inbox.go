@@ -22,9 +22,16 @@ type Inbox interface {
 	Since(ctx context.Context, user string, after int64, limit int) ([]inbox.Message, error)
 	Unread(ctx context.Context, user string) (int, error)
 	Subscribe(user string) (*inbox.Subscription, error)
+	TokenGeneration(ctx context.Context, user string, presented int64) (int64, error)
+	MintGeneration(ctx context.Context, user string) (int64, error)
+	RevokeTokens(ctx context.Context, user string) (int64, error)
 }
 
 var _ Inbox = (*inbox.Service)(nil)
+
+func errNoInbox() error {
+	return apperr.New(apperr.Unavailable, "the in-app inbox is not configured on this server")
+}
 
 const (
 	// inboxTokenPrefix tells an inbox token from an API key in a bearer
@@ -39,27 +46,45 @@ const (
 // Inbox tokens: "ibx1." base64url(user id) "." expiry (Unix seconds) "."
 // HMAC under the server secret, purpose "inbox": the preference links'
 // signing, for another purpose, so neither token opens the other's page.
-func (s signer) inboxToken(user string, expires time.Time) string {
+// A token minted after its user's tokens were revoked carries the user's
+// token generation (internal/inbox/tokens.go) before the HMAC, which
+// covers it: "ibx1." user "." expiry "." generation "." HMAC. Tokens of
+// generation 0 keep the first form, so those minted before revocation
+// existed stay valid until revoked.
+func (s signer) inboxToken(user string, expires time.Time, gen int64) string {
 	u := base64.RawURLEncoding.EncodeToString([]byte(user))
 	exp := strconv.FormatInt(expires.Unix(), 10)
-	return inboxTokenPrefix + u + "." + exp + "." + s.sign("inbox", user, exp)
+	if gen == 0 {
+		return inboxTokenPrefix + u + "." + exp + "." + s.sign("inbox", user, exp)
+	}
+	g := strconv.FormatInt(gen, 10)
+	return inboxTokenPrefix + u + "." + exp + "." + g + "." + s.sign("inbox", user, exp, g)
 }
 
-func (s signer) parseInboxToken(tok string, now time.Time) (user string, ok bool) {
+func (s signer) parseInboxToken(tok string, now time.Time) (user string, gen int64, ok bool) {
 	rest, found := strings.CutPrefix(tok, inboxTokenPrefix)
 	parts := strings.Split(rest, ".")
-	if !found || len(parts) != 3 {
-		return "", false
+	if !found || (len(parts) != 3 && len(parts) != 4) {
+		return "", 0, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
-	if err != nil || len(raw) == 0 || !s.verify(parts[2], "inbox", string(raw), parts[1]) {
-		return "", false
+	if err != nil || len(raw) == 0 {
+		return "", 0, false
+	}
+	signed, mac := parts[1:len(parts)-1], parts[len(parts)-1]
+	if !s.verify(mac, "inbox", append([]string{string(raw)}, signed...)...) {
+		return "", 0, false
 	}
 	unix, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || !now.Before(time.Unix(unix, 0)) {
-		return "", false
+		return "", 0, false
 	}
-	return string(raw), true
+	if len(parts) == 4 {
+		if gen, err = strconv.ParseInt(parts[2], 10, 64); err != nil || gen < 1 {
+			return "", 0, false
+		}
+	}
+	return string(raw), gen, true
 }
 
 // inboxPage is the end user's inbox page under /ui/, the one dashboard
@@ -75,6 +100,7 @@ func embeddable(h http.Header) {
 
 func (s *Server) registerInbox() {
 	s.Handle("POST /v1/users/{id}/inbox-token", auth.ScopeNotifySend, s.inboxTokenHandler)
+	s.Handle("DELETE /v1/users/{id}/inbox-tokens", auth.ScopeNotifySend, s.revokeInboxTokens)
 	s.handleInbox("GET /v1/users/{id}/inbox", auth.ScopeNotifyRead, listInbox)
 	s.handleInbox("GET /v1/users/{id}/inbox/stream", auth.ScopeNotifyRead, s.inboxStream)
 	s.handleInbox("POST /v1/users/{id}/inbox/read-all", auth.ScopeNotifySend, readAllInbox)
@@ -102,11 +128,14 @@ func (s *Server) handleInbox(pattern string, scope auth.Scope, h inboxHandler) {
 	s.routes = append(s.routes, route{pattern: pattern, scope: scope})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		user := r.PathValue("id")
-		err := s.inboxAuth(r, user, scope)
+		tok, err := s.inboxAuth(r, user, scope)
 		if err == nil && s.opts.Inbox == nil {
-			err = apperr.New(apperr.Unavailable, "the in-app inbox is not configured on this server")
+			err = errNoInbox()
 		}
 		if err == nil {
+			if tok.used {
+				r = r.WithContext(context.WithValue(r.Context(), inboxTokenKey{}, tok))
+			}
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 			err = h(s.opts.Inbox, user, w, r)
 		}
@@ -116,29 +145,80 @@ func (s *Server) handleInbox(pattern string, scope auth.Scope, h inboxHandler) {
 	})
 }
 
-func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) error {
+// inboxTokenUse is how a request was admitted to an inbox: by an inbox
+// token (used) of generation gen, or by an API key or session.
+type inboxTokenUse struct {
+	used bool
+	gen  int64
+}
+
+// inboxTokenKey keys the request's inboxTokenUse in its context, for the
+// stream to check the token again as it runs.
+type inboxTokenKey struct{}
+
+func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) (inboxTokenUse, error) {
 	tok := r.URL.Query().Get("token")
 	if b, ok := bearer(r); ok && tok == "" && strings.HasPrefix(b, inboxTokenPrefix) {
 		tok = b
 	}
 	if tok == "" {
 		_, err := s.auth.authorize(r, scope)
-		return err
+		return inboxTokenUse{}, err
 	}
-	owner, ok := s.auth.signer.parseInboxToken(tok, s.opts.Now())
+	owner, gen, ok := s.auth.signer.parseInboxToken(tok, s.opts.Now())
 	switch {
 	case !ok:
-		return apperr.New(apperr.Unauthorized, "this inbox token is invalid or has expired; ask for a new one")
+		return inboxTokenUse{}, apperr.New(apperr.Unauthorized, "this inbox token is invalid or has expired; ask for a new one")
 	case owner != user:
-		return apperr.New(apperr.Forbidden, "this inbox token is for another user's inbox")
+		return inboxTokenUse{}, apperr.New(apperr.Forbidden, "this inbox token is for another user's inbox")
+	}
+	use := inboxTokenUse{used: true, gen: gen}
+	return use, s.inboxTokenCurrent(r.Context(), user, use)
+}
+
+// inboxTokenCurrent checks that a token of use.gen has not been revoked.
+func (s *Server) inboxTokenCurrent(ctx context.Context, user string, use inboxTokenUse) error {
+	if s.opts.Inbox == nil {
+		return errNoInbox()
+	}
+	cur, err := s.opts.Inbox.TokenGeneration(ctx, user, use.gen)
+	switch {
+	case err != nil:
+		return err
+	case cur != use.gen:
+		return apperr.New(apperr.Unauthorized, "this inbox token has been revoked; ask for a new one")
 	}
 	return nil
 }
 
 // inboxTokenHandler mints a user's inbox token; ttl in the body (optional)
-// overrides the default day, up to a year.
+// overrides the default day, up to a year. The token carries the user's
+// current token generation, read from the store.
 func (s *Server) inboxTokenHandler(w http.ResponseWriter, r *http.Request) error {
-	return s.signedPageLink(w, r, defaultInboxTTL, maxInboxTTL, "24h", "inbox", s.auth.signer.inboxToken)
+	var gen int64
+	if s.opts.Inbox != nil {
+		var err error
+		if gen, err = s.opts.Inbox.MintGeneration(r.Context(), r.PathValue("id")); err != nil {
+			return err
+		}
+	}
+	return s.signedPageLink(w, r, defaultInboxTTL, maxInboxTTL, "24h", "inbox", func(user string, expires time.Time) string {
+		return s.auth.signer.inboxToken(user, expires, gen)
+	})
+}
+
+// revokeInboxTokens revokes every inbox token of the user minted so far:
+// this node refuses them at once, every node within
+// inbox.DefaultTokenCacheTTL. Open streams end at their next heartbeat.
+func (s *Server) revokeInboxTokens(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Inbox == nil {
+		return errNoInbox()
+	}
+	if _, err := s.opts.Inbox.RevokeTokens(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // inboxJSON is a message as the API shows it.

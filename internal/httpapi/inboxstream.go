@@ -140,6 +140,13 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 		case <-ctx.Done():
 			return nil
 		case <-heartbeat.C:
+			// A stream opened with an inbox token ends once the token is
+			// revoked (as this node knows it: within the cache TTL).
+			if tok, ok := ctx.Value(inboxTokenKey{}).(inboxTokenUse); ok {
+				if apperr.Is(s.inboxTokenCurrent(ctx, user, tok), apperr.Unauthorized) {
+					return nil
+				}
+			}
 			err = send([]byte(": keepalive\n\n"))
 		case e, ok := <-sub.C:
 			// This event and those already waiting behind it (up to a

@@ -66,6 +66,7 @@ var routeScopes = map[string]auth.Scope{
 	"GET /v1/event-subscriptions/{id}":          auth.ScopeNotifyRead,
 	// The inbox's routes also admit the user's own inbox token (TestInboxTokenAuth).
 	"POST /v1/users/{id}/inbox-token":                auth.ScopeNotifySend,
+	"DELETE /v1/users/{id}/inbox-tokens":             auth.ScopeNotifySend, // API keys and sessions only
 	"GET /v1/users/{id}/inbox":                       auth.ScopeNotifyRead,
 	"GET /v1/users/{id}/inbox/stream":                auth.ScopeNotifyRead,
 	"POST /v1/users/{id}/inbox/read-all":             auth.ScopeNotifySend,

@@ -90,6 +90,12 @@ type Store interface {
 	// MarkInboxRead marks every unread message of user read at at and
 	// returns how many changed.
 	MarkInboxRead(ctx context.Context, user string, at time.Time) (int, error)
+	// InboxTokenGeneration returns user's inbox token generation: 0 until
+	// the first RevokeInboxTokens.
+	InboxTokenGeneration(ctx context.Context, user string) (int64, error)
+	// RevokeInboxTokens bumps user's inbox token generation (recording
+	// at) and returns the new one; each call bumps it once.
+	RevokeInboxTokens(ctx context.Context, user string, at time.Time) (int64, error)
 }
 
 // Event kinds.

@@ -24,6 +24,11 @@ type Options struct {
 	// Buffer is how many events a stream may have waiting before it is
 	// ended as too slow; default 64.
 	Buffer int
+	// TokenCacheTTL is how long this node trusts the inbox token
+	// generation it last read for a user (tokens.go): a revocation made on
+	// another node is honoured here within it. Default
+	// DefaultTokenCacheTTL; negative: read the store on every use.
+	TokenCacheTTL time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -43,6 +48,8 @@ type Service struct {
 	opts Options
 	log  *slog.Logger
 
+	tokens generations
+
 	mu     sync.Mutex
 	users  map[string]map[*Subscription]struct{}
 	open   int
@@ -56,6 +63,9 @@ func New(opts Options) *Service {
 	opts.Buffer = cmp.Or(opts.Buffer, 64)
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.TokenCacheTTL == 0 {
+		opts.TokenCacheTTL = DefaultTokenCacheTTL
 	}
 	s := &Service{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), users: map[string]map[*Subscription]struct{}{}}
 	return s

@@ -19,6 +19,7 @@ func (s suite) inbox(t *testing.T) {
 	t.Run("ConcurrentAdds", s.inboxConcurrent)
 	t.Run("FinishAttemptWithInbox", s.inboxFinishAttempt)
 	t.Run("FinishAttemptWithInboxConcurrent", s.inboxFinishConcurrent)
+	t.Run("TokenGenerations", s.inboxTokenGenerations)
 }
 
 func inboxMsg(user, id string, at time.Time) inbox.Message {

@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/inbox"
+)
+
+// TestInboxTokenRevoke: revoking a user's inbox tokens refuses them at
+// once on the revoking server (401 problem+json), ends a stream opened
+// with one at its next heartbeat, and leaves the user's new tokens and
+// other users' tokens working. A second server on the same store, whose
+// clock the test moves, refuses them once its cached generation is older
+// than its TokenCacheTTL, and takes a new token at once.
+func TestInboxTokenRevoke(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	a := setupInbox(t, inbox.Options{}, nil)
+	a.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: a.inbox, InboxHeartbeat: 50 * time.Millisecond,
+		UI: UIOptions{Secret: secret}})
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	bInbox := inbox.New(inbox.Options{Store: a.db, TokenCacheTTL: time.Minute, Now: clock})
+	t.Cleanup(bInbox.Close)
+	b := &bundle{t: t, db: a.db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: bInbox, UI: UIOptions{Secret: secret}})}
+
+	sender := a.addKey(t, auth.ScopeNotifySend)
+	b.srv.auth.forget()
+	old := a.token(t, sender, "u1", "")
+	other := a.token(t, sender, "u2", "")
+	inboxOf := func(bb *bundle, user, tok string) int {
+		t.Helper()
+		resp := bb.do(call{method: "GET", path: "/v1/users/" + user + "/inbox?token=" + tok})
+		if resp.StatusCode >= 400 {
+			decodeProblem(t, resp)
+		}
+		return resp.StatusCode
+	}
+	if a, b := inboxOf(a.bundle, "u1", old), inboxOf(b, "u1", old); a != 200 || b != 200 {
+		t.Fatalf("before revocation: %d on A, %d on B; want 200", a, b)
+	}
+	ts := httptest.NewServer(a.srv)
+	t.Cleanup(ts.Close)
+	s := openStream(t, ts.URL+"/v1/users/u1/inbox/stream?token="+old, nil)
+	s.next(t, "unread")
+
+	if resp := a.do(call{method: "DELETE", path: "/v1/users/u1/inbox-tokens"}); resp.StatusCode != 401 {
+		t.Errorf("revoke without a key: status %d, want 401", resp.StatusCode)
+	}
+	if resp := a.do(call{method: "DELETE", path: "/v1/users/u1/inbox-tokens", key: old}); resp.StatusCode != 401 {
+		t.Errorf("revoke with an inbox token: status %d, want 401", resp.StatusCode)
+	}
+	if resp := a.do(call{method: "DELETE", path: "/v1/users/u1/inbox-tokens", key: sender}); resp.StatusCode != 204 {
+		t.Fatalf("revoke: status %d, want 204", resp.StatusCode)
+	}
+	resp := a.do(call{method: "GET", path: "/v1/users/u1/inbox", key: old})
+	if p := decodeProblem(t, resp); resp.StatusCode != 401 || p.Detail != "this inbox token has been revoked; ask for a new one" {
+		t.Errorf("revoked token on A: %d %+v, want 401 revoked", resp.StatusCode, p)
+	}
+	for e := range s.events { // the stream ends
+		if e.Event != ":" && e.Event != "unread" {
+			t.Errorf("revoked stream got %+v", e)
+		}
+	}
+	if got := inboxOf(a.bundle, "u2", other); got != 200 {
+		t.Errorf("another user's token after the revocation: %d, want 200", got)
+	}
+
+	if got := inboxOf(b, "u1", old); got != 200 {
+		t.Errorf("revoked token on B within its cache TTL: %d; want 200 (cached)", got)
+	}
+	fresh := a.token(t, sender, "u1", "")
+	if got := inboxOf(b, "u1", fresh); got != 200 {
+		t.Errorf("a token minted after the revocation, on B: %d, want 200", got)
+	}
+	if got := inboxOf(b, "u1", old); got != 401 {
+		t.Errorf("revoked token on B after B saw the new generation: %d, want 401", got)
+	}
+	if got := inboxOf(a.bundle, "u1", fresh); got != 200 {
+		t.Errorf("new token on A: %d, want 200", got)
+	}
+}
+
+// TestInboxTokenRevokeCacheTTL: a node that cached a user's generation
+// before another node revoked refuses the revoked token once the cache
+// TTL has passed, without any new token to tell it.
+func TestInboxTokenRevokeCacheTTL(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	a := setupInbox(t, inbox.Options{}, nil)
+	a.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: a.inbox, UI: UIOptions{Secret: secret}})
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	bInbox := inbox.New(inbox.Options{Store: a.db, TokenCacheTTL: time.Minute, Now: clock})
+	t.Cleanup(bInbox.Close)
+	b := &bundle{t: t, db: a.db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: bInbox, UI: UIOptions{Secret: secret}})}
+	sender := a.addKey(t, auth.ScopeNotifySend)
+	tok := a.token(t, sender, "u1", "")
+	get := func() int {
+		t.Helper()
+		resp := b.do(call{method: "GET", path: "/v1/users/u1/inbox", key: tok})
+		if resp.StatusCode >= 400 {
+			decodeProblem(t, resp)
+		}
+		return resp.StatusCode
+	}
+	if got := get(); got != 200 {
+		t.Fatalf("before revocation on B: %d", got)
+	}
+	if resp := a.do(call{method: "DELETE", path: "/v1/users/u1/inbox-tokens", key: sender}); resp.StatusCode != 204 {
+		t.Fatalf("revoke on A: status %d, want 204", resp.StatusCode)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute - time.Second)
+	mu.Unlock()
+	if got := get(); got != 200 {
+		t.Errorf("on B just within its cache TTL: %d, want 200 (cached)", got)
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	if got := get(); got != 401 {
+		t.Errorf("on B once its cache TTL passed: %d, want 401", got)
+	}
+}
+
+// TestInboxTokenGenerationIsSigned: the generation a token carries is
+// under its signature, and only one form of a token of generation 0 is
+// valid.
+func TestInboxTokenGenerationIsSigned(t *testing.T) {
+	t.Parallel()
+	s := signer{key: []byte("0123456789abcdef0123456789abcdef")}
+	now := time.Now()
+	exp := now.Add(time.Hour)
+	tests := []struct {
+		name    string
+		tok     string
+		wantGen int64
+		wantOK  bool
+	}{
+		{"generation 0", s.inboxToken("u1", exp, 0), 0, true},
+		{"generation 2", s.inboxToken("u1", exp, 2), 2, true},
+		{"generation 2 raised to 3", strings.Replace(s.inboxToken("u1", exp, 2), ".2.", ".3.", 1), 0, false},
+		{"generation 2 dropped", dropGeneration(s.inboxToken("u1", exp, 2)), 0, false},
+		{"generation 0 written out", s.inboxToken("u1", exp, 0)[:len(s.inboxToken("u1", exp, 0))-len(s.sign("inbox", "u1", strconv.FormatInt(exp.Unix(), 10)))] +
+			"0." + s.sign("inbox", "u1", strconv.FormatInt(exp.Unix(), 10), "0"), 0, false},
+		{"expired", s.inboxToken("u1", now.Add(-time.Second), 2), 0, false},
+		{"five parts", s.inboxToken("u1", exp, 2) + ".x", 0, false},
+	}
+	for _, tt := range tests {
+		user, gen, ok := s.parseInboxToken(tt.tok, now)
+		if ok != tt.wantOK || gen != tt.wantGen || (ok && user != "u1") {
+			t.Errorf("%s: parseInboxToken(%q) = %q, %d, %v; want u1, %d, %v", tt.name, tt.tok, user, gen, ok, tt.wantGen, tt.wantOK)
+		}
+	}
+}
+
+// dropGeneration removes the generation part of a 4-part token.
+func dropGeneration(tok string) string {
+	parts := strings.Split(tok, ".")
+	return strings.Join(append(parts[:3], parts[4:]...), ".")
+}
