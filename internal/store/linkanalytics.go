@@ -100,21 +100,34 @@ type rollups struct {
 }
 
 func newRollups(clicks []shorten.Click) rollups {
-	r := rollups{counts: map[rollupKey]*[2]int64{}}
+	// Clicks alike in link, hour, kind and dimensions are counted first,
+	// one map access a click; their rows are then added per group, which
+	// are few (a hot link's clicks come from a few browsers).
+	type group struct {
+		link, hour int64
+		bot        bool
+		d          shorten.Dimensions
+	}
+	groups := map[group]int64{}
 	for _, c := range clicks {
-		hour := c.At.Unix() / 3600
-		for _, d := range shorten.Dims {
-			k := rollupKey{c.LinkID, hour, d, c.Dimensions.Value(d)}
+		d := c.Dimensions
+		d.ClickID = "" // not a rollup dimension, and unique per click
+		groups[group{c.LinkID, c.At.Unix() / 3600, c.Bot, d}]++
+	}
+	r := rollups{counts: map[rollupKey]*[2]int64{}}
+	for g, count := range groups {
+		for _, dim := range shorten.Dims {
+			k := rollupKey{g.link, g.hour, dim, g.d.Value(dim)}
 			n := r.counts[k]
 			if n == nil {
 				n = new([2]int64)
 				r.counts[k] = n
 				r.keys = append(r.keys, k)
 			}
-			if c.Bot {
-				n[1]++
+			if g.bot {
+				n[1] += count
 			} else {
-				n[0]++
+				n[0] += count
 			}
 		}
 	}

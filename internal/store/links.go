@@ -279,10 +279,15 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return gone[c.LinkID] })
 			rollups.drop(gone)
 		}
+		visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
 		err := inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
 			c := &kept[i]
-			text, raw := visitorColumns(c.Visitor)
-			args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, text, raw, c.Target)
+			v, ok := visitors[c.Visitor]
+			if !ok {
+				v[0], v[1] = visitorColumns(c.Visitor)
+				visitors[c.Visitor] = v
+			}
+			args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, v[0], v[1], c.Target)
 			return appendClickDims(args, c.Dimensions)
 		})
 		if err != nil {
