@@ -209,7 +209,8 @@ type linkTally struct {
 	first        time.Time
 }
 
-// clickRows is the multi-row INSERT of click rows (clickArgs' order).
+// clickRows is the multi-row INSERT of click rows, in the order RecordClicks
+// appends their parameters.
 var clickRows = multiRow{
 	prefix: "INSERT INTO link_clicks (link_id, at, bot, reason, visitor, visitor_id, target, " + clickDimColumns + ") VALUES ",
 	row:    "(?, ?, ?, ?, ?, ?, ?, " + clickDimParams + ")",
