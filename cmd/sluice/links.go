@@ -56,6 +56,7 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		FlushInterval:     cfg.FlushInterval,
 		PurgeInterval:     cfg.PurgeInterval,
 		ExpiredRetention:  cfg.ExpiredRetention,
+		ClickRetention:    cfg.ClickRetention,
 		Metrics:           metrics.NewLinks(n.reg),
 		Logger:            n.log,
 

@@ -24,6 +24,7 @@ type LinksConfig struct {
 	FlushInterval     time.Duration `yaml:"flush_interval" flag:"links-flush-interval" usage:"time between writes of buffered hits"`
 	PurgeInterval     time.Duration `yaml:"purge_interval" flag:"links-purge-interval" usage:"time between purges of expired links"`
 	ExpiredRetention  time.Duration `yaml:"expired_retention" flag:"links-expired-retention" usage:"how long an expired link is kept (answering 410) before it is purged"`
+	ClickRetention    time.Duration `yaml:"click_retention" flag:"links-click-retention" usage:"how long raw clicks are kept; the purge job (every links.purge_interval) deletes older ones in batches of 1,000, keeping the hourly rollups, so stats of old periods still answer; 0: forever"`
 	UnknownPerMinute  int           `yaml:"unknown_per_minute" flag:"links-unknown-per-minute" usage:"lookups of unknown codes allowed per client IP per minute (429 beyond); 0: unlimited"`
 
 	// Attribution (docs/links.md).
@@ -127,6 +128,9 @@ func (l LinksConfig) validate(bad func(flag, format string, args ...any)) {
 	}
 	if l.StaleTTL < 0 {
 		bad("links-stale-ttl", "must not be negative")
+	}
+	if l.ClickRetention < 0 {
+		bad("links-click-retention", "must not be negative (0 keeps clicks forever)")
 	}
 }
 

@@ -31,8 +31,12 @@ func NewLinks(reg prometheus.Registerer) *shorten.Metrics {
 	}, []string{"reason"})
 	created := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_links_created_total", Help: "Short links created."})
 	purged := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_links_purged_total", Help: "Expired short links purged."})
+	clicksPurged := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_links_clicks_purged_total",
+		Help: "Raw link clicks deleted for being older than links.click_retention (rollups are kept).",
+	})
 	if reg != nil {
-		reg.MustRegister(redirects, cacheLookups, clicks, dropped, created, purged)
+		reg.MustRegister(redirects, cacheLookups, clicks, dropped, created, purged, clicksPurged)
 	}
 	human, bot := clicks.WithLabelValues("human"), clicks.WithLabelValues("bot")
 	dropStore := dropped.WithLabelValues("store_error")
@@ -51,10 +55,11 @@ func NewLinks(reg prometheus.Registerer) *shorten.Metrics {
 			bot.Add(float64(bots))
 			human.Add(float64(humans))
 		},
-		BufferFull: dropped.WithLabelValues("buffer_full").Inc,
-		StoreError: func(n int) { dropStore.Add(float64(n)) },
-		Created:    created.Inc,
-		Purged:     func(n int) { purged.Add(float64(n)) },
+		BufferFull:   dropped.WithLabelValues("buffer_full").Inc,
+		StoreError:   func(n int) { dropStore.Add(float64(n)) },
+		Created:      created.Inc,
+		Purged:       func(n int) { purged.Add(float64(n)) },
+		ClicksPurged: func(n int) { clicksPurged.Add(float64(n)) },
 		ClickBuffer: func(pending func() int) {
 			if reg != nil {
 				reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -178,3 +178,44 @@ func (s *Service) Flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ClickRetentionStore is the record store's side of the click retention
+// (Options.ClickRetention); *store.DB implements it.
+type ClickRetentionStore interface {
+	// PurgeClicks deletes raw clicks older than before of the links with
+	// ids from from on, in id order, about limit of them at most (clicks
+	// at the same instant go together), in one transaction. It returns how
+	// many went and the id to start from next time, 0 once every link was
+	// seen. Rollups, conversions and link counters are kept.
+	PurgeClicks(ctx context.Context, before time.Time, from int64, limit int) (deleted int, next int64, err error)
+}
+
+// clickPurgeBatch bounds the clicks one click retention transaction
+// deletes, so the purge never holds the write lock for long.
+const clickPurgeBatch = 1000
+
+// PurgeClicks deletes the raw clicks older than ClickRetention, in bounded
+// transactions, and returns how many went; with no retention, or a store
+// without ClickRetentionStore, it does nothing. Run calls it every
+// PurgeInterval on every node: nodes sharing PostgreSQL may run it at the
+// same time (each deletes what the other has not yet).
+func (s *Service) PurgeClicks(ctx context.Context) (int, error) {
+	st, ok := s.store.(ClickRetentionStore)
+	if s.opts.ClickRetention <= 0 || !ok {
+		return 0, nil
+	}
+	before := s.now().Add(-s.opts.ClickRetention)
+	total := 0
+	for from := int64(0); ; {
+		n, next, err := st.PurgeClicks(ctx, before, from, clickPurgeBatch)
+		total += n
+		s.metrics.ClicksPurged(n)
+		if err != nil || next == 0 {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		from = next
+	}
+}

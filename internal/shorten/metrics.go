@@ -32,6 +32,9 @@ type Metrics struct {
 	// each purge transaction deleted.
 	Created func()
 	Purged  func(n int)
+	// ClicksPurged is told how many raw clicks each click retention purge
+	// transaction deleted.
+	ClicksPurged func(n int)
 	// ClickBuffer, if set, is called once by New with a function that
 	// returns the hits waiting in the click buffer for the next flush, for
 	// a gauge read at scrape time. That function is safe for concurrent
@@ -62,7 +65,7 @@ func (m *Metrics) bound() Metrics {
 			*f = nop
 		}
 	}
-	for _, f := range []*func(int){&b.StoreError, &b.Purged} {
+	for _, f := range []*func(int){&b.StoreError, &b.Purged, &b.ClicksPurged} {
 		if *f == nil {
 			*f = nopN
 		}

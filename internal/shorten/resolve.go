@@ -244,7 +244,8 @@ func (l *limitedClients) set(client string, until int64) {
 }
 
 // Run flushes recorded hits every FlushInterval (sooner when the buffer
-// fills) and purges expired links every PurgeInterval, until ctx ends; it
+// fills) and purges expired links (and, with ClickRetention, old clicks)
+// every PurgeInterval, until ctx ends; it
 // then flushes once more, within a few seconds, and returns. Call it once,
 // and stop it before closing the store.
 func (s *Service) Run(ctx context.Context) error {
@@ -268,6 +269,9 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-purge.C:
 			if _, err := s.Purge(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("purging expired links failed", slog.Any("error", err))
+			}
+			if _, err := s.PurgeClicks(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("purging old link clicks failed", slog.Any("error", err))
 			}
 		}
 	}

@@ -112,6 +112,11 @@ type Options struct {
 	// 1h); ExpiredRetention is how long an expired link is kept (answering
 	// 410) before it is purged (default 24h).
 	PurgeInterval, ExpiredRetention time.Duration
+	// ClickRetention is how long raw clicks are kept: the purge job (every
+	// PurgeInterval) deletes older ones when the store implements
+	// ClickRetentionStore. Rollups and conversions are kept, so stats of
+	// old periods still answer. Zero (the default) keeps clicks forever.
+	ClickRetention time.Duration
 	// Metrics is told what the service observes (see Metrics). If nil,
 	// nothing is recorded.
 	Metrics *Metrics

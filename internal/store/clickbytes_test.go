@@ -22,10 +22,10 @@ func TestClickBytes(t *testing.T) {
 		size  string // bytes of link_clicks and its index
 		bound float64
 	}{
-		{"sqlite", openSQLite, `SELECT SUM(pgsize) FROM dbstat WHERE name IN ('link_clicks', 'link_clicks_link_at')`, 100},
+		{"sqlite", openSQLite, `SELECT SUM(pgsize) FROM dbstat WHERE name IN ('link_clicks', 'link_clicks_link_at')`, 80},
 		{"postgres", func(t *testing.T) *store.DB {
 			return openPostgres(t, enginetest.PostgresSchema(t, enginetest.PostgresURL(t)))
-		}, `SELECT pg_relation_size('link_clicks') + pg_relation_size('link_clicks_link_at')`, 170},
+		}, `SELECT pg_relation_size('link_clicks') + pg_relation_size('link_clicks_link_at')`, 155},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

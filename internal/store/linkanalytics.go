@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +64,21 @@ func codeTable(names ...string) map[string]int64 {
 	return m
 }
 
+// visitorColumns returns the visitor and visitor_id columns of a click:
+// the visitor hash (32 hex digits, as shorten makes it) as its 16 bytes in
+// visitor_id with visitor empty, 16 bytes a click less than the text
+// (migration 0019); any other value, as rows before 0019 held, in visitor.
+func visitorColumns(v string) (text, raw any) {
+	if len(v) != 32 || strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) >= 0 {
+		return v, nil
+	}
+	b := make([]byte, 16)
+	if _, err := hex.Decode(b, []byte(v)); err != nil {
+		return v, nil
+	}
+	return "", b
+}
+
 func appendClickDims(args []any, d shorten.Dimensions) []any {
 	return append(args, int64(d.Source), d.Country, deviceCodes[d.Device], osCodes[d.OS], d.Language, d.Referrer, nullString(d.ClickID))
 }
@@ -74,55 +90,74 @@ type rollupKey struct {
 	value      string
 }
 
-// upsertRollups adds clicks to their hourly counters, one row per link,
-// hour, dimension and value, inside the transaction that stores them.
-// Rows are written in key order, so concurrent flushers on PostgreSQL
-// lock them in the same order and cannot deadlock.
-func (db *DB) upsertRollups(ctx context.Context, tx *sql.Tx, clicks []shorten.Click) error {
-	counts := map[rollupKey]*[2]int64{}
+// rollups are a batch's clicks added up by counter row: one per link,
+// hour, dimension and value, whatever the number of clicks, in key order,
+// so concurrent flushers on PostgreSQL lock rows in the same order and
+// cannot deadlock.
+type rollups struct {
+	keys   []rollupKey
+	counts map[rollupKey]*[2]int64 // humans, bots
+}
+
+func newRollups(clicks []shorten.Click) rollups {
+	// Clicks alike in link, hour, kind and dimensions are counted first,
+	// one map access a click; their rows are then added per group, which
+	// are few (a hot link's clicks come from a few browsers).
+	type group struct {
+		link, hour int64
+		bot        bool
+		d          shorten.Dimensions
+	}
+	groups := map[group]int64{}
 	for _, c := range clicks {
-		hour := c.At.Unix() / 3600
-		for _, d := range shorten.Dims {
-			k := rollupKey{c.LinkID, hour, d, c.Dimensions.Value(d)}
-			n := counts[k]
+		d := c.Dimensions
+		d.ClickID = "" // not a rollup dimension, and unique per click
+		groups[group{c.LinkID, c.At.Unix() / 3600, c.Bot, d}]++
+	}
+	r := rollups{counts: map[rollupKey]*[2]int64{}}
+	for g, count := range groups {
+		for _, dim := range shorten.Dims {
+			k := rollupKey{g.link, g.hour, dim, g.d.Value(dim)}
+			n := r.counts[k]
 			if n == nil {
 				n = new([2]int64)
-				counts[k] = n
+				r.counts[k] = n
+				r.keys = append(r.keys, k)
 			}
-			if c.Bot {
-				n[1]++
+			if g.bot {
+				n[1] += count
 			} else {
-				n[0]++
+				n[0] += count
 			}
 		}
 	}
-	keys := make([]rollupKey, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b rollupKey) int {
+	slices.SortFunc(r.keys, func(a, b rollupKey) int {
 		return cmp.Or(cmp.Compare(a.link, b.link), cmp.Compare(a.hour, b.hour), cmp.Compare(a.dim, b.dim), strings.Compare(a.value, b.value))
 	})
-	for chunk := range slices.Chunk(keys, insertChunk) {
-		var q strings.Builder
-		q.WriteString("INSERT INTO link_rollups (link_id, hour, dim, value, humans, bots) VALUES ")
-		args := make([]any, 0, len(chunk)*6)
-		for i, k := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?, ?, ?, ?)")
-			n := counts[k]
-			args = append(args, k.link, k.hour, int64(k.dim), k.value, n[0], n[1])
-		}
-		q.WriteString(` ON CONFLICT (link_id, hour, dim, value) DO UPDATE SET
-			humans = link_rollups.humans + excluded.humans, bots = link_rollups.bots + excluded.bots`)
-		if _, err := tx.ExecContext(ctx, db.Rebind(q.String()), args...); err != nil {
-			return mapErr(err, "update click rollups")
-		}
-	}
-	return nil
+	return r
 }
+
+// drop removes the rows of links that no longer exist.
+func (r *rollups) drop(gone map[int64]bool) {
+	r.keys = slices.DeleteFunc(r.keys, func(k rollupKey) bool { return gone[k.link] })
+}
+
+// args appends the parameters of row i of rollupRows.
+func (r *rollups) args(i int, dst []any) []any {
+	k := r.keys[i]
+	n := r.counts[k]
+	return append(dst, k.link, k.hour, int64(k.dim), k.value, n[0], n[1])
+}
+
+// rollupRows is the multi-row upsert of rollup rows (rollups.args' order).
+var rollupRows = multiRow{
+	prefix: "INSERT INTO link_rollups (link_id, hour, dim, value, humans, bots) VALUES ",
+	row:    "(?, ?, ?, ?, ?, ?)",
+	suffix: ` ON CONFLICT (link_id, hour, dim, value) DO UPDATE SET
+		humans = link_rollups.humans + excluded.humans, bots = link_rollups.bots + excluded.bots`,
+}
+
+const rollupParams = 6
 
 // deleteLinkAnalytics drops the rollups and conversions of links ids.
 func (db *DB) deleteLinkAnalytics(ctx context.Context, tx *sql.Tx, ids []any) error {

@@ -209,8 +209,22 @@ type linkTally struct {
 	first        time.Time
 }
 
+// clickRows is the multi-row INSERT of click rows, in the order RecordClicks
+// appends their parameters.
+var clickRows = multiRow{
+	prefix: "INSERT INTO link_clicks (link_id, at, bot, reason, visitor, visitor_id, target, " + clickDimColumns + ") VALUES ",
+	row:    "(?, ?, ?, ?, ?, ?, ?, " + clickDimParams + ")",
+}
+
+// clickParams is the number of parameters of a click row.
+const clickParams = 14
+
+const countClicks = `UPDATE links SET clicks = clicks + ?, bot_hits = bot_hits + ?,
+	first_click_at = COALESCE(first_click_at, ?) WHERE id = ?`
+
 // RecordClicks implements shorten.Store: one counter update per link, then
-// the click rows of the links that still exist, in one transaction.
+// the click rows of the links that still exist and their rollups, in one
+// transaction, with statements prepared once (clickbatch.go).
 func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 	if len(clicks) == 0 {
 		return nil
@@ -234,13 +248,24 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		}
 	}
 	slices.Sort(order) // a fixed lock order keeps concurrent flushers from deadlocking on PostgreSQL
+	rollups := newRollups(clicks)
+	update, err := db.writeStmt(ctx, db.Rebind(countClicks))
+	if err != nil {
+		return err
+	}
+	inserts, err := db.prepareRows(ctx, clickRows, len(clicks))
+	if err != nil {
+		return err
+	}
+	upserts, err := db.prepareRows(ctx, rollupRows, len(rollups.keys))
+	if err != nil {
+		return err
+	}
 	return db.InTx(ctx, func(tx *sql.Tx) error {
-		update := db.Rebind(`UPDATE links SET clicks = clicks + ?, bot_hits = bot_hits + ?,
-			first_click_at = COALESCE(first_click_at, ?) WHERE id = ?`)
 		gone := map[int64]bool{}
 		for _, id := range order {
 			t := tallies[id]
-			res, err := tx.ExecContext(ctx, update, t.clicks, t.bots, toMicros(t.first), id)
+			res, err := update.exec(ctx, tx, t.clicks, t.bots, toMicros(t.first), id)
 			if err != nil {
 				return mapErr(err, "count clicks")
 			}
@@ -253,24 +278,23 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		kept := clicks
 		if len(gone) > 0 {
 			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return gone[c.LinkID] })
+			rollups.drop(gone)
 		}
-		for chunk := range slices.Chunk(kept, insertChunk) {
-			var q strings.Builder
-			q.WriteString("INSERT INTO link_clicks (link_id, at, bot, reason, visitor, target, " + clickDimColumns + ") VALUES ")
-			args := make([]any, 0, len(chunk)*13)
-			for i, c := range chunk {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString("(?, ?, ?, ?, ?, ?, " + clickDimParams + ")")
-				args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, c.Visitor, c.Target)
-				args = appendClickDims(args, c.Dimensions)
+		visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
+		err := inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
+			c := &kept[i]
+			v, ok := visitors[c.Visitor]
+			if !ok {
+				v[0], v[1] = visitorColumns(c.Visitor)
+				visitors[c.Visitor] = v
 			}
-			if _, err := tx.ExecContext(ctx, db.Rebind(q.String()), args...); err != nil {
-				return mapErr(err, "record clicks")
-			}
+			args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, v[0], v[1], c.Target)
+			return appendClickDims(args, c.Dimensions)
+		})
+		if err != nil {
+			return mapErr(err, "record clicks")
 		}
-		return db.upsertRollups(ctx, tx, kept)
+		return mapErr(upserts.exec(ctx, tx, len(rollups.keys), rollupParams, rollups.args), "update click rollups")
 	})
 }
 

@@ -20,6 +20,7 @@ func (s suite) links(t *testing.T) {
 	t.Run("Purge", s.linkPurge)
 	t.Run("Rules", s.linkRules)
 	t.Run("ClickTargets", s.linkClickTargets)
+	t.Run("ClickStore", s.linkClickStore)
 }
 
 // codeOf is the code callback of the tests: readable codes from ids.
