@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluicehq/sluice/internal/edge"
+	"github.com/sluicehq/sluice/internal/tlsconf"
+)
+
+// httpTLS wraps the HTTP listener ln in TLS when --tls-cert-file is set
+// (after the PROXY protocol header, which comes first on the wire), with
+// the files reloaded at the next handshake once they change.
+func (n *node) httpTLS(ln net.Listener) (net.Listener, error) {
+	cert, key := n.cfg.HTTPTLS()
+	if cert == "" {
+		return ln, nil
+	}
+	r, err := tlsconf.New(tlsconf.Options{CertFile: cert, KeyFile: key, NextProtos: []string{"h2", "http/1.1"}, Logger: n.log})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	n.log.Info("https on the HTTP listener", "cert_file", cert, "not_after", r.Leaf().NotAfter)
+	return tls.NewListener(ln, r.Config()), nil
+}
+
+// grpcServerOptions are the gRPC server's transport credentials: TLS when
+// --grpc-tls-cert-file or --tls-cert-file is set, client certificates
+// required when --grpc-client-ca-file is; none (plaintext h2c) otherwise.
+func (n *node) grpcServerOptions() ([]grpc.ServerOption, error) {
+	cert, key := n.cfg.GRPCTLS()
+	if cert == "" {
+		if n.cfg.GRPCRequireKey {
+			n.log.Warn("--grpc-require-key without TLS on gRPC: API keys cross the network in clear text; set --tls-cert-file or --grpc-tls-cert-file")
+		}
+		return nil, nil
+	}
+	r, err := tlsconf.New(tlsconf.Options{CertFile: cert, KeyFile: key, ClientCAFile: n.cfg.GRPCClientCAFile,
+		NextProtos: []string{"h2"}, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("tls on the gRPC listener", "cert_file", cert, "not_after", r.Leaf().NotAfter,
+		"client_ca_file", n.cfg.GRPCClientCAFile, "require_key", n.cfg.GRPCRequireKey)
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.Config()))}, nil
+}
+
+// connContext is edge.ConnContext for connections that may be TLS ones:
+// the TCP peer is read from the connection under TLS.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	return edge.ConnContext(ctx, c)
+}
