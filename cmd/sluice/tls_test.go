@@ -251,4 +251,3 @@ func TestTLSListeners(t *testing.T) {
 		}
 	})
 }
-
