@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
 	"net"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -47,7 +52,38 @@ func (n *node) grpcServerOptions() ([]grpc.ServerOption, error) {
 	}
 	n.log.Info("tls on the gRPC listener", "cert_file", cert, "not_after", r.Leaf().NotAfter,
 		"client_ca_file", n.cfg.GRPCClientCAFile, "require_key", n.cfg.GRPCRequireKey)
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.Config()))}, nil
+	return []grpc.ServerOption{grpc.Creds(&loggedCreds{TransportCredentials: credentials.NewTLS(r.Config()), log: n.log})}, nil
+}
+
+// loggedCreds logs failed TLS handshakes on the gRPC listener (no client
+// certificate, one from another CA, an expired one, no ALPN h2), at most
+// one line a second: grpc-go reports them only in its own log, at info.
+// A connection closed before its first byte (a TCP probe) is not logged.
+type loggedCreds struct {
+	credentials.TransportCredentials
+	log      *slog.Logger
+	last     atomic.Int64
+	unlogged atomic.Int64
+}
+
+func (c *loggedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
+	if err == nil || errors.Is(err, io.EOF) {
+		return conn, info, err
+	}
+	now := time.Now().UnixNano()
+	last := c.last.Load()
+	if now-last < int64(time.Second) || !c.last.CompareAndSwap(last, now) {
+		c.unlogged.Add(1)
+		return conn, info, err
+	}
+	c.log.Warn("grpc tls handshake failed", "peer", raw.RemoteAddr().String(), "error", err,
+		"unlogged_since_last", c.unlogged.Swap(0))
+	return conn, info, err
+}
+
+func (c *loggedCreds) Clone() credentials.TransportCredentials {
+	return &loggedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log}
 }
 
 // connContext is edge.ConnContext for connections that may be TLS ones:

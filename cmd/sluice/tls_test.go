@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/peer"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
 
@@ -32,6 +34,7 @@ type tlsBundle struct {
 	server             *tlstest.Leaf // the node's files (CertFile, KeyFile)
 	httpsAddr          string
 	checkKey, otherKey string // ratelimit:check, notify:send
+	logs               *enginetest.LogBuffer
 }
 
 func startTLSNode(t *testing.T) *tlsBundle {
@@ -41,7 +44,8 @@ func startTLSNode(t *testing.T) *tlsBundle {
 	cfg := testConfig(t)
 	cfg.TLSCertFile, cfg.TLSKeyFile = b.server.CertFile, b.server.KeyFile
 	cfg.GRPCClientCAFile, cfg.GRPCRequireKey = b.clientCA.File, true
-	b.node = startNode(t, cfg)
+	b.logs = &enginetest.LogBuffer{}
+	b.node = startNodeLogging(t, cfg, slog.New(slog.NewTextHandler(b.logs, nil)))
 	b.httpsAddr = strings.TrimPrefix(b.node.httpURL, "http://")
 	b.node.httpURL = "https://" + b.httpsAddr
 	admin := b.createKey(t, "admin", "")
@@ -172,6 +176,9 @@ func TestTLSListeners(t *testing.T) {
 				}
 				if !tt.ok && grpcstatus.Code(err) != codes.Unavailable {
 					t.Errorf("ShouldRateLimit = %v, want the connection refused (UNAVAILABLE)", err)
+				}
+				if !tt.ok && !strings.Contains(b.logs.String(), "grpc tls handshake failed") {
+					t.Errorf("no failed handshake logged:\n%s", b.logs.String())
 				}
 			})
 		}
