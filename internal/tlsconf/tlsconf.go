@@ -4,9 +4,10 @@
 // chain to.
 //
 // The files are checked (one os.Stat each) at every TLS handshake; when
-// one changed (its modification time or size), all are read again and the
-// new certificate serves every handshake from then on. Connections already
-// open keep the certificate they started with. A replacement that cannot be
+// one changed (another file renamed into its place, or its modification
+// time or size), all are read again and the new certificate serves every
+// handshake from then on. Connections already open keep the certificate
+// they started with. A replacement that cannot be
 // loaded (a key that does not match, a half-written file) is logged and the
 // previous certificate stays in force until the files change again, so a
 // rotation written file by file (certificate first, then key) is picked up
@@ -73,8 +74,24 @@ type loaded struct {
 	leaf  *x509.Certificate
 }
 
-// stamp identifies the files' contents without reading them.
-type stamp [3]struct{ mod, size int64 }
+// stamp identifies the files' contents without reading them: each file's
+// identity (device and inode on Unix: a file renamed into place is another
+// file, even with the same time and size), modification time and size.
+type stamp [3]os.FileInfo
+
+// same reports whether o names the same files, unchanged.
+func (st stamp) same(o stamp) bool {
+	for i := range st {
+		a, b := st[i], o[i]
+		if (a == nil) != (b == nil) {
+			return false
+		}
+		if a != nil && (!os.SameFile(a, b) || !a.ModTime().Equal(b.ModTime()) || a.Size() != b.Size()) {
+			return false
+		}
+	}
+	return true
+}
 
 // New reads the files and returns a Reloader serving them, or the reason
 // they cannot serve.
@@ -119,12 +136,12 @@ func (r *Reloader) Leaf() *x509.Certificate { return r.current().leaf }
 func (r *Reloader) current() *loaded {
 	l := r.cur.Load()
 	st, err := r.stat()
-	if err != nil || st == l.stamp {
+	if err != nil || st.same(l.stamp) {
 		return l // a file missing for a moment (mid-rename) keeps the old settings
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l = r.cur.Load(); st == l.stamp || st == r.tried {
+	if l = r.cur.Load(); st.same(l.stamp) || st.same(r.tried) {
 		return l
 	}
 	r.tried = st
@@ -150,7 +167,7 @@ func (r *Reloader) stat() (stamp, error) {
 		if err != nil {
 			return stamp{}, fmt.Errorf("tls: %w", err)
 		}
-		st[i].mod, st[i].size = fi.ModTime().UnixNano(), fi.Size()
+		st[i] = fi
 	}
 	return st, nil
 }

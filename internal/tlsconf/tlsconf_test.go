@@ -5,9 +5,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +196,55 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// TestRenamedIntoPlace: a file renamed over the certificate is another
+// file, reloaded even when it keeps the old one's time and size (a copy
+// that preserves times, as rsync -t or cp -p do).
+func TestRenamedIntoPlace(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t, "test CA")
+	srv := ca.Server(t, "srv")
+	var logs strings.Builder
+	var mu sync.Mutex
+	r, err := tlsconf.New(tlsconf.Options{CertFile: srv.CertFile, KeyFile: srv.KeyFile,
+		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(srv.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(srv.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := srv.CertFile + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, srv.CertFile); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Leaf() // a handshake's check
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "tls certificate reloaded") {
+		t.Errorf("a file renamed into place with the same time and size was not reloaded; log:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
