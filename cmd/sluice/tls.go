@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -31,6 +32,7 @@ func (n *node) httpTLS(ln net.Listener) (net.Listener, error) {
 		return nil, err
 	}
 	n.log.Info("https on the HTTP listener", "cert_file", cert, "not_after", r.Leaf().NotAfter)
+	n.exportExpiry("http", r)
 	return tls.NewListener(ln, r.Config()), nil
 }
 
@@ -52,7 +54,19 @@ func (n *node) grpcServerOptions() ([]grpc.ServerOption, error) {
 	}
 	n.log.Info("tls on the gRPC listener", "cert_file", cert, "not_after", r.Leaf().NotAfter,
 		"client_ca_file", n.cfg.GRPCClientCAFile, "require_key", n.cfg.GRPCRequireKey)
+	n.exportExpiry("grpc", r)
 	return []grpc.ServerOption{grpc.Creds(&loggedCreds{TransportCredentials: credentials.NewTLS(r.Config()), log: n.log})}, nil
+}
+
+// exportExpiry serves the listener's certificate expiry as
+// sluice_tls_certificate_not_after_seconds{listener}, read at each scrape
+// (so a rotation shows at once), for an alert well before it passes.
+func (n *node) exportExpiry(listener string, r *tlsconf.Reloader) {
+	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "sluice_tls_certificate_not_after_seconds",
+		Help:        "When the certificate a TLS listener serves expires, in Unix seconds.",
+		ConstLabels: prometheus.Labels{"listener": listener},
+	}, func() float64 { return float64(r.Leaf().NotAfter.Unix()) }))
 }
 
 // loggedCreds logs failed TLS handshakes on the gRPC listener (no client

@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -232,13 +234,24 @@ func TestTLSListeners(t *testing.T) {
 		if leaf, err := b.grpcLeaf(t, good); err != nil || leaf.Subject.CommonName != "first" {
 			t.Fatalf("gRPC certificate = %v, %v; want the first", leaf, err)
 		}
-		b.ca.Server(t, "second").Install(t, b.server.CertFile, b.server.KeyFile)
+		second := b.ca.Server(t, "second")
+		second.Install(t, b.server.CertFile, b.server.KeyFile)
 		eventually(t, 10*time.Second, "a new gRPC connection served the second certificate", func() (bool, string) {
 			leaf, err := b.grpcLeaf(t, good)
 			if err != nil {
 				return false, err.Error()
 			}
 			return leaf.Subject.CommonName == "second", leaf.Subject.CommonName
+		})
+		eventually(t, 10*time.Second, "the metric to show the second certificate's expiry", func() (bool, string) {
+			resp, err := b.https().Get(b.node.httpURL + "/metrics")
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			want := fmt.Sprintf(`sluice_tls_certificate_not_after_seconds{listener="grpc"} %g`, float64(second.Cert.NotAfter.Unix()))
+			return bytes.Contains(body, []byte(want)), want
 		})
 		eventually(t, 10*time.Second, "a new HTTPS connection served the second certificate", func() (bool, string) {
 			resp, err := b.https().Get(b.node.httpURL + "/healthz")
