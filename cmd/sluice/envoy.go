@@ -22,8 +22,15 @@ func (n *node) startEnvoy(ctx context.Context, limitRules *limits.Rules) (*envoy
 			return nil, fmt.Errorf("--envoy-config: %w", err)
 		}
 	}
-	srv, err := envoyrls.New(rules, envoyrls.Options{Store: n.counters, Logger: n.log, Registerer: n.reg,
-		Blocked: limitRules.EntryBlocked, DetailedMetricValues: n.cfg.EnvoyDetailed})
+	opts := envoyrls.Options{Store: n.counters, Logger: n.log, Registerer: n.reg,
+		Blocked: limitRules.EntryBlocked, DetailedMetricValues: n.cfg.EnvoyDetailed}
+	if n.cfg.GRPCRequireKey {
+		opts.Keys = n.db // ShouldRateLimit needs a ratelimit:check key (docs/security.md)
+		if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
+			n.log.Warn("--grpc-require-key with no API key stored: every ShouldRateLimit call is refused until one with the ratelimit:check scope exists (`sluice keys create --scope ratelimit:check`)")
+		}
+	}
+	srv, err := envoyrls.New(rules, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -20,9 +20,9 @@ import (
 // service, the standard health service answering for "" and for every
 // registered service by its full name, and, unless --grpc-reflection=false,
 // server reflection (grpcurl and Postman list and call the services without
-// proto files).
-func newGRPCServer(envoy *envoyrls.Server, withReflection bool) (*grpc.Server, *grpcHealth) {
-	gs := grpc.NewServer()
+// proto files). opts are the transport credentials (grpcServerOptions).
+func newGRPCServer(envoy *envoyrls.Server, withReflection bool, opts ...grpc.ServerOption) (*grpc.Server, *grpcHealth) {
+	gs := grpc.NewServer(opts...)
 	h := &grpcHealth{Server: health.NewServer(), done: make(chan struct{})}
 	healthpb.RegisterHealthServer(gs, h)
 	envoy.Register(gs)

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 func init() {
@@ -20,10 +27,21 @@ func init() {
 // /readyz, or /healthz with --live, and exits 0 on 200, 1 otherwise.
 // Distroless and scratch images have no curl; a Dockerfile HEALTHCHECK
 // runs this.
+//
+// With --tls-cert-file it asks over HTTPS and, by default, accepts only
+// the certificate in that file (the node reloads it at every handshake,
+// so that is the one it serves), whatever names it holds. --ca-file
+// verifies the chain and name instead (--server-name, else the host
+// dialed); --insecure-skip-verify checks nothing, for a loopback address
+// only.
 func runHealthcheck(ctx context.Context, env *environment, args []string) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	live := fs.Bool("live", false, "ask /healthz (the process is alive) instead of /readyz (every engine reachable)")
 	timeout := fs.Duration("timeout", 3*time.Second, "longest wait for the answer")
+	var hc healthTLS
+	fs.StringVar(&hc.caFile, "ca-file", "", "with --tls-cert-file: PEM certificate authorities the node's certificate must chain to (default: accept exactly the certificate in --tls-cert-file)")
+	fs.StringVar(&hc.serverName, "server-name", "", "with --ca-file: the name the node's certificate must hold (default: the host dialed)")
+	fs.BoolVar(&hc.skipVerify, "insecure-skip-verify", false, "with --tls-cert-file: do not check the node's certificate (loopback addresses only)")
 	cfg, _, err := loadConfig(env, fs, args)
 	if err != nil {
 		return err
@@ -32,14 +50,19 @@ func runHealthcheck(ctx context.Context, env *environment, args []string) error 
 	if *live {
 		path = "/healthz"
 	}
-	url := "http://" + loopbackAddr(cfg.HTTPAddr) + path
+	addr := loopbackAddr(cfg.HTTPAddr)
+	client, scheme, err := hc.client(cfg.TLSCertFile, addr)
+	if err != nil {
+		return err
+	}
+	url := scheme + "://" + addr + path
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
@@ -67,4 +90,64 @@ func loopbackAddr(listen string) string {
 		host = "::1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// healthTLS is how `sluice healthcheck` checks a TLS node's certificate.
+type healthTLS struct {
+	caFile, serverName string
+	skipVerify         bool
+}
+
+// client returns the HTTP client and scheme to ask addr with: plain HTTP
+// when certFile (the node's --tls-cert-file) is empty.
+func (h healthTLS) client(certFile, addr string) (*http.Client, string, error) {
+	if certFile == "" {
+		return http.DefaultClient, "http", nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	host, _, _ := net.SplitHostPort(addr)
+	switch {
+	case h.skipVerify:
+		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+			return nil, "", fmt.Errorf("--insecure-skip-verify: %s is not a loopback address", addr)
+		}
+		cfg.InsecureSkipVerify = true
+	case h.caFile != "":
+		pool, err := tlsconf.LoadPool(h.caFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--ca-file: %w", err)
+		}
+		cfg.RootCAs, cfg.ServerName = pool, cmp.Or(h.serverName, host)
+	default:
+		want, err := firstCertificate(certFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--tls-cert-file: %w", err)
+		}
+		// The node's own certificate, pinned: no chain or name to check.
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
+				return fmt.Errorf("the node serves a certificate other than the one in %s", certFile)
+			}
+			return nil
+		}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}, "https", nil
+}
+
+// firstCertificate returns the DER of the first certificate in a PEM file.
+func firstCertificate(file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, fmt.Errorf("%s holds no PEM certificate", file)
+		}
+		if block.Type == "CERTIFICATE" {
+			return block.Bytes, nil
+		}
+	}
 }

@@ -231,7 +231,11 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 			"create a key with `sluice keys create --scope admin`")
 	}
 
-	n.grpc, n.health = newGRPCServer(envoy, cfg.GRPCReflection)
+	grpcOpts, err := n.grpcServerOptions() // TLS, client certificates (tls.go)
+	if err != nil {
+		return nil, fmt.Errorf("grpc tls: %w", err)
+	}
+	n.grpc, n.health = newGRPCServer(envoy, cfg.GRPCReflection, grpcOpts...)
 
 	if cfg.Gateway.Listen != "" {
 		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP, Logger: log}); err != nil {
@@ -287,9 +291,12 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("http listen: %w", err)
 	}
+	if ln, err = n.httpTLS(ln); err != nil { // with --tls-cert-file (tls.go)
+		return "", fmt.Errorf("http tls: %w", err)
+	}
 	hs := &http.Server{
 		Handler:     n.drainingReadyz(n.api),
-		ConnContext: edge.ConnContext, // the TCP peer, for the keyless check and the access log
+		ConnContext: connContext, // the TCP peer, for the keyless check and the access log
 		ErrorLog:    slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
 	n.cfg.HTTP.Apply(hs) // slow clients are cut off; inbox streams lift the write timeout for themselves

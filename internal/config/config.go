@@ -45,6 +45,15 @@ type Config struct {
 	Ratelimit       Ratelimit     `yaml:"ratelimit"`
 	Gateway         Gateway       `yaml:"gateway"`
 
+	// TLS on the HTTP and gRPC listeners, client certificates and API
+	// keys on gRPC (tls.go, docs/security.md).
+	TLSCertFile      string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"PEM certificate (leaf first, then intermediates) served with TLS 1.2+ on --http-addr and, unless --grpc-tls-cert-file is set, on --grpc-addr; a replaced file is picked up at the next handshake, no restart; empty serves plain HTTP and gRPC"`
+	TLSKeyFile       string `yaml:"tls_key_file" flag:"tls-key-file" usage:"PEM private key of --tls-cert-file"`
+	GRPCTLSCertFile  string `yaml:"grpc_tls_cert_file" flag:"grpc-tls-cert-file" usage:"PEM certificate served on --grpc-addr instead of --tls-cert-file (TLS on gRPC only, or another name); reloaded like it"`
+	GRPCTLSKeyFile   string `yaml:"grpc_tls_key_file" flag:"grpc-tls-key-file" usage:"PEM private key of --grpc-tls-cert-file"`
+	GRPCClientCAFile string `yaml:"grpc_client_ca_file" flag:"grpc-client-ca-file" usage:"PEM certificate authorities: every gRPC client (health and reflection too) must present a certificate signed by one (mutual TLS); needs TLS on gRPC; reloaded like the certificate"`
+	GRPCRequireKey   bool   `yaml:"grpc_require_key" flag:"grpc-require-key" usage:"ShouldRateLimit needs an API key with the ratelimit:check scope in gRPC metadata (authorization: Bearer <key>, or x-api-key): UNAUTHENTICATED without a valid one, PERMISSION_DENIED without the scope; health and reflection stay open"`
+
 	// TrustedProxies and ProxyProtocol say how the client's address comes
 	// through load balancers (proxies.go).
 	TrustedProxies []string `yaml:"trusted_proxies" flag:"trusted-proxies" usage:"comma-separated addresses or CIDRs of the load balancers in front of Sluice: their X-Forwarded-For and Forwarded headers, and PROXY protocol headers, name the client"`
@@ -106,6 +115,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.HTTP.validate(bad)
+	c.validateTLS(bad)
 	if c.DataDir == "" && (c.DatabaseURL == "" || c.NATSURL == "") {
 		bad("data-dir", "must be set while SQLite or NATS run embedded")
 	}

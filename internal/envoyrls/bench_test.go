@@ -11,8 +11,10 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -204,4 +206,71 @@ func serveGRPC(b *testing.B, srv rlspb.RateLimitServiceServer) rlspb.RateLimitSe
 	}
 	b.Cleanup(func() { conn.Close() })
 	return rlspb.NewRateLimitServiceClient(conn)
+}
+
+// BenchmarkShouldRateLimitKey is BenchmarkShouldRateLimit with
+// Options.Keys: every call carries an API key in its metadata, checked
+// through the key cache (the store, SQLite, is asked once per 3 seconds).
+func BenchmarkShouldRateLimitKey(b *testing.B) {
+	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := openKeys(b)
+	secret, _ := newKey(b, db, auth.ScopeRatelimitCheck)
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
+			s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), Keys: db})
+			if err != nil {
+				b.Fatal(err)
+			}
+			reqs := benchRequests(n)
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+secret))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					resp, err := s.ShouldRateLimit(ctx, reqs[i%benchKeys])
+					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
+					}
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkShouldRateLimitGRPCKey is BenchmarkShouldRateLimitGRPC with
+// Options.Keys, the client sending its key as authorization metadata.
+func BenchmarkShouldRateLimitGRPCKey(b *testing.B) {
+	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := openKeys(b)
+	secret, _ := newKey(b, db, auth.ScopeRatelimitCheck)
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
+			s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), Keys: db})
+			if err != nil {
+				b.Fatal(err)
+			}
+			client := serveGRPC(b, s)
+			reqs := benchRequests(n)
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+secret)
+			b.ReportAllocs()
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					resp, err := client.ShouldRateLimit(ctx, reqs[i%benchKeys])
+					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
+					}
+					i++
+				}
+			})
+		})
+	}
 }

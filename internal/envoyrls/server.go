@@ -64,6 +64,16 @@ type Options struct {
 	// descriptor="other". The set lasts as long as the process (a reload
 	// keeps it). If 0, 100 is used.
 	DetailedMetricValues int
+	// Keys, when set, makes ShouldRateLimit require an API key in the
+	// call's metadata (authorization: Bearer <key>, or x-api-key) that is
+	// active in Keys and holds auth.ScopeRatelimitCheck (or admin), as
+	// POST /v1/ratelimit/check does: a call without a valid key answers
+	// UNAUTHENTICATED, one whose key lacks the scope PERMISSION_DENIED,
+	// and one whose key could not be checked UNAVAILABLE. Answers are
+	// cached (keys.go), so a call with a known key asks Keys at most once
+	// per 3 seconds. Other services on the gRPC server (health,
+	// reflection) are not concerned. If nil, any caller is served.
+	Keys KeyStore
 }
 
 // Server implements envoy.service.ratelimit.v3.RateLimitService. It is safe
@@ -79,6 +89,7 @@ type Server struct {
 	nearRatio  float64
 	blocked    func(domain, key, value string, now time.Time) (time.Time, bool)
 	m          *metrics
+	keys       *keyCheck // nil: no key required
 	// unknownBlocked counts blocked descriptors of unconfigured domains.
 	unknownBlocked prometheus.Counter
 
@@ -120,6 +131,9 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	if s.nearRatio <= 0 || s.nearRatio > 1 {
 		s.nearRatio = 0.8
+	}
+	if opts.Keys != nil {
+		s.keys = newKeyCheck(opts.Keys, s.now, s.log, opts.Registerer)
 	}
 	s.SetConfig(cfg)
 	return s, nil
@@ -164,6 +178,11 @@ func (s *Server) Reload(path string) error {
 // ShouldRateLimit implements RateLimitServiceServer. See the package
 // documentation for the rules it applies.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if s.keys != nil {
+		if err := s.keys.authorize(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := validateRequest(req); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
