@@ -13,7 +13,11 @@ import (
 // ("rules[1].if.os[0]"). The new rules are cached here and in the shared
 // cache at once, and announced to the other nodes as the link's new form
 // (Options.AnnounceCreated), which they cache in place of the old one;
-// a node that misses the announcement sees them within CacheTTL.
+// a node that misses the announcement sees them within CacheTTL. A link
+// with visit limits, a fallback or click ids is never shared nor
+// announced whole (the encodings do not carry those): its code is
+// announced as changed (Options.Announce), and the other nodes drop their
+// entry and read the store at its next redirect.
 func (s *Service) SetRules(ctx context.Context, caller Caller, code string, rules []Rule) (Link, error) {
 	if _, err := s.Get(ctx, caller, code); err != nil {
 		return Link{}, err
@@ -31,9 +35,10 @@ func (s *Service) SetRules(ctx context.Context, caller Caller, code string, rule
 	}
 	now := s.now()
 	if l.special() {
-		// Never shared nor announced (see share): the other nodes take
-		// the new rules when their entry's cache_ttl ends.
+		// Never shared nor announced whole (see share): the other nodes
+		// forget their entry and read the store again.
 		s.cacheSpecial(code, l, now)
+		s.announceChanged(code)
 		return l, nil
 	}
 	s.cacheLink(code, l.ID, l.URL, l.ExpiresAt, compileRules(l.ID, l.Rules), now)

@@ -52,3 +52,54 @@ func TestSetRulesCachedAndStale(t *testing.T) {
 		t.Errorf("Choose on a target without rules = %+v, want it unchanged", got)
 	}
 }
+
+// TestSetRulesOnSpecialLinkAnnouncesChange: a link with visit limits (never
+// announced whole) has its code announced as changed once its new rules
+// are stored, so another node that forgets it on hearing this reads the
+// rules from the store; a plain link's new form is announced whole
+// instead, and not as a change.
+func TestSetRulesOnSpecialLinkAnnouncesChange(t *testing.T) {
+	t.Parallel()
+	var (
+		b         *bundle
+		changed   []string
+		storedNow []int
+	)
+	b = setup(t, func(o *shorten.Options) {
+		o.CacheTTL = time.Hour
+		o.Announce = func(code string) error {
+			changed = append(changed, code)
+			l, err := b.store.DB.LinkByCode(t.Context(), code)
+			if err != nil {
+				t.Errorf("LinkByCode(%q) while announcing: %v", code, err)
+			}
+			storedNow = append(storedNow, len(l.Rules))
+			return nil
+		}
+		o.AnnounceCreated = func(string, shorten.CachedLink) error { return nil }
+	})
+	ctx := t.Context()
+	owner := shorten.Caller{ID: "key_1"}
+	plain := b.create(t, shorten.CreateRequest{URL: "https://example.com/plain", Owner: owner.ID})
+	limited := b.create(t, shorten.CreateRequest{URL: "https://example.com/once", Owner: owner.ID, LinkExtras: shorten.LinkExtras{MaxVisits: 5}})
+	rules := []shorten.Rule{{Name: "de", If: shorten.Conditions{Language: []string{"de"}}, URL: "https://example.de/"}}
+	for _, code := range []string{plain.Code, limited.Code} {
+		if _, err := b.svc.SetRules(ctx, owner, code, rules); err != nil {
+			t.Fatalf("SetRules(%s): %v", code, err)
+		}
+	}
+	if len(changed) != 1 || changed[0] != limited.Code || storedNow[0] != 1 {
+		t.Fatalf("announced as changed %q with %v rules stored; want only the visit-limited link, after its rule was stored", changed, storedNow)
+	}
+	// What the announcement does on another node: Forget, then the next
+	// redirect reads the store and gets the rules.
+	b.svc.Forget(limited.Code)
+	before := b.store.lookups.Load()
+	tg, err := b.svc.Resolve(ctx, limited.Code, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.svc.Choose(tg, shorten.Visit{AcceptLanguage: "de"}); got.Rule != "de" || b.store.lookups.Load() == before {
+		t.Errorf("after Forget: %+v; want the rules read again from the store", got)
+	}
+}

@@ -88,7 +88,9 @@ type Options struct {
 	// Announce tells every node, this one included, that the link with
 	// code was deleted, so that each calls Forget rather than redirect it
 	// until CacheTTL runs out. Delete calls it once the link is gone from
-	// the store and the shared cache. It must not block; a failure is
+	// the store and the shared cache; SetRules calls it for a link never
+	// announced whole (with visit limits, a fallback or click ids) once its
+	// new rules are stored. It must not block; a failure is
 	// logged, never returned, since the TTL still bounds the staleness. If
 	// nil, other nodes see a delete only when their entry's CacheTTL ends.
 	Announce func(code string) error
@@ -375,13 +377,21 @@ func (s *Service) Delete(ctx context.Context, caller Caller, code string) error 
 	// Announced last: a node that forgets the code on hearing this and
 	// looks it up again must find it neither in the shared cache nor in
 	// the store.
-	if s.opts.Announce != nil {
-		if err := s.opts.Announce(code); err != nil {
-			s.log.Warn("announcing a deleted link failed; other nodes redirect it until their cache entry expires",
-				slog.String("code", code), slog.Duration("cache_ttl", s.opts.CacheTTL), slog.Any("error", err))
-		}
-	}
+	s.announceChanged(code)
 	return nil
+}
+
+// announceChanged tells every node to drop code from its cache (see
+// Options.Announce): the link was deleted, or changed in a way the
+// created-link announcement cannot carry.
+func (s *Service) announceChanged(code string) {
+	if s.opts.Announce == nil {
+		return
+	}
+	if err := s.opts.Announce(code); err != nil {
+		s.log.Warn("announcing a deleted or changed link failed; other nodes keep their cached entry until it expires",
+			slog.String("code", code), slog.Duration("cache_ttl", s.opts.CacheTTL), slog.Any("error", err))
+	}
 }
 
 // announceCreated tells the other nodes of l, if they are to be told.
