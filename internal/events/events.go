@@ -17,8 +17,8 @@
 // A subscription counts its consecutive failed attempts and when the run
 // began; it is disabled (and its pending events dead-lettered) once the
 // run has lasted DisableAfter or reached DisableAfterFailures, like Svix's
-// five days. Recover enables it again and queues every retained event it
-// wants since a time.
+// five days. Recover enables it again and queues the retained events it
+// wants since a time that it did not receive (every one with all).
 //
 // This is a domain package: storage is behind [Store] (internal/store),
 // the HTTP posting behind [Poster] (internal/notify/webhook).
@@ -121,6 +121,16 @@ type Store interface {
 	// oldest first (at, then id), strictly after the event afterID at
 	// since when afterID is not empty.
 	EventsSince(ctx context.Context, since time.Time, afterID string, limit int) ([]Event, error)
+	// UndeliveredEvents returns up to limit logged events of the given
+	// types, paged as EventsSince, that subscription subID has not
+	// received: none of the system notifications carrying the event to it
+	// (request id evt:<event>:<subID>, or evt:<event>:<subID>:<run> when a
+	// recover queued it) has a delivery sent or delivered, or queued or
+	// sending without a failed attempt yet. Events whose deliveries
+	// failed, went dead, were canceled or expired, or are retrying after
+	// a failure, and events never queued to it (or whose notification the
+	// history purge deleted) are returned.
+	UndeliveredEvents(ctx context.Context, subID string, types []string, since time.Time, afterID string, limit int) ([]Event, error)
 	// DeleteEventsBefore deletes up to limit events logged before t and
 	// returns how many.
 	DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,17 +20,53 @@ import (
 )
 
 // recorder is the Notifier: it keeps the system notifications asked for
-// (the pipeline behind it is tested end to end in cmd/sluice).
+// (the pipeline behind it is tested end to end in cmd/sluice). When
+// outcome is set, it also saves each in db, as SendSystem does, with its
+// delivery already in the status outcome gives (after attempts).
 type recorder struct {
-	mu   sync.Mutex
-	reqs []notify.SystemRequest
+	mu      sync.Mutex
+	reqs    []notify.SystemRequest
+	db      *store.DB
+	now     func() time.Time
+	outcome func(req notify.SystemRequest) (notify.Status, int)
 }
 
-func (r *recorder) SendSystem(_ context.Context, req notify.SystemRequest) (notify.Accepted, error) {
+func (r *recorder) SendSystem(ctx context.Context, req notify.SystemRequest) (notify.Accepted, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
-	return notify.Accepted{NotificationID: "ntf_x"}, nil
+	id := fmt.Sprintf("ntf_%d", len(r.reqs))
+	if r.outcome == nil {
+		return notify.Accepted{NotificationID: id}, nil
+	}
+	st, attempts := r.outcome(req)
+	now := r.now()
+	n := notify.Notification{ID: id, RequestID: req.RequestID, RequestHash: "h", UserID: notify.SystemUserPrefix + req.Recipient,
+		Type: req.Type, Category: notify.Orders, Data: req.Data, Channels: []notify.Channel{notify.Webhook}, CreatedAt: now}
+	d := notify.Delivery{NotificationID: id, Channel: notify.Webhook, UserID: n.UserID, Category: notify.Orders, Provider: "events",
+		Status: st, Attempts: attempts, CreatedAt: now, UpdatedAt: now}
+	if _, _, err := r.db.CreateNotification(ctx, n, []notify.Delivery{d}); err != nil {
+		return notify.Accepted{}, err
+	}
+	return notify.Accepted{NotificationID: id}, nil
+}
+
+// queued returns the notification ids carried by the events queued from
+// the i-th request on, in order.
+func (r *recorder) queued(i int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, req := range r.reqs[i:] {
+		var e struct {
+			Data struct {
+				NotificationID string `json:"notification_id"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(req.Data, &e)
+		out = append(out, e.Data.NotificationID)
+	}
+	return out
 }
 
 type bundle struct {
@@ -49,7 +87,8 @@ func setup(t *testing.T, o events.Options) bundle {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	b := bundle{db: db, sent: &recorder{}, clock: &now}
+	b := bundle{db: db, clock: &now}
+	b.sent = &recorder{db: db, now: func() time.Time { return *b.clock }}
 	o.Store, o.Notifier, o.Now = db, b.sent, func() time.Time { return *b.clock }
 	b.svc = events.NewService(o)
 	return b
@@ -145,21 +184,148 @@ func TestDisabledAfterAFailureRunOfDisableAfter(t *testing.T) {
 		t.Errorf("metrics: %d disabled, counted %v; want 1 disabled and one delivery.sent logged", disabled, counted)
 	}
 	mu.Unlock()
-	rec, err := b.svc.Recover(ctx, sub.ID, b.clock.Add(-time.Minute))
+	rec, err := b.svc.Recover(ctx, sub.ID, b.clock.Add(-time.Minute), false)
 	if err != nil || rec.Queued != 1 || len(b.sent.reqs) != 1 || b.sent.reqs[0].Recipient != sub.ID {
 		t.Fatalf("Recover = %+v, %v; queued %+v", rec, err, b.sent.reqs)
 	}
 	if got, _ := b.svc.Subscription(ctx, sub.ID); !got.DisabledAt.IsZero() || got.Failures != 0 {
 		t.Errorf("after Recover: %+v, want enabled, run cleared", got)
 	}
-	// A second recover queues it again under another request id (the
-	// webhook-id, the event id, stays).
-	if _, err := b.svc.Recover(ctx, sub.ID, b.clock.Add(-time.Minute)); err != nil || len(b.sent.reqs) != 2 ||
+	// A second recover, of all, queues it again under another request id
+	// (the webhook-id, the event id, stays).
+	if _, err := b.svc.Recover(ctx, sub.ID, b.clock.Add(-time.Minute), true); err != nil || len(b.sent.reqs) != 2 ||
 		b.sent.reqs[0].RequestID == b.sent.reqs[1].RequestID || string(b.sent.reqs[0].Data) != string(b.sent.reqs[1].Data) {
 		t.Errorf("second Recover queued %+v, %v", b.sent.reqs, err)
 	}
-	if _, err := b.svc.Recover(ctx, sub.ID, b.clock.Add(-8*24*time.Hour)); !apperr.Is(err, apperr.Unprocessable) {
+	if _, err := b.svc.Recover(ctx, sub.ID, b.clock.Add(-8*24*time.Hour), false); !apperr.Is(err, apperr.Unprocessable) {
 		t.Errorf("Recover before the retention = %v, want 422", err)
+	}
+}
+
+// TestRecoverResendsWhatFailed: an endpoint that received some events
+// and not others gets only the others on recover (events it does not want
+// aside), then nothing more while those are on their way; with all, it
+// gets every one again.
+func TestRecoverResendsWhatFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, events.Options{})
+	ctx := t.Context()
+	sub, err := b.svc.Create(ctx, events.NewSubscription{URL: "https://hooks.example.com/x", Events: []string{events.DeliverySent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := b.svc.Create(ctx, events.NewSubscription{URL: "https://other.example.com/x", Events: []string{events.DeliverySent, events.DeliveryDead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sub received ntf_1 and ntf_4; ntf_2 went dead, ntf_3 failed for good,
+	// ntf_5 is retrying after failures and ntf_6 is on its first attempt.
+	// other received all. What recovers queue is on its first attempt.
+	outcomes := map[string]notify.Status{"ntf_1": notify.StatusSent, "ntf_2": notify.StatusDead, "ntf_3": notify.StatusFailed,
+		"ntf_4": notify.StatusDelivered, "ntf_5": notify.StatusQueued, "ntf_6": notify.StatusQueued}
+	b.sent.outcome = func(req notify.SystemRequest) (notify.Status, int) {
+		if req.Recipient == other.ID {
+			return notify.StatusSent, 1
+		}
+		if strings.Count(req.RequestID, ":") == 3 {
+			return notify.StatusQueued, 0
+		}
+		for ntf, st := range outcomes {
+			if strings.Contains(string(req.Data), `"notification_id":"`+ntf+`"`) {
+				if ntf == "ntf_6" {
+					return st, 0
+				}
+				return st, 2
+			}
+		}
+		return notify.StatusQueued, 0
+	}
+	since := *b.clock
+	for i := 1; i <= 6; i++ {
+		*b.clock = b.clock.Add(time.Second)
+		b.svc.OnStatus(ctx, notify.StatusEvent{Type: notify.EventDeliverySent, NotificationID: fmt.Sprintf("ntf_%d", i), UserID: "u1",
+			Status: notify.StatusSent, At: *b.clock})
+	}
+	b.svc.OnStatus(ctx, notify.StatusEvent{Type: notify.EventDeliveryDead, NotificationID: "ntf_9", UserID: "u1", At: *b.clock})
+	*b.clock = b.clock.Add(time.Minute)
+
+	start := len(b.sent.reqs)
+	rec, err := b.svc.Recover(ctx, sub.ID, since, false)
+	if got := b.sent.queued(start); err != nil || rec.Queued != 3 || rec.More || fmt.Sprint(got) != "[ntf_2 ntf_3 ntf_5]" ||
+		!rec.Until.Equal(since.Add(5*time.Second)) {
+		t.Fatalf("Recover = %+v, %v, queued %v; want ntf_2, ntf_3 and ntf_5, until the fifth", rec, err, got)
+	}
+	for _, req := range b.sent.reqs[start:] {
+		if req.Recipient != sub.ID {
+			t.Errorf("Recover(%s) queued to %s", sub.ID, req.Recipient)
+		}
+	}
+	start = len(b.sent.reqs)
+	if rec, err := b.svc.Recover(ctx, sub.ID, since, false); err != nil || rec.Queued != 0 || !rec.Until.Equal(since) {
+		t.Errorf("Recover again = %+v, %v, queued %v; want nothing (on their way), until since", rec, err, b.sent.queued(start))
+	}
+	rec, err = b.svc.Recover(ctx, sub.ID, since, true)
+	if got := b.sent.queued(start); err != nil || rec.Queued != 6 || fmt.Sprint(got) != "[ntf_1 ntf_2 ntf_3 ntf_4 ntf_5 ntf_6]" {
+		t.Errorf("Recover(all) = %+v, %v, queued %v; want every delivery.sent", rec, err, got)
+	}
+	// other, which received everything, gets nothing.
+	if rec, err := b.svc.Recover(ctx, other.ID, since, false); err != nil || rec.Queued != 0 {
+		t.Errorf("Recover(other) = %+v, %v; want nothing", rec, err)
+	}
+}
+
+// TestRecoverPages: with MaxRecover, each call queues that many of the
+// events not received and says whether more remain; calling again from
+// Until queues the rest, none twice, events sharing Until's time
+// included.
+func TestRecoverPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t, events.Options{MaxRecover: 2})
+	ctx := t.Context()
+	sub, err := b.svc.Create(ctx, events.NewSubscription{URL: "https://hooks.example.com/x", Events: []string{events.DeliverySent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every first delivery went dead but ntf_5's; recovers' are queued.
+	b.sent.outcome = func(req notify.SystemRequest) (notify.Status, int) {
+		switch {
+		case strings.Count(req.RequestID, ":") == 3:
+			return notify.StatusQueued, 0
+		case strings.Contains(string(req.Data), `"ntf_5"`):
+			return notify.StatusSent, 1
+		}
+		return notify.StatusDead, 5
+	}
+	since := *b.clock
+	// ntf_2 and ntf_3 share a time, the Until of the first page, which
+	// queues one of them (their ids order them at random).
+	for i, step := range []time.Duration{time.Second, time.Second, 0, time.Second, time.Second, time.Second} {
+		*b.clock = b.clock.Add(step)
+		b.svc.OnStatus(ctx, notify.StatusEvent{Type: notify.EventDeliverySent, NotificationID: fmt.Sprintf("ntf_%d", i+1), UserID: "u1",
+			Status: notify.StatusSent, At: *b.clock})
+	}
+	*b.clock = b.clock.Add(time.Minute)
+	var got []string
+	from, calls := since, 0
+	for call := range 5 {
+		calls++
+		start := len(b.sent.reqs)
+		rec, err := b.svc.Recover(ctx, sub.ID, from, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b.sent.queued(start)...)
+		if rec.Queued != len(b.sent.reqs)-start || (rec.More && rec.Queued != 2) {
+			t.Errorf("call %d: %+v after %d queued", call, rec, len(b.sent.reqs)-start)
+		}
+		if !rec.More {
+			break
+		}
+		from = rec.Until
+	}
+	slices.Sort(got)
+	if fmt.Sprint(got) != "[ntf_1 ntf_2 ntf_3 ntf_4 ntf_6]" || calls != 3 {
+		t.Errorf("recovered %v over %d calls; want each not received once, over 3 calls", got, calls)
 	}
 }
 

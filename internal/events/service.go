@@ -230,15 +230,23 @@ type Recovery struct {
 	Queued int
 	// More is true when MaxRecover events were queued and more remain:
 	// call Recover again from Until.
-	More  bool
+	More bool
+	// Until is the time of the last event queued (since when none).
 	Until time.Time
 }
 
 // Recover enables subscription id again (clearing its failure run) and
-// queues every logged event it wants generated at or after since, each
-// under its own event id as webhook-id, whether or not it was delivered
-// before. since must be within the retention.
-func (s *Service) Recover(ctx context.Context, id string, since time.Time) (Recovery, error) {
+// queues the logged events it wants generated at or after since that it
+// did not receive: those whose delivery to it failed, went dead, was
+// canceled or expired, or is retrying after a failure, or that were never
+// queued to it (while it was disabled); an event received, or queued and
+// not failed yet, is not queued again (see Store.UndeliveredEvents). With all, it queues every
+// one of them, received or not. Each goes under its own event id as
+// webhook-id. since must be within the retention.
+//
+// Called again from Until after More, it does not queue again the events
+// at Until it queued already (their deliveries are queued), unless all.
+func (s *Service) Recover(ctx context.Context, id string, since time.Time, all bool) (Recovery, error) {
 	now := s.opts.Now()
 	if oldest := now.Add(-s.opts.Retention); since.Before(oldest) || since.After(now) {
 		return Recovery{}, apperr.Fields(apperr.Unprocessable, "since is out of range", []apperr.FieldError{{Field: "since",
@@ -251,31 +259,37 @@ func (s *Service) Recover(ctx context.Context, id string, since time.Time) (Reco
 	s.invalidate()
 	run := newID("rcv_", now)
 	rec := Recovery{Until: since}
-	after := ""
-	for rec.Queued < s.opts.MaxRecover {
-		page, err := s.opts.Store.EventsSince(ctx, rec.Until, after, min(500, s.opts.MaxRecover))
+	readAt, after := since, ""
+	limit := min(500, s.opts.MaxRecover+1)
+	for {
+		var page []Event
+		if all {
+			page, err = s.opts.Store.EventsSince(ctx, readAt, after, limit)
+		} else {
+			page, err = s.opts.Store.UndeliveredEvents(ctx, sub.ID, sub.Events, readAt, after, limit)
+		}
 		if err != nil {
 			return rec, err
 		}
 		for _, e := range page {
-			rec.Until, after = e.At, e.ID
+			readAt, after = e.At, e.ID
 			if !sub.Wants(e.Type) {
 				continue
+			}
+			if rec.Queued >= s.opts.MaxRecover {
+				rec.More = true
+				return rec, nil
 			}
 			if err := s.queue(ctx, sub, e, run); err != nil {
 				return rec, err
 			}
 			rec.Queued++
-			if rec.Queued >= s.opts.MaxRecover {
-				rec.More = true
-				break
-			}
+			rec.Until = e.At
 		}
-		if len(page) < min(500, s.opts.MaxRecover) {
-			break
+		if len(page) < limit {
+			return rec, nil
 		}
 	}
-	return rec, nil
 }
 
 // queue hands event e to subscription sub's pipeline; run, when not

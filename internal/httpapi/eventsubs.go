@@ -17,7 +17,7 @@ type EventSubscriptions interface {
 	Subscriptions(ctx context.Context) ([]events.Subscription, error)
 	Subscription(ctx context.Context, id string) (events.Subscription, error)
 	Delete(ctx context.Context, id string) error
-	Recover(ctx context.Context, id string, since time.Time) (events.Recovery, error)
+	Recover(ctx context.Context, id string, since time.Time, all bool) (events.Recovery, error)
 }
 
 // Scopes: creating, deleting and recovering a subscription, which send
@@ -131,7 +131,15 @@ func recoverEventSub(svc EventSubscriptions, w http.ResponseWriter, r *http.Requ
 	if err != nil {
 		return fieldErrors(apperr.Invalid, "since", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
 	}
-	rec, err := svc.Recover(r.Context(), r.PathValue("id"), since)
+	all := false
+	switch r.URL.Query().Get("all") {
+	case "", "false":
+	case "true":
+		all = true
+	default:
+		return fieldErrors(apperr.Invalid, "all", "must be true or false")
+	}
+	rec, err := svc.Recover(r.Context(), r.PathValue("id"), since, all)
 	if err != nil {
 		return err
 	}

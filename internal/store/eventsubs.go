@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/events"
+	"github.com/sluicehq/sluice/internal/notify"
 )
 
 var _ events.Store = (*DB)(nil)
@@ -135,10 +137,16 @@ func (db *DB) AppendEvent(ctx context.Context, e events.Event) error {
 // EventsSince implements events.Store.
 func (db *DB) EventsSince(ctx context.Context, since time.Time, afterID string, limit int) ([]events.Event, error) {
 	at := since.UnixMicro()
-	rows, err := db.query(ctx, `SELECT id, type, data, at FROM event_log WHERE at > ? OR (at = ? AND id > ?)
+	return db.scanEvents(ctx, "list events", `SELECT id, type, data, at FROM event_log WHERE at > ? OR (at = ? AND id > ?)
 		ORDER BY at, id LIMIT ?`, at, at, afterID, limit)
+}
+
+// scanEvents runs q, which selects id, type, data and at of event_log
+// rows, and reads them.
+func (db *DB) scanEvents(ctx context.Context, op, q string, args ...any) ([]events.Event, error) {
+	rows, err := db.query(ctx, q, args...)
 	if err != nil {
-		return nil, mapErr(err, "list events")
+		return nil, mapErr(err, op)
 	}
 	defer rows.Close()
 	out := []events.Event{}
@@ -149,12 +157,92 @@ func (db *DB) EventsSince(ctx context.Context, since time.Time, afterID string, 
 			us   int64
 		)
 		if err := rows.Scan(&e.ID, &e.Type, &data, &us); err != nil {
-			return nil, mapErr(err, "list events")
+			return nil, mapErr(err, op)
 		}
 		e.Data, e.At = json.RawMessage(data), time.UnixMicro(us).UTC()
 		out = append(out, e)
 	}
-	return out, mapErr(rows.Err(), "list events")
+	return out, mapErr(rows.Err(), op)
+}
+
+// receivedDelivery is the condition on a delivery d that counts its event
+// as received by the subscription, or about to be: sent or delivered, or
+// queued or sending without a failed attempt yet. A delivery retrying
+// after a failure (it may wait long, and the endpoint was down) does not
+// count: UndeliveredEvents returns its event.
+const receivedDelivery = `(d.status IN ('sent', 'delivered') OR (d.status IN ('queued', 'sending') AND d.attempts = 0))`
+
+// UndeliveredEvents implements events.Store. An event's first system
+// notification (request id evt:<event>:<subscription>) is found through
+// the unique index on request_id, one lookup per event read; the
+// notifications earlier recovers queued (evt:<event>:<subscription>:<run>)
+// cannot be reached by equality, so they are read once per call, among
+// the subscription's notifications created since since, and left out
+// here.
+func (db *DB) UndeliveredEvents(ctx context.Context, subID string, types []string, since time.Time, afterID string, limit int) ([]events.Event, error) {
+	if len(types) == 0 || limit <= 0 {
+		return []events.Event{}, nil
+	}
+	recovered, err := db.recoveredEvents(ctx, subID, since)
+	if err != nil {
+		return nil, err
+	}
+	q := `SELECT e.id, e.type, e.data, e.at FROM event_log e
+		WHERE (e.at > ? OR (e.at = ? AND e.id > ?)) AND e.type IN (?` + strings.Repeat(", ?", len(types)-1) + `)
+		AND NOT EXISTS (SELECT 1 FROM notifications n JOIN deliveries d ON d.notification_id = n.id
+			WHERE n.request_id = 'evt:' || e.id || ':' || CAST(? AS TEXT) AND ` + receivedDelivery + `)
+		ORDER BY e.at, e.id LIMIT ?`
+	out := []events.Event{}
+	at := since.UnixMicro()
+	for len(out) < limit {
+		args := []any{at, at, afterID}
+		for _, t := range types {
+			args = append(args, t)
+		}
+		page, err := db.scanEvents(ctx, "list undelivered events", q, append(args, subID, limit)...)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page {
+			if !recovered[e.ID] && len(out) < limit {
+				out = append(out, e)
+			}
+		}
+		if len(page) < limit {
+			break
+		}
+		last := page[len(page)-1]
+		at, afterID = last.At.UnixMicro(), last.ID
+	}
+	return out, nil
+}
+
+// recoveredEvents returns the ids of the events whose notification to
+// subscription subID queued by a recover (request id
+// evt:<event>:<subscription>:<run>), created since since (a minute
+// before, for the clocks of other nodes), was received or is on its way.
+func (db *DB) recoveredEvents(ctx context.Context, subID string, since time.Time) (map[string]bool, error) {
+	rows, err := db.query(ctx, `SELECT n.request_id FROM notifications n JOIN deliveries d ON d.notification_id = n.id
+		WHERE n.user_id = ? AND n.created_at >= ? AND n.request_id LIKE ? AND `+receivedDelivery,
+		notify.SystemUserPrefix+subID, since.Add(-time.Minute).UnixMicro(), "evt:%:"+subID+":%")
+	if err != nil {
+		return nil, mapErr(err, "list recovered events")
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var reqID string
+		if err := rows.Scan(&reqID); err != nil {
+			return nil, mapErr(err, "list recovered events")
+		}
+		// LIKE is broader than the form ("_" matches any character, and
+		// SQLite ignores case): keep the ids of that exact form only.
+		event, rest, ok := strings.Cut(strings.TrimPrefix(reqID, "evt:"), ":")
+		if ok && strings.HasPrefix(reqID, "evt:") && strings.HasPrefix(rest, subID+":") {
+			out[event] = true
+		}
+	}
+	return out, mapErr(rows.Err(), "list recovered events")
 }
 
 // DeleteEventsBefore implements events.Store.

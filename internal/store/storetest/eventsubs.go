@@ -15,6 +15,7 @@ func (s suite) eventSubs(t *testing.T) {
 	t.Run("RoundTrip", s.eventSubRoundTrip)
 	t.Run("FailureRun", s.eventSubFailureRun)
 	t.Run("EventLog", s.eventLog)
+	t.Run("UndeliveredEvents", s.undeliveredEvents)
 }
 
 func (s suite) eventSubRoundTrip(t *testing.T) {
