@@ -139,7 +139,7 @@ func TestDeleteReachesTheOtherNode(t *testing.T) {
 	if err := a.svc.Delete(ctx, owner, l2.Code); err != nil {
 		t.Errorf("Delete on A without NATS = %v, want success", err)
 	}
-	if log := a.log.String(); !strings.Contains(log, "announcing a deleted link failed") {
+	if log := a.log.String(); !strings.Contains(log, "announcing a deleted or changed link failed") {
 		t.Errorf("A's log after a delete without NATS = %q, want the failed announcement", log)
 	}
 }

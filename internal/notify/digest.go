@@ -179,13 +179,22 @@ func (s *Service) sendDigest(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if !created {
+		n.ID = existing.ID // saved by a node that died before marking it
+	}
+	// Marked before the jobs are queued, so a message that went out is
+	// always on its digest's timeline (and the digest on the message's).
+	// A node that dies between the two leaves queued deliveries, which
+	// the recovery sweep publishes.
+	if err := s.opts.Store.MarkDigestSent(ctx, d.ID, n.ID); err != nil {
+		return err
+	}
 	if created {
 		s.publish(ctx, n, ds)
 	} else {
-		n.ID = existing.ID
-		s.requeue(ctx, n.ID) // saved by a node that died before marking it
+		s.requeue(ctx, n.ID)
 	}
-	return s.opts.Store.MarkDigestSent(ctx, d.ID, n.ID)
+	return nil
 }
 
 // digestData is the data of digest d's message: the first event's data,
