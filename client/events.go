@@ -88,11 +88,16 @@ type Recovery struct {
 }
 
 // RecoverEventSubscription enables the subscription again and resends
-// every retained event it wants generated at or after since (POST
-// /v1/event-subscriptions/{id}/recover).
-func (c *Client) RecoverEventSubscription(ctx context.Context, id string, since time.Time) (Recovery, error) {
+// the retained events it wants generated at or after since that it did
+// not receive (a delivery to it failed, went dead, or was never queued
+// while it was disabled); with all, every one of them, received or not
+// (POST /v1/event-subscriptions/{id}/recover).
+func (c *Client) RecoverEventSubscription(ctx context.Context, id string, since time.Time, all bool) (Recovery, error) {
 	var r Recovery
 	q := url.Values{"since": {since.UTC().Format(time.RFC3339Nano)}}
+	if all {
+		q.Set("all", "true")
+	}
 	err := c.Do(ctx, http.MethodPost, "/v1/event-subscriptions/"+url.PathEscape(id)+"/recover?"+q.Encode(), nil, &r)
 	return r, err
 }

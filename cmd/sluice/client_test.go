@@ -226,7 +226,7 @@ func TestClientNotifications(t *testing.T) {
 	if got, err := c.EventSubscription(ctx, sub.ID); err != nil || got.URL != hook.URL+"/events" {
 		t.Errorf("EventSubscription = %+v, %v", got, err)
 	}
-	rec, err := c.RecoverEventSubscription(ctx, sub.ID, time.Now().Add(-time.Hour))
+	rec, err := c.RecoverEventSubscription(ctx, sub.ID, time.Now().Add(-time.Hour), true)
 	if err != nil || rec.ID != sub.ID || rec.More {
 		t.Errorf("RecoverEventSubscription = %+v, %v", rec, err)
 	}

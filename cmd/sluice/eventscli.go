@@ -20,7 +20,7 @@ var eventSubcommands = map[string]subcommand{
 	"list":    {": print every subscription as JSON", eventsList},
 	"get":     {"ID: print one subscription as JSON", eventsGet},
 	"delete":  {"ID: delete a subscription", eventsDelete},
-	"recover": {"ID --since T: enable it again and resend the retained events since T (RFC 3339 or a duration back from now)", eventsRecover},
+	"recover": {"ID --since T [--all]: enable it again and resend the retained events since T (RFC 3339 or a duration back from now) it did not receive; --all: every one", eventsRecover},
 }
 
 func runEvents(ctx context.Context, env *environment, args []string) error {
@@ -89,6 +89,7 @@ func eventsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 func eventsRecover(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
 	sinceFlag := fs.String("since", "", "resend the events generated at or after this: RFC 3339 or a duration back from now, e.g. 24h (required)")
+	all := fs.Bool("all", false, "resend every event since --since, those the endpoint received too (receivers drop repeats by webhook-id)")
 	pos, err := parseArgs(fs, args, "ID")
 	if err != nil {
 		return err
@@ -100,7 +101,7 @@ func eventsRecover(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	if err != nil {
 		return fmt.Errorf("--since: %w", err)
 	}
-	r, err := newClient().RecoverEventSubscription(ctx, pos[0], since)
+	r, err := newClient().RecoverEventSubscription(ctx, pos[0], since, *all)
 	if err != nil {
 		return err
 	}
