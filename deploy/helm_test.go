@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
 
 // helmModule is the helm CI and `make deploy-check` use (builds on Go 1.26).
@@ -174,7 +175,7 @@ func TestHelmChart(t *testing.T) {
 	if err := os.WriteFile(prodFile, []byte(prod), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca, _, _ := enginetest.WriteTestCerts(t, t.TempDir())
+	ca := tlstest.NewCA(t, "test CA").File
 	prodCfg := loadRendered(t, render(t, helm, "-f "+prodFile), map[string]string{"SLUICE_REDIS_CA_FILE": ca})
 	if prodCfg.Ratelimit.Nodes != 3 || prodCfg.NATSReplicas != 3 || prodCfg.RedisCAFile != ca || len(prodCfg.TrustedProxies) == 0 {
 		t.Errorf("docs/deploy.md's values load as %+v; want 3 nodes, 3 replicas, the Redis CA and trusted proxies", prodCfg)

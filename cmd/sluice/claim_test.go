@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify/webhook"
 )
 
@@ -40,15 +39,10 @@ func TestSlowReceiverIsCalledOnce(t *testing.T) {
 	t.Cleanup(hook.Close)
 
 	cfg := testConfig(t)
-	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	cfg.NATSURL = enginetest.NATSURL(t)
-	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
 	cfg.AllowPrivate = true
 	cfg.Notify.AckWait = ackWait
 	cfg.Notify.Webhook.Secret = webhook.NewSecret()
-	a := startNode(t, cfg)
-	cfg.DataDir = t.TempDir()
-	b := startNode(t, cfg)
+	a, b := startTwoNodes(t, cfg)
 
 	settings := fmt.Sprintf(`{"channels":{"webhook":true},"contacts":{"webhook_url":"%s/slow"}}`, hook.URL)
 	if code, body := send(t, "PUT", a.httpURL+"/v1/users/slow/settings", settings); code != 200 {

@@ -358,12 +358,7 @@ func decodeSecretForTest(secret string) ([]byte, error) { return webhook.DecodeS
 func TestStatusEventsTwoNodes(t *testing.T) {
 	t.Parallel()
 	cfg := eventsConfig(t)
-	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	cfg.NATSURL = enginetest.NATSURL(t)
-	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
-	a := startNode(t, cfg)
-	cfg.DataDir = t.TempDir()
-	b := startNode(t, cfg)
+	a, b := startTwoNodes(t, cfg)
 	send := func(user string) string {
 		t.Helper()
 		code, resp := call(t, "POST", b.httpURL+"/v1/notifications", `{"user_id":"`+user+`","type":"order.shipped","channels":["email"],"data":{"order":"#1"}}`)

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestInboxFanoutBenchmark measures the inbox's event streams (the
@@ -146,12 +144,7 @@ func inboxFanout(t *testing.T) {
 func inboxCrossNode(t *testing.T) {
 	samples := benchEnv("BENCH_SAMPLES", 1000)
 	cfg := testConfig(t)
-	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	cfg.NATSURL = enginetest.NATSURL(t)
-	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
-	a := startNode(t, cfg)
-	cfg.DataDir = t.TempDir()
-	b := startNode(t, cfg)
+	a, b := startTwoNodes(t, cfg)
 	const users = 8
 	var (
 		mu      sync.Mutex

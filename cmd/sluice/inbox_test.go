@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/inbox/ssetest"
 )
 
@@ -157,12 +156,7 @@ func TestInboxEndToEnd(t *testing.T) {
 func TestInboxTwoNodes(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	cfg.NATSURL = enginetest.NATSURL(t)
-	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
-	a := startNode(t, cfg)
-	cfg.DataDir = t.TempDir()
-	b := startNode(t, cfg)
+	a, b := startTwoNodes(t, cfg)
 
 	tok := inboxToken(t, a.httpURL, "bo")
 	streamURL := b.httpURL + "/v1/users/bo/inbox/stream"

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/inbox"
 )
 
@@ -19,12 +18,7 @@ import (
 func TestInboxTokenRevokedOnEveryNode(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	cfg.NATSURL = enginetest.NATSURL(t)
-	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
-	a := startNode(t, cfg)
-	cfg.DataDir = t.TempDir()
-	b := startNode(t, cfg)
+	a, b := startTwoNodes(t, cfg)
 	ctx := context.Background()
 	admin := testClient(a.httpURL, "")
 

@@ -39,6 +39,18 @@ func startNode(t *testing.T, cfg config.Config) *testNode {
 	return startNodeLogging(t, cfg, slog.New(slog.DiscardHandler))
 }
 
+// startTwoNodes runs two nodes of cfg sharing a fresh PostgreSQL schema
+// and a NATS prefix (each with its own data directory), as startNode.
+func startTwoNodes(t *testing.T, cfg config.Config) (a, b *testNode) {
+	t.Helper()
+	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+	cfg.NATSURL = enginetest.NATSURL(t)
+	cfg.NATSPrefix = natsPrefix(t, cfg.NATSURL)
+	a = startNode(t, cfg)
+	cfg.DataDir = t.TempDir()
+	return a, startNode(t, cfg)
+}
+
 // startNodeLogging is startNode with the node's logs going to log.
 func startNodeLogging(t *testing.T, cfg config.Config, log *slog.Logger) *testNode {
 	t.Helper()

@@ -1,7 +1,8 @@
 // Package auth holds Sluice's API keys and scopes: how a key is made, how it
 // is stored (only its SHA-256 hash), and what each scope allows. It knows
-// nothing of HTTP or storage engines; the record store keeps Keys and the
-// HTTP adapter checks them.
+// nothing of HTTP or storage engines; the record store keeps Keys, and the
+// services that check them (the HTTP API, the gateway, the Envoy service)
+// share one Cache of the answers.
 package auth
 
 import (

@@ -3,20 +3,11 @@ package enginetest
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
+
+	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
 
 // TLSRedis is a redis-server that speaks only TLS, with a certificate
@@ -31,17 +22,16 @@ type TLSRedis struct {
 // StartRedisTLS runs redis-server for the calling test with TLS only
 // (--port 0 --tls-port PORT) on a spare loopback port, its certificate
 // signed by a CA made in t.TempDir(); clients need no certificate of their
-// own. URL returns rediss://127.0.0.1:PORT. It returns once the server
+// own (tlstest makes them). URL returns rediss://127.0.0.1:PORT. It returns once the server
 // answers INFO over TLS, and stops it when the test ends. It skips the test
 // (fails it when CI=true) if redis-server is not installed; it fails it if
 // that redis-server was built without TLS.
 func StartRedisTLS(t testing.TB) *TLSRedis {
 	t.Helper()
 	dir := t.TempDir()
-	ca, cert, key := WriteTestCerts(t, dir)
-	pool := x509.NewCertPool()
-	b, _ := os.ReadFile(ca)
-	pool.AppendCertsFromPEM(b)
+	authority := tlstest.NewCA(t, "sluice test CA")
+	srv := authority.Server(t, "127.0.0.1")
+	ca, cert, key, pool := authority.File, srv.CertFile, srv.KeyFile, authority.Pool()
 	p := startProcess(t, spec{
 		name: "redis-server (tls)",
 		path: "redis-server",
@@ -69,57 +59,4 @@ func StartRedisTLS(t testing.TB) *TLSRedis {
 		},
 	}, dir)
 	return &TLSRedis{Process: p, CAFile: ca}
-}
-
-// WriteTestCerts writes a CA and a server certificate it signed for
-// 127.0.0.1 and localhost into dir, valid for a day, and returns the CA's
-// file, the server's certificate and its key.
-func WriteTestCerts(t testing.TB, dir string) (ca, cert, key string) {
-	t.Helper()
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	now := time.Now()
-	caKey := newKey()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvKey := newKey()
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, der []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER),
-		write("server.key", "EC PRIVATE KEY", keyDER)
 }

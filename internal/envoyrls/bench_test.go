@@ -47,31 +47,55 @@ func benchRequests(n int) []*rlspb.RateLimitRequest {
 	return out
 }
 
-// BenchmarkShouldRateLimit calls the service in process (no gRPC), with
-// one and with three descriptors per request, on the memory store.
-func BenchmarkShouldRateLimit(b *testing.B) {
+// call is one ShouldRateLimit call of a benchmark: in process or through
+// a gRPC client.
+type call func(*rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
+
+// runCalls has b's goroutines (with grpc, 64 callers at once) make calls
+// going round reqs, and fails b on an error or an answer other than OK.
+func runCalls(b *testing.B, reqs []*rlspb.RateLimitRequest, grpc bool, do call) {
+	b.ReportAllocs()
+	if grpc {
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			resp, err := do(reqs[i%benchKeys])
+			if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+				b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
+			}
+			i++
+		}
+	})
+}
+
+// benchService is the service of benchYAML on the memory store, requiring
+// API keys from keys when it is not nil.
+func benchService(b *testing.B, keys envoyrls.KeyStore) *envoyrls.Server {
 	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{1, 3} {
+	s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), Keys: keys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// descriptorCounts are the requests' sizes every benchmark runs: one
+// descriptor, and three.
+var descriptorCounts = []int{1, 3}
+
+// BenchmarkShouldRateLimit calls the service in process (no gRPC), with
+// one and with three descriptors per request, on the memory store.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	for _, n := range descriptorCounts {
 		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
-			s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
-			if err != nil {
-				b.Fatal(err)
-			}
-			reqs := benchRequests(n)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					resp, err := s.ShouldRateLimit(ctx, reqs[i%benchKeys])
-					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
-						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
-					}
-					i++
-				}
+			s, ctx := benchService(b, nil), context.Background()
+			runCalls(b, benchRequests(n), false, func(r *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+				return s.ShouldRateLimit(ctx, r)
 			})
 		})
 	}
@@ -123,25 +147,11 @@ func BenchmarkPlainChecks(b *testing.B) {
 // BenchmarkShouldRateLimitGRPC goes through the real generated client and
 // a gRPC server over an in-process connection, 64 callers at once.
 func BenchmarkShouldRateLimitGRPC(b *testing.B) {
-	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, n := range []int{1, 3} {
+	for _, n := range descriptorCounts {
 		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
-			client := serveBench(b, cfg)
-			reqs := benchRequests(n)
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					resp, err := client.ShouldRateLimit(context.Background(), reqs[i%benchKeys])
-					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
-						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
-					}
-					i++
-				}
+			client, ctx := serveGRPC(b, benchService(b, nil)), context.Background()
+			runCalls(b, benchRequests(n), true, func(r *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+				return client.ShouldRateLimit(ctx, r)
 			})
 		})
 	}
@@ -163,32 +173,14 @@ func (okServer) ShouldRateLimit(_ context.Context, r *rlspb.RateLimitRequest) (*
 // BenchmarkGRPCFloor is BenchmarkShouldRateLimitGRPC's harness around a
 // server that decides nothing: what gRPC itself costs here.
 func BenchmarkGRPCFloor(b *testing.B) {
-	for _, n := range []int{1, 3} {
+	for _, n := range descriptorCounts {
 		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
-			client := serveGRPC(b, okServer{})
-			reqs := benchRequests(n)
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					if _, err := client.ShouldRateLimit(context.Background(), reqs[i%benchKeys]); err != nil {
-						b.Fatal(err)
-					}
-					i++
-				}
+			client, ctx := serveGRPC(b, okServer{}), context.Background()
+			runCalls(b, benchRequests(n), true, func(r *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+				return client.ShouldRateLimit(ctx, r)
 			})
 		})
 	}
-}
-
-// serveBench serves cfg on the memory store over bufconn.
-func serveBench(b *testing.B, cfg *envoyrls.Config) rlspb.RateLimitServiceClient {
-	s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return serveGRPC(b, s)
 }
 
 // serveGRPC serves srv over bufconn and returns a client of it.
@@ -212,30 +204,14 @@ func serveGRPC(b *testing.B, srv rlspb.RateLimitServiceServer) rlspb.RateLimitSe
 // Options.Keys: every call carries an API key in its metadata, checked
 // through the key cache (the store, SQLite, is asked once per 3 seconds).
 func BenchmarkShouldRateLimitKey(b *testing.B) {
-	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
-	if err != nil {
-		b.Fatal(err)
-	}
 	db := openKeys(b)
 	secret, _ := newKey(b, db, auth.ScopeRatelimitCheck)
-	for _, n := range []int{1, 3} {
+	for _, n := range descriptorCounts {
 		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
-			s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), Keys: db})
-			if err != nil {
-				b.Fatal(err)
-			}
-			reqs := benchRequests(n)
+			s := benchService(b, db)
 			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+secret))
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					resp, err := s.ShouldRateLimit(ctx, reqs[i%benchKeys])
-					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
-						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
-					}
-					i++
-				}
+			runCalls(b, benchRequests(n), false, func(r *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+				return s.ShouldRateLimit(ctx, r)
 			})
 		})
 	}
@@ -244,32 +220,14 @@ func BenchmarkShouldRateLimitKey(b *testing.B) {
 // BenchmarkShouldRateLimitGRPCKey is BenchmarkShouldRateLimitGRPC with
 // Options.Keys, the client sending its key as authorization metadata.
 func BenchmarkShouldRateLimitGRPCKey(b *testing.B) {
-	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(benchYAML)})
-	if err != nil {
-		b.Fatal(err)
-	}
 	db := openKeys(b)
 	secret, _ := newKey(b, db, auth.ScopeRatelimitCheck)
-	for _, n := range []int{1, 3} {
+	for _, n := range descriptorCounts {
 		b.Run(strconv.Itoa(n)+"_descriptors", func(b *testing.B) {
-			s, err := envoyrls.New(cfg, envoyrls.Options{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), Keys: db})
-			if err != nil {
-				b.Fatal(err)
-			}
-			client := serveGRPC(b, s)
-			reqs := benchRequests(n)
+			client := serveGRPC(b, benchService(b, db))
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+secret)
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					resp, err := client.ShouldRateLimit(ctx, reqs[i%benchKeys])
-					if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
-						b.Fatalf("ShouldRateLimit = %v, %v", resp, err)
-					}
-					i++
-				}
+			runCalls(b, benchRequests(n), true, func(r *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+				return client.ShouldRateLimit(ctx, r)
 			})
 		})
 	}

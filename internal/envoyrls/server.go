@@ -70,7 +70,7 @@ type Options struct {
 	// POST /v1/ratelimit/check does: a call without a valid key answers
 	// UNAUTHENTICATED, one whose key lacks the scope PERMISSION_DENIED,
 	// and one whose key could not be checked UNAVAILABLE. Answers are
-	// cached (keys.go), so a call with a known key asks Keys at most once
+	// cached (auth.Cache), so a call with a known key asks Keys at most once
 	// per 3 seconds. Other services on the gRPC server (health,
 	// reflection) are not concerned. If nil, any caller is served.
 	Keys KeyStore

@@ -1,37 +1,19 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/ratelimit/httplimit"
 )
 
 // KeyStore is what the gateway needs from the API key store
 // (*store.DB).
-type KeyStore interface {
-	APIKeyByHash(ctx context.Context, hash string) (auth.Key, error)
-}
-
-// The key cache: a known key is asked of the store at most once per
-// keyCacheTTL (so a revoked key is noticed within it) and served from a
-// stale answer for keyStaleIfError while the store fails; unknown keys
-// (only well-formed ones reach the store) are remembered in a smaller
-// map. Both maps are cleared when full: bounded memory, whatever the
-// clients send. A lookup waits at most keyLookupTimeout.
-const (
-	keyCacheTTL      = 3 * time.Second
-	keyStaleIfError  = 15 * time.Minute
-	knownKeysMax     = 10_000
-	unknownKeysMax   = 1_000
-	keyLookupTimeout = 250 * time.Millisecond
-)
+type KeyStore = auth.KeyStore
 
 // client is who a request comes from, as the gateway limits it.
 type client struct {
@@ -75,69 +57,35 @@ func (g *Gateway) resolve(r *http.Request) client {
 	if g.keys == nil || !auth.Plausible(c.id.APIKey) {
 		return c
 	}
-	known, err := g.keys.active(r.Context(), auth.HashSecret(c.id.APIKey))
+	ans, err := g.keys.cache.Lookup(r.Context(), auth.SumSecret(c.id.APIKey))
+	if err == nil {
+		err = ans.Stale
+	}
 	if err != nil {
 		c.unsure = true
 		g.keys.warn(g.log, err)
 	}
-	if known {
+	if ans.Found && ans.Key.Active() {
 		c.known, c.tier = true, g.cfg.DefaultTier
 	}
 	return c
 }
 
-// keyCache answers "is this key active in the store" through bounded
-// maps. It is safe for concurrent use.
+// keyCache holds the cache of verified keys, as the HTTP API's and the
+// Envoy service's (auth.Cache): a known key is asked of the store at most
+// once per 3 seconds (so a revoked key is noticed within it) and served
+// from a stale answer for 15 minutes while the store fails; a lookup
+// waits at most 250ms. It is safe for concurrent use.
 type keyCache struct {
-	store KeyStore
+	cache *auth.Cache
 	now   func() time.Time
 
 	mu       sync.Mutex
-	known    map[string]time.Time // hash -> when the store said active
-	unknown  map[string]time.Time // hash -> when the store said no
 	warnedAt time.Time
 }
 
 func newKeyCache(s KeyStore) *keyCache {
-	return &keyCache{store: s, now: time.Now, known: map[string]time.Time{}, unknown: map[string]time.Time{}}
-}
-
-// active reports whether the key hashed to hash is active. On a store
-// error it answers from a stale entry when there is one (true, err).
-func (k *keyCache) active(ctx context.Context, hash string) (bool, error) {
-	now := k.now()
-	k.mu.Lock()
-	at, isKnown := k.known[hash]
-	if isKnown && now.Sub(at) < keyCacheTTL {
-		k.mu.Unlock()
-		return true, nil
-	}
-	if at, ok := k.unknown[hash]; ok && now.Sub(at) < keyCacheTTL {
-		k.mu.Unlock()
-		return false, nil
-	}
-	k.mu.Unlock()
-
-	ctx, cancel := context.WithTimeout(ctx, keyLookupTimeout)
-	defer cancel()
-	key, err := k.store.APIKeyByHash(ctx, hash)
-	if err != nil && !apperr.Is(err, apperr.NotFound) {
-		return isKnown && now.Sub(at) < keyStaleIfError, err
-	}
-	active := err == nil && key.Active()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	m, limit := k.unknown, unknownKeysMax
-	if active {
-		m, limit = k.known, knownKeysMax
-	} else {
-		delete(k.known, hash)
-	}
-	if len(m) >= limit {
-		clear(m) // crude but bounded; a full map means many distinct keys, or an attack
-	}
-	m[hash] = now
-	return active, nil
+	return &keyCache{cache: auth.NewCache(s, auth.CacheOptions{}), now: time.Now}
 }
 
 // warn logs a failed key lookup, at most once a minute.

@@ -32,10 +32,15 @@ const (
 	authCacheTTL     = 3 * time.Second
 	authStaleIfError = 15 * time.Minute
 	authCacheSize    = 10_000
+	// authLookupTimeout bounds one key lookup (the cache's lookups are
+	// shared by the calls waiting for them, so no one call's context
+	// ends them).
+	authLookupTimeout = 5 * time.Second
 )
 
-// authenticator checks bearer keys against the store through a small cache,
-// so a request costs a map lookup, not a query.
+// authenticator checks bearer keys against the store through the cache of
+// verified keys, as the gateway's and the Envoy service's (auth.Cache), so
+// a request costs a map lookup, not a query.
 type authenticator struct {
 	keys        KeyStore
 	now         func() time.Time
@@ -48,22 +53,23 @@ type authenticator struct {
 	hostAllowed func(r *http.Request) bool
 	failures    authFailures // limits failed authentications (authlimit.go)
 
+	byHash *auth.Cache
+
 	mu        sync.Mutex
-	byHash    map[string]cachedKey
 	anyKeys   bool
 	anyKeysAt time.Time
 	byID      map[string]auth.Key // every stored key, for sessions
 	byIDAt    time.Time
 }
 
-type cachedKey struct {
-	key   auth.Key
-	found bool
-	at    time.Time
-}
-
 func newAuthenticator(keys KeyStore, now func() time.Time, secret []byte) *authenticator {
-	return &authenticator{keys: keys, now: now, byHash: make(map[string]cachedKey),
+	// Every answer serves stale, unknown and revoked keys' too, but only
+	// while the store is unavailable (not for its other errors).
+	byHash := auth.NewCache(keys, auth.CacheOptions{Now: now, TTL: authCacheTTL,
+		StaleIfError: authStaleIfError, StaleRefusals: true,
+		StaleIf:  func(err error) bool { return apperr.Is(err, apperr.Unavailable) },
+		KnownMax: authCacheSize, UnknownMax: authCacheSize, LookupTimeout: authLookupTimeout})
+	return &authenticator{keys: keys, now: now, byHash: byHash,
 		signer: newSigner(secret), crossOrigin: http.NewCrossOriginProtection()}
 }
 
@@ -115,11 +121,12 @@ func (a *authenticator) checkSecret(r *http.Request, secret string) (auth.Key, e
 	if err := a.failures.check(r); err != nil {
 		return auth.Key{}, err
 	}
-	key, found, err := a.lookup(r.Context(), auth.HashSecret(secret))
+	ans, err := a.byHash.Lookup(r.Context(), auth.SumSecret(secret))
 	if err != nil {
 		return auth.Key{}, apperr.Wrap(apperr.Unavailable, err, "checking the API key failed")
 	}
-	if !found {
+	key := ans.Key
+	if !ans.Found {
 		return auth.Key{}, a.failures.failed(r, "unknown key", errBadKey)
 	}
 	if !key.Active() {
@@ -210,35 +217,10 @@ func (a *authenticator) keysConfigured(ctx context.Context) (bool, error) {
 	return n > 0, nil
 }
 
-func (a *authenticator) lookup(ctx context.Context, hash string) (auth.Key, bool, error) {
-	now := a.now()
-	a.mu.Lock()
-	c, ok := a.byHash[hash]
-	a.mu.Unlock()
-	if ok && now.Sub(c.at) < authCacheTTL {
-		return c.key, c.found, nil
-	}
-	key, err := a.keys.APIKeyByHash(ctx, hash)
-	found := err == nil
-	if err != nil && !apperr.Is(err, apperr.NotFound) {
-		if ok && apperr.Is(err, apperr.Unavailable) && now.Sub(c.at) < authStaleIfError {
-			return c.key, c.found, nil
-		}
-		return auth.Key{}, false, err
-	}
-	a.mu.Lock()
-	if len(a.byHash) >= authCacheSize {
-		clear(a.byHash) // crude but bounded; a full cache means many distinct keys or an attack
-	}
-	a.byHash[hash] = cachedKey{key: key, found: found, at: now}
-	a.mu.Unlock()
-	return key, found, nil
-}
-
 // forget drops cached state so changes made through this server apply at once.
 func (a *authenticator) forget() {
+	a.byHash.Forget()
 	a.mu.Lock()
-	clear(a.byHash)
 	a.anyKeysAt = time.Time{}
 	a.byID = nil
 	a.mu.Unlock()

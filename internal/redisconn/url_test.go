@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
 
 func TestClientOption(t *testing.T) {
@@ -18,7 +18,7 @@ func TestClientOption(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("nope"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca, _, _ := enginetest.WriteTestCerts(t, dir)
+	ca := tlstest.NewCA(t, "test CA").File
 	tests := []struct {
 		name, url, ca string
 		wantAddrs     []string

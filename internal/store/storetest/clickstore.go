@@ -25,14 +25,7 @@ func hexVisitor(i int) string { return fmt.Sprintf("%032x", 7919*(i+1)) }
 func (s suite) linkClickChunks(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := s.migrated(t)
-	out, _, err := db.CreateLinks(ctx, []shorten.NewLink{
-		{URL: "https://example.com/a", CreatedAt: time.Now()},
-		{URL: "https://example.com/b", CreatedAt: time.Now()},
-	}, codeOf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, out := s.withLinks(t, "https://example.com/a", "https://example.com/b")
 	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 	// Sizes around the chunking: one row, a power of two, one past the
 	// 512-row chunk, several chunks with an odd remainder; a third of
@@ -100,15 +93,11 @@ func (s suite) linkClickChunks(t *testing.T) {
 func (s suite) linkVisitors(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := s.migrated(t)
-	out, _, err := db.CreateLinks(ctx, []shorten.NewLink{{URL: "https://example.com/a", CreatedAt: time.Now()}}, codeOf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, out := s.withLinks(t, "https://example.com/a")
 	id := out[0].ID
 	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 	// A row as written before migration 0019: the hash as text.
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO link_clicks (link_id, at, bot, reason, visitor) VALUES (?, ?, 0, '', ?)`),
 			id, t0.UnixMicro(), hexVisitor(1))
 		return err

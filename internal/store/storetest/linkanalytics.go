@@ -71,11 +71,7 @@ func (s suite) linkVisitLimit(t *testing.T) {
 func (s suite) linkRollups(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := s.migrated(t)
-	out, _, err := db.CreateLinks(ctx, []shorten.NewLink{{URL: "https://example.com/a", CreatedAt: time.Now()}}, codeOf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, out := s.withLinks(t, "https://example.com/a")
 	a := out[0]
 	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 	fr := shorten.Dimensions{Country: "FR", Device: shorten.DeviceMobile, OS: "ios", Language: "fr"}

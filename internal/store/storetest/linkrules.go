@@ -60,14 +60,10 @@ func (s suite) linkRules(t *testing.T) {
 func (s suite) linkClickTargets(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := s.migrated(t)
-	out, _, err := db.CreateLinks(ctx, []shorten.NewLink{{URL: "https://example.com/a", CreatedAt: time.Now()}}, codeOf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, out := s.withLinks(t, "https://example.com/a")
 	id := out[0].ID
 	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
-	err = db.RecordClicks(ctx, []shorten.Click{
+	err := db.RecordClicks(ctx, []shorten.Click{
 		{LinkID: id, At: t0, Visitor: "v1", Dimensions: shorten.Dimensions{Target: "ios"}},
 		{LinkID: id, At: t0.Add(time.Second), Visitor: "v2", Dimensions: shorten.Dimensions{Target: "ios"}},
 		{LinkID: id, At: t0.Add(time.Second), Visitor: "v3", Dimensions: shorten.Dimensions{Target: "ab/a"}},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/shorten"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 func (s suite) links(t *testing.T) {
@@ -25,6 +26,22 @@ func (s suite) links(t *testing.T) {
 
 // codeOf is the code callback of the tests: readable codes from ids.
 func codeOf(id int64) (string, error) { return fmt.Sprintf("c%d", id), nil }
+
+// withLinks opens a migrated store holding one link, created now and
+// coded by codeOf, to each of urls in order.
+func (s suite) withLinks(t *testing.T, urls ...string) (*store.DB, []shorten.Link) {
+	t.Helper()
+	db := s.migrated(t)
+	nl := make([]shorten.NewLink, len(urls))
+	for i, u := range urls {
+		nl[i] = shorten.NewLink{URL: u, CreatedAt: time.Now()}
+	}
+	out, _, err := db.CreateLinks(t.Context(), nl, codeOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, out
+}
 
 func (s suite) linkCreateAndRead(t *testing.T) {
 	t.Parallel()
@@ -156,14 +173,7 @@ func (s suite) linkConcurrentIDs(t *testing.T) {
 func (s suite) linkClicks(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := s.migrated(t)
-	out, _, err := db.CreateLinks(ctx, []shorten.NewLink{
-		{URL: "https://example.com/a", CreatedAt: time.Now()},
-		{URL: "https://example.com/b", CreatedAt: time.Now()},
-	}, codeOf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, out := s.withLinks(t, "https://example.com/a", "https://example.com/b")
 	a, b := out[0], out[1]
 	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 	batch := []shorten.Click{
