@@ -30,7 +30,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 		"check-grpc sends it too (authorization: Bearer), for a node with --grpc-require-key")
 	var httpTLS, grpcTLS clientTLS
 	httpTLS.register(fs, "", "an https:// --server", false)
-	grpcOn := fs.Bool("grpc-tls", false, "dial --grpc-server over TLS (implied by the other --grpc-* TLS flags)")
+	grpcOn := fs.Bool("grpc-tls", false, "dial --grpc-server over TLS (default: plaintext HTTP/2), checked and authenticated with the --grpc-* TLS flags")
 	grpcTLS.register(fs, "grpc-", "--grpc-server", true)
 	compareTLS := fs.Bool("compare-tls", false, "dial a --compare host:port over TLS, with --grpc-ca-file, --grpc-cert-file and --grpc-key-file")
 	redisURL := fs.String("redis-url", "", "in-process node only: keep counters in this Redis (use a private one)")
@@ -88,9 +88,12 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	b.Keys, b.Links, b.PerCall, b.Campaign = max(1, b.Keys), max(1, b.Links), max(1, b.PerCall), max(1, b.Campaign)
 	b.APIKey = cmp.Or(*apiKey, env.getenv("SLUICE_API_KEY"))
 
-	if *grpcOn || grpcTLS.set() {
+	if grpcTLS.set() && !*grpcOn && !*compareTLS {
+		return errors.New("the --grpc-* TLS flags take effect with --grpc-tls (Sluice's gRPC) or --compare-tls")
+	}
+	if *grpcOn {
 		if b.GRPCAddr == "" || *server == "" {
-			return errors.New("--grpc-tls and the --grpc-* TLS flags need --server and --grpc-server (the in-process node serves plaintext)")
+			return errors.New("--grpc-tls needs --server and --grpc-server (the in-process node serves plaintext)")
 		}
 		if b.GRPCTLS, err = grpcTLS.config(b.GRPCAddr); err != nil {
 			return err

@@ -44,7 +44,8 @@ func TestBenchGRPCOverTLS(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no CA file", args(certFlags, []string{"--api-key", b.checkKey}), "--grpc-ca-file"},
+		{"no CA file", args([]string{"--grpc-tls"}, certFlags, []string{"--api-key", b.checkKey}), "--grpc-ca-file"},
+		{"TLS flags without --grpc-tls", args([]string{"--grpc-ca-file", b.ca.File}, certFlags), "with --grpc-tls"},
 		{"no client certificate", args(tlsFlags, []string{"--api-key", b.checkKey}), "--grpc-cert-file"},
 		{"no key", args(tlsFlags, certFlags), "Unauthenticated"},
 		{"a key without the scope", args(tlsFlags, certFlags, []string{"--api-key", b.otherKey}), "ratelimit:check"},
@@ -70,6 +71,26 @@ func TestBenchGRPCPlaintextToTLS(t *testing.T) {
 		"--requests", "10", "--api-key", b.checkKey, "check-grpc")
 	if code == 0 || !strings.Contains(errs, "--grpc-tls") {
 		t.Errorf("sluice bench in plaintext to a TLS gRPC port = %d\n%s\nwant a failure suggesting --grpc-tls", code, errs)
+	}
+}
+
+// TestBenchCompareTLS: --compare-tls dials the compared gRPC server over
+// TLS with the --grpc-* files while the in-process node stays plaintext.
+func TestBenchCompareTLS(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t, "compare CA")
+	leaf := ca.Server(t, "compare")
+	cfg := testConfig(t)
+	cfg.GRPCTLSCertFile, cfg.GRPCTLSKeyFile = leaf.CertFile, leaf.KeyFile
+	n := startNode(t, cfg)
+	code, out, errs := runCLI(t, nil, "bench", "--requests", "20", "--workers", "2", "--keys", "4",
+		"--compare", n.grpcAddr, "--compare-tls", "--grpc-ca-file", ca.File, "check-grpc")
+	if code != 0 || !strings.Contains(out, "compare") {
+		t.Fatalf("sluice bench --compare-tls = %d\n%s\n%s", code, out, errs)
+	}
+	code, _, errs = runCLI(t, nil, "bench", "--requests", "20", "--compare", n.grpcAddr, "check-grpc")
+	if code == 0 || !strings.Contains(errs, "--compare-tls") {
+		t.Errorf("sluice bench --compare a TLS port in plaintext = %d\n%s\nwant a failure suggesting TLS", code, errs)
 	}
 }
 

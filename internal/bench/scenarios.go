@@ -155,7 +155,11 @@ func (s *Session) runRLS(ctx context.Context, label, addr, key string, tc *tls.C
 		defer conn.Close()
 		clients[i] = rlspb.NewRateLimitServiceClient(conn)
 	}
-	if err := firstCall(ctx, clients[0], addr, key, tc, reqs[0]); err != nil {
+	tlsFlag := "--grpc-tls"
+	if label == targetCompare {
+		tlsFlag = "--compare-tls"
+	}
+	if err := firstCall(ctx, clients[0], addr, key, tlsFlag, tc, reqs[0]); err != nil {
 		return Result{}, err
 	}
 	var over atomic.Int64
@@ -171,8 +175,9 @@ func (s *Session) runRLS(ctx context.Context, label, addr, key string, tc *tls.C
 }
 
 // firstCall makes one ShouldRateLimit call, bounded by 10 s, and explains
-// its failure: the likely flag to give for a refused handshake or key.
-func firstCall(ctx context.Context, c rlspb.RateLimitServiceClient, addr, key string, tc *tls.Config, req *rlspb.RateLimitRequest) error {
+// its failure: the likely flag to give for a refused handshake or key
+// (tlsFlag is the one that turns TLS on).
+func firstCall(ctx context.Context, c rlspb.RateLimitServiceClient, addr, key, tlsFlag string, tc *tls.Config, req *rlspb.RateLimitRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := c.ShouldRateLimit(ctx, req)
@@ -196,7 +201,7 @@ func firstCall(ctx context.Context, c rlspb.RateLimitServiceClient, addr, key st
 		case errors.As(err, &badName), strings.Contains(msg, "x509: certificate is valid for"):
 			hint = " (--grpc-server-name for the name the certificate holds)"
 		case tc == nil:
-			hint = " (a TLS listener? --grpc-tls, with --grpc-ca-file for a private CA)"
+			hint = " (a TLS listener? " + tlsFlag + ", with --grpc-ca-file for a private CA)"
 		case tc.Certificates == nil:
 			hint = " (a server that wants a client certificate? --grpc-cert-file and --grpc-key-file)"
 		}
