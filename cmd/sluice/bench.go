@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,7 +26,13 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	b := &bench.Session{Log: env.stderr}
 	server := fs.String("server", "", "Sluice server URL to load; empty starts a node in this process")
 	fs.StringVar(&b.GRPCAddr, "grpc-server", "", "gRPC address of --server for check-grpc (host:port)")
-	apiKey := fs.String("api-key", "", "API key for --server (default $SLUICE_API_KEY); admin scope lets bench create its policy and links")
+	apiKey := fs.String("api-key", "", "API key for --server (default $SLUICE_API_KEY); admin scope lets bench create its policy and links;\n"+
+		"check-grpc sends it too (authorization: Bearer), for a node with --grpc-require-key")
+	var httpTLS, grpcTLS clientTLS
+	httpTLS.register(fs, "", "an https:// --server", false)
+	grpcOn := fs.Bool("grpc-tls", false, "dial --grpc-server over TLS (default: plaintext HTTP/2), checked and authenticated with the --grpc-* TLS flags")
+	grpcTLS.register(fs, "grpc-", "--grpc-server", true)
+	compareTLS := fs.Bool("compare-tls", false, "dial a --compare host:port over TLS, with --grpc-ca-file, --grpc-cert-file and --grpc-key-file")
 	redisURL := fs.String("redis-url", "", "in-process node only: keep counters in this Redis (use a private one)")
 	databaseURL := fs.String("database-url", "", "in-process node only: PostgreSQL URL instead of SQLite in a temp dir")
 	natsURL := fs.String("nats-url", "", "in-process node only: external NATS instead of the embedded one")
@@ -48,7 +55,9 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	compare := fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
 		"a host:port (Envoy RLS gRPC server), or \"bare\" (an in-process handler and gRPC server that answer at once)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: sluice bench [flags] [SCENARIO...]\n\nDrives load at a Sluice server (or a node it starts in process) and prints one table.\nScenarios (default: all):")
+		fmt.Fprintln(env.stderr, "Usage: sluice bench [flags] [SCENARIO...]\n\nDrives load at a Sluice server (or a node it starts in process) and prints one table.\n"+
+			"A TLS node: --server https://... (--ca-file for a private CA), and for check-grpc --grpc-tls\n"+
+			"(--grpc-ca-file, --grpc-cert-file/--grpc-key-file for mutual TLS, --api-key for --grpc-require-key).\nScenarios (default: all):")
 		for _, s := range bench.Scenarios() {
 			fmt.Fprintf(env.stderr, "  %-11s %s\n", s.Name, s.Summary)
 		}
@@ -79,6 +88,25 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	b.Keys, b.Links, b.PerCall, b.Campaign = max(1, b.Keys), max(1, b.Links), max(1, b.PerCall), max(1, b.Campaign)
 	b.APIKey = cmp.Or(*apiKey, env.getenv("SLUICE_API_KEY"))
 
+	if grpcTLS.set() && !*grpcOn && !*compareTLS {
+		return errors.New("the --grpc-* TLS flags take effect with --grpc-tls (Sluice's gRPC) or --compare-tls")
+	}
+	if *grpcOn {
+		if b.GRPCAddr == "" || *server == "" {
+			return errors.New("--grpc-tls needs --server and --grpc-server (the in-process node serves plaintext)")
+		}
+		if b.GRPCTLS, err = grpcTLS.config(b.GRPCAddr); err != nil {
+			return err
+		}
+	}
+	if httpTLS.set() {
+		hc, err := httpTLS.httpClient(*server)
+		if err != nil {
+			return err
+		}
+		b.TLS = hc.Transport.(*http.Transport).TLSClientConfig
+	}
+
 	if *server == "" {
 		n, err := startBenchNode(ctx, env, benchNodeEngines{redis: *redisURL, database: *databaseURL, nats: *natsURL})
 		if err != nil {
@@ -99,6 +127,16 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 		defer stop()
+	}
+	if *compareTLS {
+		if b.CompareGRPC == "" || *compare == "bare" {
+			return errors.New("--compare-tls is for a --compare host:port (a gRPC server)")
+		}
+		ct := grpcTLS
+		ct.serverName = "" // --grpc-server-name names Sluice's
+		if b.CompareGRPCTLS, err = ct.config(b.CompareGRPC); err != nil {
+			return err
+		}
 	}
 	stopProfiles, err := startProfiles(*cpuProfile, *blockProfile)
 	if err != nil {

@@ -25,6 +25,8 @@ func runCheck(ctx context.Context, env *environment, args []string) error {
 	cost := fs.Int64("cost", 1, "units each key consumes")
 	server := fs.String("server", "", "Sluice server URL (default $SLUICE_SERVER or "+client.DefaultServer+")")
 	apiKey := fs.String("api-key", "", "API key with the ratelimit:check scope (default $SLUICE_API_KEY)")
+	var ct clientTLS
+	ct.register(fs, "", "an https:// --server", false)
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: sluice check --policy NAME [--cost N] KEY [KEY...]\n\nChecks and consumes KEY under the policy on a running server; several keys are checked atomically. Exits 1 when refused.")
 		fs.PrintDefaults()
@@ -37,7 +39,7 @@ func runCheck(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return errors.New("--policy and at least one key are required")
 	}
-	c := client.New(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*apiKey, env.getenv("SLUICE_API_KEY")))
+	c := ct.client(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*apiKey, env.getenv("SLUICE_API_KEY")))
 	reqs := make([]client.CheckRequest, len(keys))
 	for i, k := range keys {
 		reqs[i] = client.CheckRequest{Policy: *policy, Key: k, Cost: *cost}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/pem"
@@ -13,8 +12,6 @@ import (
 	"net/http"
 	"os"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 func init() {
@@ -38,7 +35,7 @@ func runHealthcheck(ctx context.Context, env *environment, args []string) error 
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	live := fs.Bool("live", false, "ask /healthz (the process is alive) instead of /readyz (every engine reachable)")
 	timeout := fs.Duration("timeout", 3*time.Second, "longest wait for the answer")
-	var hc healthTLS
+	var hc clientTLS
 	fs.StringVar(&hc.caFile, "ca-file", "", "with --tls-cert-file: PEM certificate authorities the node's certificate must chain to (default: accept exactly the certificate in --tls-cert-file)")
 	fs.StringVar(&hc.serverName, "server-name", "", "with --ca-file: the name the node's certificate must hold (default: the host dialed)")
 	fs.BoolVar(&hc.skipVerify, "insecure-skip-verify", false, "with --tls-cert-file: do not check the node's certificate (loopback addresses only)")
@@ -51,7 +48,7 @@ func runHealthcheck(ctx context.Context, env *environment, args []string) error 
 		path = "/healthz"
 	}
 	addr := loopbackAddr(cfg.HTTPAddr)
-	client, scheme, err := hc.client(cfg.TLSCertFile, addr)
+	client, scheme, err := healthClient(&hc, cfg.TLSCertFile, addr)
 	if err != nil {
 		return err
 	}
@@ -92,39 +89,26 @@ func loopbackAddr(listen string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// healthTLS is how `sluice healthcheck` checks a TLS node's certificate.
-type healthTLS struct {
-	caFile, serverName string
-	skipVerify         bool
-}
-
-// client returns the HTTP client and scheme to ask addr with: plain HTTP
-// when certFile (the node's --tls-cert-file) is empty.
-func (h healthTLS) client(certFile, addr string) (*http.Client, string, error) {
+// healthClient returns the HTTP client and scheme to ask addr with:
+// plain HTTP when certFile (the node's --tls-cert-file) is empty, else h's
+// checks, or by default the node's own certificate pinned.
+func healthClient(h *clientTLS, certFile, addr string) (*http.Client, string, error) {
 	if certFile == "" {
 		return http.DefaultClient, "http", nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	host, _, _ := net.SplitHostPort(addr)
-	switch {
-	case h.skipVerify:
-		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-			return nil, "", fmt.Errorf("--insecure-skip-verify: %s is not a loopback address", addr)
+	var cfg *tls.Config
+	if h.skipVerify || h.caFile != "" {
+		var err error
+		if cfg, err = h.config(addr); err != nil {
+			return nil, "", err
 		}
-		cfg.InsecureSkipVerify = true
-	case h.caFile != "":
-		pool, err := tlsconf.LoadPool(h.caFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("--ca-file: %w", err)
-		}
-		cfg.RootCAs, cfg.ServerName = pool, cmp.Or(h.serverName, host)
-	default:
+	} else {
 		want, err := firstCertificate(certFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("--tls-cert-file: %w", err)
 		}
 		// The node's own certificate, pinned: no chain or name to check.
-		cfg.InsecureSkipVerify = true
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
 				return fmt.Errorf("the node serves a certificate other than the one in %s", certFile)

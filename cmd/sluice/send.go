@@ -21,13 +21,17 @@ func init() {
 	commands["campaign"] = command{"send a notification to every user of a CSV: campaign send --type flash_sale --users users.csv", runCampaign}
 }
 
-// clientFlags registers --server and --api-key and returns a constructor
-// for the client they name (flags, then SLUICE_SERVER / SLUICE_API_KEY).
+// clientFlags registers --server, --api-key and the TLS flags of an
+// https:// server (--ca-file, --server-name, --insecure-skip-verify) and
+// returns a constructor for the client they name (flags, then
+// SLUICE_SERVER / SLUICE_API_KEY). Bad TLS flags fail its first call.
 func clientFlags(fs *flag.FlagSet, env *environment) func() *client.Client {
 	server := fs.String("server", "", "Sluice server URL (default $SLUICE_SERVER or "+client.DefaultServer+")")
 	key := fs.String("api-key", "", "API key (default $SLUICE_API_KEY)")
+	var ct clientTLS
+	ct.register(fs, "", "an https:// --server", false)
 	return func() *client.Client {
-		return client.New(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
+		return ct.client(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
 	}
 }
 

@@ -24,6 +24,8 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 	fallback := fs.String("fallback-url", "", "where the link redirects once expired or used up (default: the server's links.fallback_url, else 410)")
 	clickIDs := fs.Bool("click-ids", false, "append a signed click id (sluice_cid) to the target on each human redirect, for `sluice links convert`")
 	verbose := fs.Bool("v", false, "print the code, target and expiry too")
+	var ct clientTLS
+	ct.register(fs, "", "an https:// --server", false)
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: sluice shorten [flags] URL\n\nPrints the short URL of URL.\n\nFlags:")
 		fs.PrintDefaults()
@@ -46,7 +48,7 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 		t := time.Now().Add(*expiresIn).UTC()
 		req.ExpiresAt = &t
 	}
-	l, err := client.New(*server, *apiKey).Shorten(ctx, req)
+	l, err := ct.client(*server, *apiKey).Shorten(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package bench
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +15,10 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/client"
 )
@@ -108,11 +113,14 @@ func checkGRPC(ctx context.Context, s *Session) ([]Result, error) {
 	}
 	reqs := RLSRequests(s.Domain, s.Descriptor, s.Keys, s.PerCall)
 	var out []Result
-	for _, t := range []struct{ label, addr string }{{targetSluice, s.GRPCAddr}, {targetCompare, s.CompareGRPC}} {
+	for _, t := range []struct {
+		label, addr, key string
+		tls              *tls.Config
+	}{{targetSluice, s.GRPCAddr, s.APIKey, s.GRPCTLS}, {targetCompare, s.CompareGRPC, "", s.CompareGRPCTLS}} {
 		if t.addr == "" {
 			continue
 		}
-		res, err := s.runRLS(ctx, t.label, t.addr, reqs)
+		res, err := s.runRLS(ctx, t.label, t.addr, t.key, t.tls, reqs)
 		if err != nil {
 			return out, err
 		}
@@ -125,15 +133,34 @@ func checkGRPC(ctx context.Context, s *Session) ([]Result, error) {
 // workers would hold, so one HTTP/2 connection is not the bottleneck.
 const grpcConns = 4
 
-func (s *Session) runRLS(ctx context.Context, label, addr string, reqs []*rlspb.RateLimitRequest) (Result, error) {
+// runRLS drives ShouldRateLimit at addr over grpcConns connections, TLS
+// ones when tc is not nil, with key as a Bearer token when not empty. One
+// call made first must succeed, so a wrong address, transport or key
+// fails the scenario with the reason instead of a run of errors.
+func (s *Session) runRLS(ctx context.Context, label, addr, key string, tc *tls.Config, reqs []*rlspb.RateLimitRequest) (Result, error) {
+	creds := insecure.NewCredentials()
+	if tc != nil {
+		creds = credentials.NewTLS(tc)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if key != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{"Bearer " + key}))
+	}
 	clients := make([]rlspb.RateLimitServiceClient, grpcConns)
 	for i := range clients {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			return Result{}, fmt.Errorf("dial %s: %w", addr, err)
 		}
 		defer conn.Close()
 		clients[i] = rlspb.NewRateLimitServiceClient(conn)
+	}
+	tlsFlag := "--grpc-tls"
+	if label == targetCompare {
+		tlsFlag = "--compare-tls"
+	}
+	if err := firstCall(ctx, clients[0], addr, key, tlsFlag, tc, reqs[0]); err != nil {
+		return Result{}, err
 	}
 	var over atomic.Int64
 	res, err := Run(ctx, "check-grpc", label, s.Options, func(worker int) Op {
@@ -146,6 +173,52 @@ func (s *Session) runRLS(ctx context.Context, label, addr string, reqs []*rlspb.
 	}
 	return res, err
 }
+
+// firstCall makes one ShouldRateLimit call, bounded by 10 s, and explains
+// its failure: the likely flag to give for a refused handshake or key
+// (tlsFlag is the one that turns TLS on).
+func firstCall(ctx context.Context, c rlspb.RateLimitServiceClient, addr, key, tlsFlag string, tc *tls.Config, req *rlspb.RateLimitRequest) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.ShouldRateLimit(ctx, req)
+	if err == nil {
+		return nil
+	}
+	hint := ""
+	switch st, _ := status.FromError(err); st.Code() {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		if key == "" {
+			hint = " (the server wants an API key: --api-key with the ratelimit:check scope)"
+		} else {
+			hint = " (--api-key needs the ratelimit:check or admin scope)"
+		}
+	case codes.Unavailable, codes.DeadlineExceeded:
+		var unknownCA x509.UnknownAuthorityError
+		var badName x509.HostnameError
+		switch msg := err.Error(); {
+		case errors.As(err, &unknownCA), strings.Contains(msg, "x509: certificate signed by unknown authority"):
+			hint = " (--grpc-ca-file for a private CA)"
+		case errors.As(err, &badName), strings.Contains(msg, "x509: certificate is valid for"):
+			hint = " (--grpc-server-name for the name the certificate holds)"
+		case tc == nil:
+			hint = " (a TLS listener? " + tlsFlag + ", with --grpc-ca-file for a private CA)"
+		case tc.Certificates == nil:
+			hint = " (a server that wants a client certificate? --grpc-cert-file and --grpc-key-file)"
+		}
+	}
+	return fmt.Errorf("first ShouldRateLimit call to %s: %w%s", addr, err, hint)
+}
+
+// bearer sends a key as "authorization" metadata on every call. It does
+// not require TLS: a node reached in plaintext gets the key in clear text,
+// as it warns when it requires one.
+type bearer struct{ value string }
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": b.value}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
 
 // redirect makes Session.Links links, then drives GET /{code} over them
 // (302 expected), then GETs CompareHTTP with the same load.

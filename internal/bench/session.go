@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,8 +43,15 @@ type Session struct {
 	// when it is empty.
 	GRPCAddr string
 	// APIKey is sent to Server; with the admin scope check-http can create
-	// its policy and redirect its links.
+	// its policy and redirect its links. check-grpc sends it to GRPCAddr
+	// too, as "authorization: Bearer" metadata, when it is set.
 	APIKey string
+	// TLS is how an https:// Server is dialed. If nil, Go's defaults (the
+	// system's certificate authorities).
+	TLS *tls.Config
+	// GRPCTLS, when not nil, dials GRPCAddr over TLS with it (a client
+	// certificate in its Certificates); nil dials plaintext HTTP/2.
+	GRPCTLS *tls.Config
 	// Keys is how many rate limit keys the checks spread over.
 	Keys int
 	// Policy is check-http's policy; if empty, DefaultPolicy is created.
@@ -71,6 +79,8 @@ type Session struct {
 	// CompareHTTP and CompareGRPC are another implementation's HTTP
 	// endpoint and Envoy RLS address; empty ones are not driven.
 	CompareHTTP, CompareGRPC string
+	// CompareGRPCTLS is GRPCTLS for CompareGRPC; nil dials plaintext.
+	CompareGRPCTLS *tls.Config
 	// Log receives a line as each scenario starts. If nil, lines are
 	// discarded.
 	Log io.Writer
@@ -155,6 +165,9 @@ func (s *Session) Run(ctx context.Context, w io.Writer, scenarios []Scenario) er
 		log = io.Discard
 	}
 	s.hc = NewHTTPClient(s.Options.Workers, 10*time.Second)
+	if s.TLS != nil {
+		s.hc.Transport.(*http.Transport).TLSClientConfig = s.TLS
+	}
 	s.c = &client.Client{BaseURL: s.Server, APIKey: s.APIKey, HTTPClient: s.hc}
 	var results []Result
 	for _, sc := range scenarios {
