@@ -62,13 +62,20 @@ func isUniqueViolation(err error) bool {
 	return false
 }
 
-// isTimeout reports a PostgreSQL statement cancelled by the server:
-// query_canceled (statement_timeout, or a cancel request, which pgx sends
-// when a context ends) or lock_not_available (lock_timeout). Neither
-// means the request was wrong: the database did not answer in time.
+// isTimeout reports a PostgreSQL statement the server cancelled past a
+// timeout: query_canceled by statement_timeout, or lock_not_available
+// (lock_timeout). Neither means the request was wrong: the database did
+// not answer in time. A query_canceled answering a cancel request (pgx
+// sends one when a context ends) is not a timeout of the server's; the
+// context's own error says what happened.
 func isTimeout(err error) bool {
 	if e, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return e.Code == "57014" || e.Code == "55P03"
+		switch e.Code {
+		case "57014":
+			return strings.Contains(e.Message, "statement timeout")
+		case "55P03":
+			return true
+		}
 	}
 	return false
 }
