@@ -16,7 +16,7 @@ import (
 
 // openStore opens and migrates the record store named by cfg.
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.DB, error) {
-	opts := store.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: log}
+	opts := store.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: log, StatementTimeout: cfg.DatabaseStatementTimeout}
 	if !cfg.Notify.GroupCommit {
 		opts.MaxBatch = 1
 	}

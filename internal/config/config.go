@@ -45,6 +45,11 @@ type Config struct {
 	Ratelimit       Ratelimit     `yaml:"ratelimit"`
 	Gateway         Gateway       `yaml:"gateway"`
 
+	// DatabaseStatementTimeout is PostgreSQL's statement_timeout on the
+	// store's connections (docs/operations.md). SQLite ignores it: its
+	// busy_timeout (10s) already bounds the one wait it can have.
+	DatabaseStatementTimeout time.Duration `yaml:"database_statement_timeout" flag:"database-statement-timeout" usage:"PostgreSQL only: longest a statement may run (statement_timeout on every pooled connection) before it is cancelled and the request gets 503; a statement_timeout in --database-url wins; migrations and background purges set their own; 0 means none"`
+
 	// TLS on the HTTP and gRPC listeners, client certificates and API
 	// keys on gRPC (tls.go, docs/security.md).
 	TLSCertFile      string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"PEM certificate (leaf first, then intermediates) served with TLS 1.2+ on --http-addr and, unless --grpc-tls-cert-file is set, on --grpc-addr; a replaced file is picked up at the next handshake, no restart; empty serves plain HTTP and gRPC"`
@@ -95,6 +100,8 @@ func Default() Config {
 		Links:           DefaultLinks(),
 		UI:              DefaultUI(),
 		Notify:          defaultNotify(),
+
+		DatabaseStatementTimeout: 10 * time.Second,
 	}
 }
 
@@ -156,6 +163,11 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log-level", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+	if c.DatabaseStatementTimeout < 0 {
+		bad("database-statement-timeout", "must not be negative")
+	} else if c.DatabaseStatementTimeout > 0 && c.DatabaseStatementTimeout < time.Millisecond {
+		bad("database-statement-timeout", "must be 0 or at least 1ms (PostgreSQL counts milliseconds)")
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive")

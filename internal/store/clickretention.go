@@ -27,7 +27,7 @@ const purgeLinksPerCall = 200
 // waits cannot form a cycle.
 func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, limit int) (deleted int, next int64, err error) {
 	cutoff := before.UnixMicro()
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
+	err = db.backgroundTx(ctx, func(tx *sql.Tx) error {
 		deleted, next = 0, 0
 		rows, err := tx.QueryContext(ctx, db.Rebind(`SELECT id FROM links
 			WHERE id >= ? AND created_at < ? AND (clicks > 0 OR bot_hits > 0) ORDER BY id LIMIT ?`), from, cutoff, purgeLinksPerCall)

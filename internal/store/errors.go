@@ -19,10 +19,15 @@ import (
 // unavailableMessage is what clients are told when an engine is down.
 const unavailableMessage = "database unavailable"
 
+// timeoutMessage is what clients are told when PostgreSQL cancelled a
+// statement that ran past statement_timeout (or lock_timeout, if the
+// operator set one).
+const timeoutMessage = "the database did not answer within its statement timeout (database_statement_timeout); retry later"
+
 // mapErr wraps err from the engine with op, a short lowercase description of
 // what was being done ("create api key"), and gives it the apperr code the
 // edge needs: Conflict for unique violations, Unavailable when the engine
-// cannot be reached, Internal (a plain wrapped error) otherwise. Errors that
+// cannot be reached or cancelled a statement past its timeout, Internal (a plain wrapped error) otherwise. Errors that
 // already carry an apperr code keep it. mapErr(nil, op) is nil.
 func mapErr(err error, op string) error {
 	if err == nil {
@@ -35,6 +40,8 @@ func mapErr(err error, op string) error {
 	switch {
 	case isUniqueViolation(err):
 		return apperr.Wrap(apperr.Conflict, cause, "%s: already exists", op)
+	case isTimeout(err):
+		return apperr.Wrap(apperr.Unavailable, cause, timeoutMessage)
 	case isUnavailable(err):
 		return apperr.Wrap(apperr.Unavailable, cause, unavailableMessage)
 	default:
@@ -51,6 +58,24 @@ func isUniqueViolation(err error) bool {
 	}
 	if e, ok := errors.AsType[*pgconn.PgError](err); ok {
 		return e.Code == "23505" // unique_violation
+	}
+	return false
+}
+
+// isTimeout reports a PostgreSQL statement the server cancelled past a
+// timeout: query_canceled by statement_timeout, or lock_not_available
+// (lock_timeout). Neither means the request was wrong: the database did
+// not answer in time. A query_canceled answering a cancel request (pgx
+// sends one when a context ends) is not a timeout of the server's; the
+// context's own error says what happened.
+func isTimeout(err error) bool {
+	if e, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch e.Code {
+		case "57014":
+			return strings.Contains(e.Message, "statement timeout")
+		case "55P03":
+			return true
+		}
 	}
 	return false
 }

@@ -247,7 +247,7 @@ func (db *DB) recoveredEvents(ctx context.Context, subID string, since time.Time
 
 // DeleteEventsBefore implements events.Store.
 func (db *DB) DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	res, err := db.exec(ctx, `DELETE FROM event_log WHERE id IN (SELECT id FROM event_log WHERE at < ? ORDER BY at LIMIT ?)`,
+	res, err := db.backgroundExec(ctx, `DELETE FROM event_log WHERE id IN (SELECT id FROM event_log WHERE at < ? ORDER BY at LIMIT ?)`,
 		t.UnixMicro(), limit)
 	if err != nil {
 		return 0, mapErr(err, "purge events")

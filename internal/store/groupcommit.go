@@ -254,14 +254,15 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 	}
 	if g.pipelined(live) {
 		err := g.commitPipelined(ctx, live)
-		if err == nil || errors.Is(err, errOutcomeUnknown) {
+		if err == nil || errors.Is(err, errOutcomeUnknown) || isTimeout(err) {
 			g.stats.add(len(live), time.Since(start), true)
 			for _, op := range live {
 				op.done <- err
 			}
 			return
 		}
-		// Nothing was written: run each op alone, as below. A lone op
+		// Nothing was written (a timeout, above, fails every op: see
+		// below). Run each op alone, as below. A lone op
 		// runs again too, so that its caller gets the error of its
 		// database/sql form, as on SQLite.
 		g.commitEach(ctx, live)
@@ -275,7 +276,11 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 		}
 		return nil
 	})
-	if err == nil || len(live) == 1 {
+	// A batch the server cancelled past its statement timeout fails every
+	// caller with that error (nothing was written): the database is not
+	// answering in time, and running each op alone would hold the writer
+	// for up to one timeout per op.
+	if err == nil || len(live) == 1 || isTimeout(err) {
 		g.stats.add(len(live), time.Since(start), false)
 		for _, op := range live {
 			op.done <- err

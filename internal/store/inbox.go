@@ -218,7 +218,7 @@ func (db *DB) MarkInboxRead(ctx context.Context, user string, at time.Time) (int
 // DeleteInboxBefore deletes up to limit inbox messages that arrived before
 // t (the notification history's retention) and returns how many.
 func (db *DB) DeleteInboxBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	res, err := db.exec(ctx, `DELETE FROM inbox_messages WHERE (user_id, seq) IN
+	res, err := db.backgroundExec(ctx, `DELETE FROM inbox_messages WHERE (user_id, seq) IN
 		(SELECT user_id, seq FROM inbox_messages WHERE created_at < ? ORDER BY created_at LIMIT ?)`, toMicros(t), limit)
 	if err != nil {
 		return 0, mapErr(err, "purge inbox")

@@ -301,7 +301,7 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 // PurgeExpiredLinks implements shorten.Store.
 func (db *DB) PurgeExpiredLinks(ctx context.Context, before time.Time, limit int) (int, error) {
 	n := 0
-	err := db.InTx(ctx, func(tx *sql.Tx) error {
+	err := db.backgroundTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, db.Rebind(`DELETE FROM links WHERE id IN
 			(SELECT id FROM links WHERE expires_at < ? ORDER BY expires_at LIMIT ?) RETURNING id`), before.UnixMicro(), limit)
 		if err != nil {

@@ -116,10 +116,17 @@ func (db *DB) migrate(ctx context.Context, through string) (applied []string, er
 	return applied, nil
 }
 
-// lockMigrations serialises migrating transactions across processes.
+// lockMigrations serialises migrating transactions across processes. On
+// PostgreSQL it first lifts statement_timeout for the transaction (SET
+// LOCAL, whatever Options or the URL set): a migration may rewrite a large
+// table, and a node waits here for another node's migration to finish; cut
+// short, it would fail the node's start every time.
 func (db *DB) lockMigrations(ctx context.Context, tx *sql.Tx) error {
 	if db.dialect != DialectPostgres {
 		return nil // BEGIN IMMEDIATE already holds the write lock
+	}
+	if err := setLocalStatementTimeout(ctx, tx, 0); err != nil {
+		return err
 	}
 	// The first key is fixed (0x736c7569, "slui"); the second keeps tests
 	// in separate schemas of one database from waiting on each other.

@@ -420,7 +420,7 @@ func (db *DB) MarkQueued(ctx context.Context, keys []notify.DeliveryKey, at time
 // DeleteNotificationsBefore implements notify.Store. Deliveries, dead
 // letters and outbox entries go with their notification (ON DELETE CASCADE).
 func (db *DB) DeleteNotificationsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	res, err := db.exec(ctx, `DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+	res, err := db.backgroundExec(ctx, `DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
 		t.UnixMicro(), limit)
 	if err != nil {
 		return 0, mapErr(err, "delete old notifications")

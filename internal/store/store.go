@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,17 @@ type Options struct {
 	// Writers is how many group-commit transactions run at once. SQLite
 	// always uses 1 (it has one writer); if zero, PostgreSQL uses 4.
 	Writers int
+	// StatementTimeout, on PostgreSQL, is sent as statement_timeout when
+	// each pooled connection starts: the server cancels a statement that
+	// runs (or waits for a lock) longer, and the caller gets an apperr
+	// Unavailable error (see timeoutMessage) instead of holding its request
+	// and its connection until the client gives up. A statement_timeout in
+	// URL (a statement_timeout parameter, or -c statement_timeout in
+	// options or PGOPTIONS) wins over it. Migrations run without a timeout
+	// and background purges with at least backgroundStatementTimeout (see
+	// backgroundTx). If zero, none is set (the server's default applies).
+	// SQLite ignores it: busy_timeout bounds the one wait it has.
+	StatementTimeout time.Duration
 }
 
 // DB is an open record store. It is safe for concurrent use; Close it when
@@ -69,6 +81,9 @@ type DB struct {
 	// rebound remembers Rebind's results on PostgreSQL (query -> query).
 	rebound      sync.Map
 	reboundCount atomic.Int32
+	// statementTimeout is the statement_timeout Open set on PostgreSQL
+	// connections, zero if it set none.
+	statementTimeout time.Duration
 }
 
 // maxReadStmts bounds the prepared reads kept: queries built with a
@@ -119,7 +134,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	case DialectSQLite:
 		err = db.openSQLite(ctx, t, maxConns)
 	case DialectPostgres:
-		err = db.openPostgres(ctx, t, maxConns)
+		err = db.openPostgres(ctx, t, maxConns, opts.StatementTimeout)
 	}
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
@@ -180,12 +195,19 @@ func (db *DB) openSQLite(ctx context.Context, t target, maxConns int) error {
 	return nil
 }
 
-func (db *DB) openPostgres(ctx context.Context, t target, maxConns int) error {
+func (db *DB) openPostgres(ctx context.Context, t target, maxConns int, timeout time.Duration) error {
 	// Parse here rather than at the first connection, so a bad URL is
 	// Invalid rather than Unavailable. pgx's parse errors mask the password.
 	cfg, err := pgx.ParseConfig(t.url)
 	if err != nil {
 		return apperr.Wrap(apperr.Invalid, err, "invalid postgres url")
+	}
+	if timeout > 0 && !setsStatementTimeout(cfg.RuntimeParams) {
+		// Sent in the startup message, so it holds on every connection
+		// the pool opens, before any statement; SET LOCAL overrides it
+		// for one transaction (migrations, backgroundTx).
+		cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+		db.statementTimeout = timeout
 	}
 	db.write = stdlib.OpenDB(*cfg)
 	db.read = db.write
@@ -197,6 +219,54 @@ func (db *DB) openPostgres(ctx context.Context, t target, maxConns int) error {
 		return fmt.Errorf("open postgres: %w", err)
 	}
 	return nil
+}
+
+// setsStatementTimeout reports whether the operator's URL (or PGOPTIONS)
+// already sets statement_timeout, which then wins over Options.
+func setsStatementTimeout(params map[string]string) bool {
+	if _, ok := params["statement_timeout"]; ok {
+		return true
+	}
+	return strings.Contains(params["options"], "statement_timeout")
+}
+
+// backgroundStatementTimeout is the least statement_timeout a background
+// purge runs with (see backgroundTx): purges delete in bounded chunks, but
+// one chunk on a large, busy table may take longer than a request may, and
+// a chunk cut short would be cut again at every run. Bounded still, so a
+// purge stuck on a lock gives its connection back.
+const backgroundStatementTimeout = 5 * time.Minute
+
+// backgroundTx is InTx for background jobs that may run longer than a
+// request: on PostgreSQL, when Open set a statement_timeout shorter than
+// backgroundStatementTimeout, the transaction raises it to that with SET
+// LOCAL. A statement_timeout from the operator's URL is left alone.
+func (db *DB) backgroundTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return db.InTx(ctx, func(tx *sql.Tx) error {
+		if db.statementTimeout > 0 && db.statementTimeout < backgroundStatementTimeout {
+			if err := setLocalStatementTimeout(ctx, tx, backgroundStatementTimeout); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+}
+
+// backgroundExec is exec for a background purge's single statement, run
+// in backgroundTx. Errors are not yet mapped.
+func (db *DB) backgroundExec(ctx context.Context, q string, args ...any) (res sql.Result, err error) {
+	err = db.backgroundTx(ctx, func(tx *sql.Tx) error {
+		res, err = tx.ExecContext(ctx, db.Rebind(q), args...)
+		return err
+	})
+	return res, err
+}
+
+// setLocalStatementTimeout sets statement_timeout for the rest of tx (0
+// means none). Only for PostgreSQL.
+func setLocalStatementTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error {
+	_, err := tx.ExecContext(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(d.Milliseconds(), 10))
+	return mapErr(err, "set statement timeout")
 }
 
 // Dialect returns "sqlite" or "postgres".
