@@ -26,6 +26,13 @@ func (n *node) startEnvoy(ctx context.Context, limitRules *limits.Rules) (*envoy
 		Blocked: limitRules.EntryBlocked, DetailedMetricValues: n.cfg.EnvoyDetailed}
 	if n.cfg.GRPCRequireKey {
 		opts.Keys = n.db // ShouldRateLimit needs a ratelimit:check key (docs/security.md)
+		// Failed keys count against --auth-failures-per-minute, in the HTTP
+		// API's budget of the same client address (security.go).
+		lim, err := n.authFailureLimiter()
+		if err != nil {
+			return nil, fmt.Errorf("--auth-failures-per-minute: %w", err)
+		}
+		opts.AuthFailures = lim
 		if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 			n.log.Warn("--grpc-require-key with no API key stored: every ShouldRateLimit call is refused until one with the ratelimit:check scope exists (`sluice keys create --scope ratelimit:check`)")
 		}

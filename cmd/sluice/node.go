@@ -238,7 +238,12 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	n.grpc, n.health = newGRPCServer(envoy, cfg.GRPCReflection, grpcOpts...)
 
 	if cfg.Gateway.Listen != "" {
-		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP, Logger: log}); err != nil {
+		gwTLS, err := n.gatewayTLS() // with --gateway-tls-cert-file or --tls-cert-file (tls.go)
+		if err != nil {
+			return nil, fmt.Errorf("gateway tls: %w", err)
+		}
+		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP, Logger: log,
+			TLS: gwTLS}); err != nil {
 			return nil, err
 		}
 	}

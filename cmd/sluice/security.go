@@ -10,7 +10,9 @@ import (
 // authFailureLimiter limits failed authentications to
 // --auth-failures-per-minute per client on the node's counter store
 // (Redis when configured, so the count holds across nodes), or returns
-// nil when the setting is 0.
+// nil when the setting is 0. The HTTP API and the gRPC key check
+// (startEnvoy) each take one; as they share the policy name and the
+// store, a client's failures on both count against one budget.
 func (n *node) authFailureLimiter() (httpapi.AuthFailureLimiter, error) {
 	per := int64(n.cfg.AuthFailures)
 	if per <= 0 {

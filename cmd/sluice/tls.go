@@ -36,6 +36,23 @@ func (n *node) httpTLS(ln net.Listener) (net.Listener, error) {
 	return tls.NewListener(ln, r.Config()), nil
 }
 
+// gatewayTLS is the gateway's TLS configuration when
+// --gateway-tls-cert-file or --tls-cert-file is set (reloaded at the next
+// handshake once the files change), or nil for plain HTTP.
+func (n *node) gatewayTLS() (*tls.Config, error) {
+	cert, key := n.cfg.GatewayTLS()
+	if cert == "" {
+		return nil, nil
+	}
+	r, err := tlsconf.New(tlsconf.Options{CertFile: cert, KeyFile: key, NextProtos: []string{"h2", "http/1.1"}, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("https on the gateway listener", "cert_file", cert, "not_after", r.Leaf().NotAfter)
+	n.exportExpiry("gateway", r)
+	return r.Config(), nil
+}
+
 // grpcServerOptions are the gRPC server's transport credentials: TLS when
 // --grpc-tls-cert-file or --tls-cert-file is set, client certificates
 // required when --grpc-client-ca-file is; none (plaintext h2c) otherwise.

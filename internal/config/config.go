@@ -68,7 +68,7 @@ type Config struct {
 	AllowedHosts []string `yaml:"allowed_hosts" flag:"allowed-hosts" usage:"comma-separated host names, besides localhost and loopback addresses, that the API answers to while no API key is configured (the Host header; a guard against DNS rebinding)"`
 	// AuthFailures (a minute) and MetricsAuth guard the HTTP API
 	// (docs/security.md).
-	AuthFailures int  `yaml:"auth_failures_per_minute" flag:"auth-failures-per-minute" usage:"failed authentications (unknown or revoked API keys) allowed per client IP (IPv6: per /64) a minute; past it the client's requests with a key get 429 (0 disables)"`
+	AuthFailures int  `yaml:"auth_failures_per_minute" flag:"auth-failures-per-minute" usage:"failed authentications (unknown or revoked API keys) allowed per client IP (IPv6: per /64) a minute; past it the client's requests with a key get 429, and its ShouldRateLimit calls with --grpc-require-key RESOURCE_EXHAUSTED, counted per gRPC peer address in the same budget (0 disables)"`
 	MetricsAuth  bool `yaml:"metrics_auth" flag:"metrics-auth" usage:"GET /metrics requires an API key (any valid key, any scope) instead of being public"`
 
 	// Links configures the URL shortener (links.go).

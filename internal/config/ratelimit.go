@@ -27,6 +27,10 @@ type Gateway struct {
 	Listen         string   `yaml:"listen" flag:"gateway-listen" usage:"listen address of the rate limiting reverse proxy; empty disables it"`
 	Upstream       string   `yaml:"upstream" flag:"gateway-upstream" usage:"URL the gateway forwards admitted requests to"`
 	TrustedProxies []string `yaml:"trusted_proxies" flag:"gateway-trusted-proxies" usage:"deprecated: added to --trusted-proxies"` // kept for configurations written before it (see Config.Proxies)
+	// TLSCertFile and TLSKeyFile serve the gateway over TLS (see
+	// Config.GatewayTLS): by default it serves the node's --tls-cert-file.
+	TLSCertFile string `yaml:"tls_cert_file" flag:"gateway-tls-cert-file" usage:"PEM certificate served with TLS 1.2+ on --gateway-listen instead of --tls-cert-file (which the gateway serves when this is empty); reloaded like it; TLS comes after a PROXY protocol header"`
+	TLSKeyFile  string `yaml:"tls_key_file" flag:"gateway-tls-key-file" usage:"PEM private key of --gateway-tls-cert-file"`
 	// DefaultTier is the policy of API keys not listed in Tiers; default
 	// "free".
 	DefaultTier string `yaml:"default_tier"`

@@ -20,6 +20,16 @@ func (c Config) GRPCTLS() (certFile, keyFile string) {
 	return c.TLSCertFile, c.TLSKeyFile
 }
 
+// GatewayTLS returns the certificate and key files of the gateway's
+// listener: --gateway-tls-cert-file's when set, else --tls-cert-file's;
+// both are empty when it serves plain HTTP.
+func (c Config) GatewayTLS() (certFile, keyFile string) {
+	if c.Gateway.TLSCertFile != "" || c.Gateway.TLSKeyFile != "" {
+		return c.Gateway.TLSCertFile, c.Gateway.TLSKeyFile
+	}
+	return c.TLSCertFile, c.TLSKeyFile
+}
+
 // validateTLS refuses a certificate without its key (or the reverse), a
 // pair that cannot be loaded, and client CAs without TLS on gRPC.
 func (c Config) validateTLS(bad func(flag, format string, args ...any)) {
@@ -38,6 +48,7 @@ func (c Config) validateTLS(bad func(flag, format string, args ...any)) {
 	}
 	pair("tls-cert-file", "tls-key-file", c.TLSCertFile, c.TLSKeyFile)
 	pair("grpc-tls-cert-file", "grpc-tls-key-file", c.GRPCTLSCertFile, c.GRPCTLSKeyFile)
+	pair("gateway-tls-cert-file", "gateway-tls-key-file", c.Gateway.TLSCertFile, c.Gateway.TLSKeyFile)
 	if c.GRPCClientCAFile == "" {
 		return
 	}

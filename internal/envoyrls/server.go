@@ -74,6 +74,17 @@ type Options struct {
 	// per 3 seconds. Other services on the gRPC server (health,
 	// reflection) are not concerned. If nil, any caller is served.
 	Keys KeyStore
+	// AuthFailures, with Keys, limits failed key checks per client, as
+	// the HTTP API's --auth-failures-per-minute does: a malformed,
+	// unknown or revoked key charges 1 to the client's count (the gRPC
+	// peer's IP address, an IPv6 one's /64; the HTTP API's key for that
+	// address, so both count against one budget when they share the
+	// limiter). Once a charge is refused, every call of that client
+	// presenting a key, a valid one too, answers RESOURCE_EXHAUSTED
+	// until the limiter's retry time. Behind a proxy every call has the
+	// proxy's address, so one bad key locks all its calls out. If nil,
+	// failures are not limited.
+	AuthFailures AuthFailureLimiter
 }
 
 // Server implements envoy.service.ratelimit.v3.RateLimitService. It is safe
@@ -133,7 +144,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		s.nearRatio = 0.8
 	}
 	if opts.Keys != nil {
-		s.keys = newKeyCheck(opts.Keys, s.now, s.log, opts.Registerer)
+		s.keys = newKeyCheck(opts.Keys, opts.AuthFailures, s.now, s.log, opts.Registerer)
 	}
 	s.SetConfig(cfg)
 	return s, nil

@@ -19,6 +19,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,12 @@ type Options struct {
 	// (default_tier, unless gateway.tiers names it). If nil, only the keys
 	// named in gateway.tiers are known.
 	Keys KeyStore
+	// TLS, when set, makes Serve serve HTTPS with it (after a PROXY
+	// protocol header, when the listener reads one); Sluice hands in a
+	// tlsconf.Reloader's Config, so a replaced certificate serves the
+	// next handshake. It should offer "h2" and "http/1.1" (NextProtos).
+	// If nil, Serve serves plain HTTP.
+	TLS *tls.Config
 }
 
 // Gateway is the rate limiting reverse proxy, an http.Handler. It is safe
@@ -81,6 +88,7 @@ type Gateway struct {
 	h      http.Handler
 	keys   *keyCache // nil without Options.Keys
 	http   config.HTTP
+	tls    *tls.Config // nil: plain HTTP
 	// writeTimeout bounds a non-streaming request's upstream call.
 	writeTimeout time.Duration
 	warned       sync.Map // policy names already reported unknown
@@ -96,7 +104,7 @@ func New(opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
 	}
 	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
-		http: opts.HTTP}
+		http: opts.HTTP, tls: opts.TLS}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -247,9 +255,12 @@ func (g *Gateway) decide(ctx context.Context, ls []httplimit.Limit) ([]ratelimit
 }
 
 // Serve serves the gateway on ln until ctx ends, then drains within
-// shutdown. Slow clients are cut off by Options.HTTP's timeouts (routes
-// with streaming: true excepted).
+// shutdown: HTTPS with Options.TLS, else plain HTTP. Slow clients are cut
+// off by Options.HTTP's timeouts (routes with streaming: true excepted).
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener, shutdown time.Duration) error {
+	if g.tls != nil {
+		ln = tls.NewListener(ln, g.tls) // the TLS handshake runs on the first read, after ln's PROXY header
+	}
 	hs := &http.Server{Handler: g, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 	g.http.Apply(hs)
 	errc := make(chan error, 1)
