@@ -41,15 +41,7 @@ func serve(t *testing.T, cfg config.Gateway, upstream http.Handler) string {
 			t.Fatal(err)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln, time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
+	return listenGateway(t, g, nil)
 }
 
 // closedWithin reads c until the server closes it, failing if that takes
@@ -175,4 +167,24 @@ func TestHungUpstreamIsCutAtTheWriteTimeout(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the upstream request still open 10s after the 300ms write timeout")
 	}
+}
+
+// listenGateway serves g on a loopback port until the test ends, through
+// wrap when it is not nil (edge.Listen, for PROXY headers), and returns
+// the address.
+func listenGateway(t *testing.T, g *gateway.Gateway, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := ln
+	if wrap != nil {
+		served = wrap(ln)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx, served, time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String()
 }

@@ -43,15 +43,7 @@ func TestServeTLSBehindProxyProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, edge.Listen(ln, nil), time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	addr := ln.Addr().String()
+	addr := listenGateway(t, g, func(ln net.Listener) net.Listener { return edge.Listen(ln, nil) })
 
 	// get sends GET / over a new connection: PROXY header naming
 	// 203.0.113.7, then TLS trusting only ca; it returns the served
@@ -66,7 +58,7 @@ func TestServeTLSBehindProxyProtocol(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				h := proxyproto.HeaderProxyFromAddrs(2, &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 40000}, ln.Addr())
+				h := proxyproto.HeaderProxyFromAddrs(2, &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 40000}, c.RemoteAddr())
 				if _, err := h.WriteTo(c); err != nil {
 					c.Close()
 					return nil, err
@@ -162,15 +154,8 @@ func TestServeTLSRefusesOldVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln, time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(),
+	addr := listenGateway(t, g, nil)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
 		&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
 	if err == nil {
 		c.Close()
