@@ -386,8 +386,15 @@ func TestConfirmedPublishSurvivesLeaderKill(t *testing.T) {
 	if err := q.PublishConfirmed(t.Context(), []notify.Job{j}); err != nil {
 		t.Fatalf("PublishConfirmed with the stream's leader dead: %v", err)
 	}
-	if info, err := s.Info(t.Context()); err != nil || info.State.Msgs != 1 {
-		t.Fatalf("stream after the confirmed publish: %+v, %v; want 1 message", info.State, err)
+	// The stream's info may be asked of the dead server (the meta leader
+	// too, perhaps) until the cluster has moved on: ask until it answers.
+	var info *jetstream.StreamInfo
+	waitFor(t, 30*time.Second, "the stream's info with its leader dead", func() bool {
+		info, err = s.Info(t.Context())
+		return err == nil
+	})
+	if info.State.Msgs != 1 {
+		t.Fatalf("stream after the confirmed publish: %+v; want 1 message", info.State)
 	}
 	cluster.Restart(leader)
 	var mu sync.Mutex
