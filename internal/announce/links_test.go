@@ -220,3 +220,49 @@ func announcingNode(t *testing.T, dbPath, natsURL, prefix string, down bool) *sh
 	t.Cleanup(func() { _ = stop() })
 	return svc
 }
+
+// TestVisitLimitedRulesReachTheOtherNode: a link with a visit limit is
+// never announced whole, so new rules reach the other nodes as a change
+// announcement. Three shorteners share one database and one NATS server,
+// caching links for an hour; rules set on A apply on B well within a
+// second, while C, which does not listen, keeps its cached entry without
+// them (so B's answer can only have come from the announcement).
+func TestVisitLimitedRulesReachTheOtherNode(t *testing.T) {
+	t.Parallel()
+	nats := enginetest.StartNATS(t)
+	dbPath := filepath.Join(t.TempDir(), "sluice.db")
+	prefix := testPrefix()
+	a := startLinkNode(t, dbPath, nats.URL(), prefix, true)
+	b := startLinkNode(t, dbPath, nats.URL(), prefix, true)
+	c := startLinkNode(t, dbPath, nats.URL(), prefix, false)
+	ctx := t.Context()
+
+	owner := shorten.Caller{ID: "key_a"}
+	l, err := a.svc.Create(ctx, shorten.CreateRequest{URL: "https://example.com/once", Owner: owner.ID,
+		LinkExtras: shorten.LinkExtras{MaxVisits: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	german := shorten.Visit{AcceptLanguage: "de"}
+	target := func(n *linkNode) (shorten.Target, error) {
+		tg, err := n.svc.Resolve(ctx, l.Code, "client")
+		return n.svc.Choose(tg, german), err
+	}
+	for name, n := range map[string]*linkNode{"B": b, "C": c} {
+		if tg, err := target(n); err != nil || tg.URL != l.URL {
+			t.Fatalf("Resolve on %s before the rules = %+v, %v", name, tg, err)
+		}
+	}
+	rules := []shorten.Rule{{Name: "de", If: shorten.Conditions{Language: []string{"de"}}, URL: "https://example.de/"}}
+	if _, err := a.svc.SetRules(ctx, owner, l.Code, rules); err != nil {
+		t.Fatalf("SetRules on A: %v", err)
+	}
+	took := waitFor(t, time.Second, "B applies the rules set on A", func() bool {
+		tg, err := target(b)
+		return err == nil && tg.Rule == "de"
+	})
+	t.Logf("rules set on A applied on B after %v", took)
+	if tg, err := target(c); err != nil || tg.Rule == "de" {
+		t.Errorf("C (not listening) = %+v, %v; want its cached entry without the rules (else the test proves nothing)", tg, err)
+	}
+}
