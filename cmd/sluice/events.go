@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/internal/events"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -49,17 +50,17 @@ func (n *node) newStatusEvents() *statusEvents {
 func (n *node) systemProvider(se *statusEvents, p events.Poster, pace ratelimit.Store) (notify.Provider, error) {
 	ec, pc := n.cfg.Notify.Events, n.cfg.Notify.Providers
 	if ec.Rate > 0 { // fail at start, not at the first event
-		if _, err := notify.NewPacer(notify.PacingOptions{Store: pace, Provider: "events:check", Rate: ec.Rate}); err != nil {
+		if _, err := guard.NewPacer(guard.PacingOptions{Store: pace, Provider: "events:check", Rate: ec.Rate}); err != nil {
 			return nil, err
 		}
 	}
-	return &notify.GuardSet{Provider: events.NewSender(se.svc, p),
+	return &guard.Set{Provider: events.NewSender(se.svc, p),
 		Key: func(m notify.Message) string { return m.UserID },
-		New: func(sub string) (*notify.Breaker, *notify.Pacer) {
+		New: func(sub string) (*guard.Breaker, *guard.Pacer) {
 			if ec.Rate <= 0 {
 				return nil, nil
 			}
-			p, _ := notify.NewPacer(notify.PacingOptions{Store: pace, Provider: "events:" + events.SubscriptionOf(sub), Rate: ec.Rate,
+			p, _ := guard.NewPacer(guard.PacingOptions{Store: pace, Provider: "events:" + events.SubscriptionOf(sub), Rate: ec.Rate,
 				CriticalShare: -1, MaxWait: pc.MaxPacingWait})
 			return nil, p
 		}}, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/inbox"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/notify/webhook"
 	"github.com/sluicehq/sluice/internal/queue"
@@ -155,34 +156,34 @@ func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {
 // (breaker on the providers' breaker settings, pacing at --webhook-rate per
 // host on the node's counter store), so one slow or failing receiver opens
 // its own breaker and every other receiver is called as usual.
-func webhookGuards(wh notify.Provider, nc config.NotifyConfig, pace ratelimit.Store, hooks notify.ProviderMetrics,
-	log *slog.Logger) (*notify.GuardSet, error) {
+func webhookGuards(wh notify.Provider, nc config.NotifyConfig, pace ratelimit.Store, hooks guard.Metrics,
+	log *slog.Logger) (*guard.Set, error) {
 	pc := nc.Providers
 	if nc.Webhook.Rate > 0 { // fail at start, not at the first webhook
-		if _, err := notify.NewPacer(notify.PacingOptions{Store: pace, Provider: "webhook:check", Rate: nc.Webhook.Rate,
+		if _, err := guard.NewPacer(guard.PacingOptions{Store: pace, Provider: "webhook:check", Rate: nc.Webhook.Rate,
 			MaxWait: pc.MaxPacingWait}); err != nil {
 			return nil, err
 		}
 	}
-	return &notify.GuardSet{Provider: wh, Metrics: hooks,
+	return &guard.Set{Provider: wh, Metrics: hooks,
 		Key: func(m notify.Message) string {
 			if u, err := url.Parse(m.To); err == nil {
 				return strings.ToLower(u.Host)
 			}
 			return ""
 		},
-		New: func(host string) (*notify.Breaker, *notify.Pacer) {
-			b := notify.NewBreaker(notify.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor, Probes: pc.BreakerProbes,
-				OnChange: func(s notify.BreakerState) {
+		New: func(host string) (*guard.Breaker, *guard.Pacer) {
+			b := guard.NewBreaker(guard.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor, Probes: pc.BreakerProbes,
+				OnChange: func(s guard.BreakerState) {
 					log.Warn("webhook receiver circuit breaker", "host", host, "state", s.String())
 				}})
-			var p *notify.Pacer
+			var p *guard.Pacer
 			if nc.Webhook.Rate > 0 {
 				share := pc.CriticalShare
 				if share == 0 {
 					share = -1 // none
 				}
-				p, _ = notify.NewPacer(notify.PacingOptions{Store: pace, Provider: "webhook:" + host, Rate: nc.Webhook.Rate,
+				p, _ = guard.NewPacer(guard.PacingOptions{Store: pace, Provider: "webhook:" + host, Rate: nc.Webhook.Rate,
 					CriticalShare: share, MaxWait: pc.MaxPacingWait})
 			}
 			return b, p

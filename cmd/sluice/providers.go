@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/apns"
 	"github.com/sluicehq/sluice/internal/notify/fcm"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/internal/notify/push"
 	"github.com/sluicehq/sluice/internal/notify/smtp"
 	"github.com/sluicehq/sluice/internal/notify/twilio"
@@ -30,10 +31,10 @@ type providerSet struct {
 	primary   map[notify.Channel]notify.Provider
 	backups   map[notify.Channel][]notify.Provider
 	callbacks map[string]notify.CallbackParser
-	guards    []*notify.Guard
+	guards    []*guard.Provider
 	closers   []func() error
 	// hooks report provider calls to the provider metrics.
-	hooks notify.ProviderMetrics
+	hooks guard.Metrics
 }
 
 // breakerStates is the /readyz detail: each provider's breaker state.
@@ -63,22 +64,22 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 	m := metrics.NewProviders(reg)
 	ps.hooks = m.Hooks()
 	client := &http.Client{Timeout: pc.Timeout}
-	guard := func(p notify.Provider, rate float64) (*notify.Guard, error) {
-		g := &notify.Guard{Provider: p, Metrics: m.Hooks()}
+	guarded := func(p notify.Provider, rate float64) (*guard.Provider, error) {
+		g := &guard.Provider{Provider: p, Metrics: m.Hooks()}
 		name := p.Name()
-		g.Breaker = notify.NewBreaker(notify.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor,
-			Probes: pc.BreakerProbes, OnChange: func(s notify.BreakerState) {
+		g.Breaker = guard.NewBreaker(guard.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor,
+			Probes: pc.BreakerProbes, OnChange: func(s guard.BreakerState) {
 				m.SetBreaker(name, s)
 				log.Warn("provider circuit breaker", "provider", name, "state", s.String())
 			}})
-		m.SetBreaker(name, notify.BreakerClosed)
+		m.SetBreaker(name, guard.BreakerClosed)
 		if rate > 0 {
 			share := pc.CriticalShare
 			if share == 0 {
 				share = -1 // none
 			}
 			var err error
-			if g.Pacer, err = notify.NewPacer(notify.PacingOptions{Store: pace, Provider: name, Rate: rate,
+			if g.Pacer, err = guard.NewPacer(guard.PacingOptions{Store: pace, Provider: name, Rate: rate,
 				CriticalShare: share, MaxWait: pc.MaxPacingWait}); err != nil {
 				return nil, err
 			}
@@ -136,7 +137,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		if cp, ok := p.(notify.CallbackParser); ok {
 			ps.callbacks[p.Name()] = cp
 		}
-		g, err := guard(p, e.rate)
+		g, err := guarded(p, e.rate)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +162,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		if err != nil {
 			return nil, err
 		}
-		return guard(c, f.Rate)
+		return guarded(c, f.Rate)
 	}
 	apnsClient := func(name string, a config.APNsConfig) (notify.Provider, error) {
 		key, err := os.ReadFile(a.KeyFile)
@@ -174,7 +175,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		if err != nil {
 			return nil, err
 		}
-		return guard(c, a.Rate)
+		return guarded(c, a.Rate)
 	}
 	router, backup := &push.Router{}, &push.Router{Alias: "push-backup"}
 	if f := pc.FCM; f.CredentialsFile != "" {

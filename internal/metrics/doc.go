@@ -16,8 +16,8 @@
 //   - [NewDeliveries]: sluice_notify_deliveries_total and
 //     sluice_notify_delivery_seconds, the observer for
 //     notify.Options.Observe.
-//   - [NewProviders]: sluice_notify_provider_*, the hooks for notify.Guard
-//     (notify.ProviderMetrics) and the breaker state gauge.
+//   - [NewProviders]: sluice_notify_provider_*, the hooks for guard.Provider
+//     (guard.Metrics) and the breaker state gauge.
 //   - [NewQueueLag]: sluice_notify_queue_oldest_job_seconds, asked of the
 //     queue at scrape time.
 //   - [RegisterStore]: sluice_store_*, read from the store's BatchStats at

@@ -14,9 +14,9 @@ func TestHooksComplete(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	for name, hooks := range map[string]any{
-		"limits.Metrics":         *NewLimits(reg),
-		"shorten.Metrics":        *NewLinks(reg),
-		"notify.ProviderMetrics": NewProviders(reg).Hooks(),
+		"limits.Metrics":  *NewLimits(reg),
+		"shorten.Metrics": *NewLinks(reg),
+		"guard.Metrics":   NewProviders(reg).Hooks(),
 	} {
 		v := reflect.ValueOf(hooks)
 		for i := range v.NumField() {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 )
 
 // Providers are the notification provider series: calls by result and
@@ -42,9 +42,9 @@ func NewProviders(reg prometheus.Registerer) *Providers {
 	return m
 }
 
-// Hooks returns the hooks that feed the series, for notify.Guard.Metrics.
-func (m *Providers) Hooks() notify.ProviderMetrics {
-	return notify.ProviderMetrics{
+// Hooks returns the hooks that feed the series, for guard.Provider.Metrics.
+func (m *Providers) Hooks() guard.Metrics {
+	return guard.Metrics{
 		Call: func(p, class string, took time.Duration) {
 			m.calls.WithLabelValues(p, class).Inc()
 			m.latency.WithLabelValues(p).Observe(took.Seconds())
@@ -56,6 +56,6 @@ func (m *Providers) Hooks() notify.ProviderMetrics {
 }
 
 // SetBreaker sets provider's sluice_notify_provider_breaker_state to s.
-func (m *Providers) SetBreaker(provider string, s notify.BreakerState) {
+func (m *Providers) SetBreaker(provider string, s guard.BreakerState) {
 	m.breaker.WithLabelValues(provider).Set(float64(s))
 }

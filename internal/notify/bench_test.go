@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -18,11 +19,11 @@ func BenchmarkProcessThroughTwilio(b *testing.B) {
 		b.Run(fmt.Sprintf("rate=%v", rate), func(b *testing.B) {
 			api := startSMSAPI(b)
 			api.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 64
-			var g *notify.Guard
+			var g *guard.Provider
 			bb := setup(b, func(o *notify.Options) {
 				g = guarded(b, api, "twilio", o.Now)
 				if rate > 0 {
-					p, err := notify.NewPacer(notify.PacingOptions{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}),
+					p, err := guard.NewPacer(guard.PacingOptions{Store: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}),
 						Provider: "twilio", Rate: rate})
 					if err != nil {
 						b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/internal/notify/twilio"
 )
 
@@ -70,14 +71,14 @@ func (a *smsAPI) counts() (calls, sent int) {
 
 // guarded is a Twilio client for a, behind a breaker (2 failures, open a
 // minute) on the test's clock.
-func guarded(t testing.TB, a *smsAPI, name string, now func() time.Time) *notify.Guard {
+func guarded(t testing.TB, a *smsAPI, name string, now func() time.Time) *guard.Provider {
 	t.Helper()
 	tw, err := twilio.New(twilio.Options{Name: name, BaseURL: a.URL, AccountSID: "AC1", AuthToken: "tok", From: "+15550000000",
 		Client: a.Client(), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &notify.Guard{Provider: tw, Breaker: notify.NewBreaker(notify.BreakerOptions{Failures: 2, OpenFor: time.Minute, Now: now})}
+	return &guard.Provider{Provider: tw, Breaker: guard.NewBreaker(guard.BreakerOptions{Failures: 2, OpenFor: time.Minute, Now: now})}
 }
 
 // smsUser stores settings with a phone and an email for u1.
@@ -202,7 +203,7 @@ func TestFaultSlowProviderIsCutOffAndWorkersMoveOn(t *testing.T) {
 		g := guarded(t, api, "twilio", o.Now)
 		// Eight failures open it: every one of the eight concurrent calls
 		// below is let through (fewer than eight have failed when it asks).
-		g.Breaker = notify.NewBreaker(notify.BreakerOptions{Failures: 8, OpenFor: time.Minute, Now: o.Now})
+		g.Breaker = guard.NewBreaker(guard.BreakerOptions{Failures: 8, OpenFor: time.Minute, Now: o.Now})
 		o.Providers[notify.SMS] = g
 		o.SendTimeout = 50 * time.Millisecond
 	})
@@ -267,9 +268,9 @@ func TestFaultUnregisteredTokenIsRemoved(t *testing.T) {
 func TestFaultEveryProviderDownFailsOverToAnotherChannel(t *testing.T) {
 	t.Parallel()
 	primary, backup := startSMSAPI(t), startSMSAPI(t)
-	var guards []*notify.Guard
+	var guards []*guard.Provider
 	b := setup(t, func(o *notify.Options) {
-		guards = []*notify.Guard{guarded(t, primary, "twilio", o.Now), guarded(t, backup, "twilio-backup", o.Now)}
+		guards = []*guard.Provider{guarded(t, primary, "twilio", o.Now), guarded(t, backup, "twilio-backup", o.Now)}
 		o.Providers[notify.SMS] = guards[0]
 		o.Backups = map[notify.Channel][]notify.Provider{notify.SMS: {guards[1]}}
 	})

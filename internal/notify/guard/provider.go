@@ -1,15 +1,17 @@
-package notify
+package guard
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/notify"
 )
 
-// ProviderMetrics receives what guarded providers observe. Every field may
-// be nil. The functions are called concurrently.
-type ProviderMetrics struct {
+// Metrics receives what guarded providers observe. Every field may be
+// nil. The functions are called concurrently.
+type Metrics struct {
 	// Call is told every call made: its class (ok, temporary, permanent)
 	// and how long it took.
 	Call func(provider, class string, took time.Duration)
@@ -21,28 +23,29 @@ type ProviderMetrics struct {
 	Breaker func(provider string, s BreakerState)
 }
 
-// Guard wraps a Provider with pacing, a circuit breaker and metrics; it is
-// itself a Provider, so the worker sees no difference. The zero value of
-// each optional part turns it off. A Guard is safe for concurrent use.
-type Guard struct {
-	Provider Provider
+// Provider guards one notify.Provider with pacing, a circuit breaker and
+// metrics; it is itself a notify.Provider, so the worker sees no
+// difference. Provider (the wrapped one) is required; the zero value of
+// each optional part turns it off. It is safe for concurrent use.
+type Provider struct {
+	Provider notify.Provider
 	// Breaker, if not nil, stops calls after repeated temporary failures.
 	Breaker *Breaker
 	// Pacer, if not nil, keeps calls within the provider's rate.
 	Pacer   *Pacer
-	Metrics ProviderMetrics
+	Metrics Metrics
 }
 
-var _ Provider = (*Guard)(nil)
+var _ notify.Provider = (*Provider)(nil)
 
 // Name returns the wrapped provider's name.
-func (g *Guard) Name() string { return g.Provider.Name() }
+func (g *Provider) Name() string { return g.Provider.Name() }
 
 // NeedsContact returns the wrapped provider's answer.
-func (g *Guard) NeedsContact() bool { return g.Provider.NeedsContact() }
+func (g *Provider) NeedsContact() bool { return g.Provider.NeedsContact() }
 
 // BreakerState returns the breaker's state (closed when there is none).
-func (g *Guard) BreakerState() BreakerState {
+func (g *Provider) BreakerState() BreakerState {
 	if g.Breaker == nil {
 		return BreakerClosed
 	}
@@ -50,15 +53,15 @@ func (g *Guard) BreakerState() BreakerState {
 }
 
 // Send asks the breaker, waits for the pacer, then calls the provider. A
-// call the breaker or the pacer refuses fails with an Unavailable error.
-// Temporary failures, provider faults among them, count against the
-// breaker.
-func (g *Guard) Send(ctx context.Context, m Message) (Receipt, error) {
+// call the breaker or the pacer refuses fails with a notify.Unavailable
+// error. Temporary failures, provider faults among them, count against
+// the breaker.
+func (g *Provider) Send(ctx context.Context, m notify.Message) (notify.Receipt, error) {
 	name := g.Provider.Name()
 	if g.Breaker != nil {
 		if ok, wait := g.Breaker.Allow(); !ok {
 			g.refused(name, "breaker")
-			return Receipt{}, Unavailable(fmt.Errorf("%s: circuit breaker open", name), wait)
+			return notify.Receipt{}, notify.Unavailable(fmt.Errorf("%s: circuit breaker open", name), wait)
 		}
 	}
 	if g.Pacer != nil {
@@ -68,7 +71,7 @@ func (g *Guard) Send(ctx context.Context, m Message) (Receipt, error) {
 				g.Breaker.Cancel()
 			}
 			g.refused(name, "pacing")
-			return Receipt{}, err
+			return notify.Receipt{}, err
 		}
 		if waited > 0 && g.Metrics.PacingWait != nil {
 			g.Metrics.PacingWait(name, waited)
@@ -76,7 +79,7 @@ func (g *Guard) Send(ctx context.Context, m Message) (Receipt, error) {
 	}
 	start := time.Now()
 	rc, err := g.Provider.Send(ctx, m)
-	class := ErrorClass(err)
+	class := notify.ErrorClass(err)
 	if g.Metrics.Call != nil {
 		g.Metrics.Call(name, class, time.Since(start))
 	}
@@ -87,12 +90,12 @@ func (g *Guard) Send(ctx context.Context, m Message) (Receipt, error) {
 		// (a slow provider) does count against it.
 		g.Breaker.Cancel()
 	default:
-		g.Breaker.Done(class == ClassTemporary)
+		g.Breaker.Done(class == notify.ClassTemporary)
 	}
 	return rc, err
 }
 
-func (g *Guard) refused(name, reason string) {
+func (g *Provider) refused(name, reason string) {
 	if g.Metrics.Refused != nil {
 		g.Metrics.Refused(name, reason)
 	}

@@ -1,4 +1,4 @@
-package notify_test
+package guard_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
@@ -22,7 +23,7 @@ func TestPacingIsSharedAcrossNodesOnRedis(t *testing.T) {
 	t.Parallel()
 	url := enginetest.RedisURL(t)
 	prefix := "test:" + rand.Text()[:10] + ":"
-	var pacers []*notify.Pacer
+	var pacers []*guard.Pacer
 	for range 2 {
 		opt, err := rueidis.ParseURL(url)
 		if err != nil {
@@ -39,7 +40,7 @@ func TestPacingIsSharedAcrossNodesOnRedis(t *testing.T) {
 		}
 		// 50/s: 40 general (burst 40) and 10 kept for critical. A wait
 		// over 100ms goes back to the queue.
-		p, err := notify.NewPacer(notify.PacingOptions{Store: st, Provider: "twilio", Rate: 50, MaxWait: 100 * time.Millisecond})
+		p, err := guard.NewPacer(guard.PacingOptions{Store: st, Provider: "twilio", Rate: 50, MaxWait: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package notify
+package guard
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -24,8 +25,8 @@ type PacingOptions struct {
 	// [0, 1). If zero, 0.2; negative means none.
 	CriticalShare float64
 	// MaxWait is the longest a worker waits for its turn; a longer wait
-	// sends the message back to the queue (ErrUnavailable, no attempt
-	// spent) rather than holding the worker. If zero, 2 seconds.
+	// sends the message back to the queue (a notify.Unavailable error, no
+	// attempt spent) rather than holding the worker. If zero, 2 seconds.
 	MaxWait time.Duration
 }
 
@@ -81,10 +82,10 @@ func bucket(store ratelimit.Store, provider, suffix string, rate float64) (*rate
 
 // Wait takes one call's turn for category c, sleeping when the provider's
 // rate asks for it, and returns how long it slept. When the turn is more
-// than MaxWait away it takes nothing and returns an Unavailable error
+// than MaxWait away it takes nothing and returns a notify.Unavailable error
 // carrying the wait, so the delivery goes back to the queue.
-func (p *Pacer) Wait(ctx context.Context, c Category) (time.Duration, error) {
-	if c == Critical && p.critical != nil {
+func (p *Pacer) Wait(ctx context.Context, c notify.Category) (time.Duration, error) {
+	if c == notify.Critical && p.critical != nil {
 		r, err := p.critical.Reserve(ctx, "", 1, 0)
 		if err == nil && r.OK && r.Delay <= 0 {
 			return 0, nil
@@ -101,7 +102,7 @@ func (p *Pacer) Wait(ctx context.Context, c Category) (time.Duration, error) {
 		return 0, nil
 	}
 	if !r.OK {
-		return 0, Unavailable(fmt.Errorf("%s: paced, next turn in %v", p.opts.Provider, r.Decision.RetryAfter.Round(time.Millisecond)),
+		return 0, notify.Unavailable(fmt.Errorf("%s: paced, next turn in %v", p.opts.Provider, r.Decision.RetryAfter.Round(time.Millisecond)),
 			r.Decision.RetryAfter)
 	}
 	if r.Delay <= 0 {

@@ -1,4 +1,4 @@
-package notify_test
+package guard_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 )
 
 // hosts is a webhook-like provider: a host in down refuses every call
@@ -47,9 +48,9 @@ func TestGuardSetTripsOnlyTheFailingHost(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	p := &hosts{down: map[string]bool{"slow.example:443": true}, calls: map[string]int{}}
-	gs := &notify.GuardSet{Provider: p, Key: hostKey, Max: 3,
-		New: func(string) (*notify.Breaker, *notify.Pacer) {
-			return notify.NewBreaker(notify.BreakerOptions{Failures: 3, OpenFor: time.Minute, Now: func() time.Time { return now }}), nil
+	gs := &guard.Set{Provider: p, Key: hostKey, Max: 3,
+		New: func(string) (*guard.Breaker, *guard.Pacer) {
+			return guard.NewBreaker(guard.BreakerOptions{Failures: 3, OpenFor: time.Minute, Now: func() time.Time { return now }}), nil
 		}}
 	send := func(to string) error {
 		_, err := gs.Send(t.Context(), notify.Message{Channel: notify.Webhook, To: to})
@@ -61,10 +62,10 @@ func TestGuardSetTripsOnlyTheFailingHost(t *testing.T) {
 			t.Fatalf("send to the healthy host = %v", err)
 		}
 	}
-	if got := gs.BreakerState("slow.example:443"); got != notify.BreakerOpen {
+	if got := gs.BreakerState("slow.example:443"); got != guard.BreakerOpen {
 		t.Errorf("failing host's breaker = %v, want open", got)
 	}
-	if got := gs.BreakerState("fine.example"); got != notify.BreakerClosed {
+	if got := gs.BreakerState("fine.example"); got != guard.BreakerClosed {
 		t.Errorf("healthy host's breaker = %v, want closed", got)
 	}
 	if p.calls["slow.example:443"] != 3 || p.calls["fine.example"] != 10 {
