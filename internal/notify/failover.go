@@ -3,9 +3,7 @@ package notify
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -80,84 +78,114 @@ func (s *Service) stage(j Job, created time.Time, now time.Time) int {
 // anywhere makes it temporary; all calls refused unavailable keep it
 // unavailable (wait without spending an attempt); otherwise permanent.
 func (s *Service) deliver(ctx context.Context, j Job, d Delivery, st Settings, primary Provider, m Message) sendResult {
-	var hops []Hop
-	var errs []error
-	tokens := pendingTokens(st, d.Hops)
-	try := func(p Provider, m Message) (Receipt, bool) {
-		rc, hs, err := s.sendEach(ctx, j, p, m, &tokens)
-		hops = append(hops, hs...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return rc, err == nil
-	}
-	done := func(rc Receipt, p Provider) sendResult {
-		r := sendResult{receipt: rc, provider: rc.Provider, hops: hops}
-		if p != primary && r.provider == "" {
-			r.provider = p.Name()
-		}
-		return r
-	}
-	// goOn reports whether the last failure lets the attempt try the next
-	// provider of the chain.
-	goOn := func() bool {
-		if ctx.Err() != nil || len(errs) == 0 {
-			return false
-		}
-		last := errs[len(errs)-1]
-		return ErrorClass(last) == ClassUnavailable || (s.failover(j.Category) && IsProviderFault(last))
-	}
-	var chain []Provider
+	w := &chainWalk{s: s, j: j, tokens: pendingTokens(st, d.Hops)}
 	start := s.stage(j, d.CreatedAt, s.now())
-	backups := s.opts.Backups[j.Channel]
-	if start == linkPrimary || len(backups) == 0 || !s.failover(j.Category) {
-		chain = append(chain, primary)
-	}
-	if s.failover(j.Category) {
-		chain = append(chain, backups...)
-	}
 	fallback := s.failover(j.Category) && ctx.Err() == nil
-	channels := fallback && start == linkChannels
-	if channels && len(s.fallbackChannels(ctx, j, st)) == 0 {
-		channels = false // no other channel: this one keeps trying
-	}
+	// From the channels' link on, other channels first; with no other
+	// channel, this one keeps trying.
+	channels := fallback && start == linkChannels && len(s.fallbackChannels(ctx, j, st)) > 0
 	if !channels {
-		for _, p := range chain {
-			if rc, ok := try(p, m); ok {
-				return done(rc, p)
-			}
-			if !goOn() {
-				break
-			}
+		if rc, p, ok := w.first(ctx, s.chain(j, start, primary), m); ok {
+			return w.result(rc, p, primary)
 		}
-		fallback = fallback && goOn()
+		fallback = fallback && w.goOn(ctx)
 	}
 	if fallback {
-		for _, ch := range s.fallbackChannels(ctx, j, st) {
-			if !s.fallbackAllowed(ctx, j, ch, st) {
-				continue
-			}
-			jj := j
-			jj.Channel = ch
-			fm, err := s.render(ctx, jj, st)
-			if err != nil {
-				continue
-			}
-			fm.IdempotencyKey = m.IdempotencyKey
-			for _, p := range append([]Provider{s.opts.Providers[ch]}, s.opts.Backups[ch]...) {
-				if rc, ok := try(p, fm); ok {
-					return done(rc, p)
-				}
-				if !goOn() {
-					break
-				}
-			}
-			if !goOn() {
-				break // one real call per attempt at most: the retry rule takes over
-			}
+		if rc, p, ok := w.otherChannels(ctx, st, m); ok {
+			return w.result(rc, p, primary)
 		}
 	}
-	return sendResult{err: worstOf(errs), hops: hops}
+	return sendResult{err: worstOf(w.errs), hops: w.hops}
+}
+
+// chain returns the providers on the delivery's own channel an attempt
+// starting at link start tries, in order: the channel's provider alone;
+// for a failover category, its backups after it, or from the backups'
+// link on the backups alone (when the channel has some).
+func (s *Service) chain(j Job, start int, primary Provider) []Provider {
+	backups := s.opts.Backups[j.Channel]
+	switch {
+	case !s.failover(j.Category):
+		return []Provider{primary}
+	case start == linkPrimary || len(backups) == 0:
+		return append([]Provider{primary}, backups...)
+	}
+	return backups
+}
+
+// chainWalk is one attempt's way down the failover chain (see deliver):
+// the calls made so far and the push tokens still to reach. It belongs to
+// the goroutine running the attempt.
+type chainWalk struct {
+	s      *Service
+	j      Job
+	tokens []string // push tokens no call has reached yet
+	hops   []Hop
+	errs   []error // of the failed calls, in order
+}
+
+// first tries providers in order with m until one takes it (then ok is
+// true, with its receipt and the provider) or a failure ends the attempt
+// (see goOn).
+func (w *chainWalk) first(ctx context.Context, providers []Provider, m Message) (rc Receipt, p Provider, ok bool) {
+	for _, p := range providers {
+		rc, hs, err := w.s.sendEach(ctx, w.j, p, m, &w.tokens)
+		w.hops = append(w.hops, hs...)
+		if err == nil {
+			return rc, p, true
+		}
+		w.errs = append(w.errs, err)
+		if !w.goOn(ctx) {
+			break
+		}
+	}
+	return Receipt{}, nil, false
+}
+
+// goOn reports whether the last failure lets the attempt try the next
+// provider of the chain: the provider was unavailable (no call made), or,
+// for a failover category, refused for reasons of its own.
+func (w *chainWalk) goOn(ctx context.Context) bool {
+	if ctx.Err() != nil || len(w.errs) == 0 {
+		return false
+	}
+	last := w.errs[len(w.errs)-1]
+	return ErrorClass(last) == ClassUnavailable || (w.s.failover(w.j.Category) && IsProviderFault(last))
+}
+
+// otherChannels tries the user's other channels (see fallbackChannels) in
+// turn, each rendered for its channel and sent through its provider and
+// backups, while the failures let the attempt go on.
+func (w *chainWalk) otherChannels(ctx context.Context, st Settings, m Message) (Receipt, Provider, bool) {
+	s, j := w.s, w.j
+	for _, ch := range s.fallbackChannels(ctx, j, st) {
+		if !s.fallbackAllowed(ctx, j, ch, st) {
+			continue
+		}
+		jj := j
+		jj.Channel = ch
+		fm, err := s.render(ctx, jj, st)
+		if err != nil {
+			continue
+		}
+		fm.IdempotencyKey = m.IdempotencyKey
+		if rc, p, ok := w.first(ctx, append([]Provider{s.opts.Providers[ch]}, s.opts.Backups[ch]...), fm); ok {
+			return rc, p, true
+		}
+		if !w.goOn(ctx) {
+			break // one real call per attempt at most: the retry rule takes over
+		}
+	}
+	return Receipt{}, nil, false
+}
+
+// result is the attempt's result when p took the message with receipt rc.
+func (w *chainWalk) result(rc Receipt, p, primary Provider) sendResult {
+	r := sendResult{receipt: rc, provider: rc.Provider, hops: w.hops}
+	if p != primary && r.provider == "" {
+		r.provider = p.Name()
+	}
+	return r
 }
 
 // maxHops bounds the hops kept on a delivery: the latest are kept.
@@ -239,154 +267,4 @@ func (s *Service) deferral(d Delivery, wait time.Duration) Outcome {
 		return Outcome{Status: StatusExpired}
 	}
 	return Outcome{Status: StatusQueued, NextAttemptAt: next}
-}
-
-// forgetContact removes an address a provider says is gone for good (an
-// unregistered push token) from the user's stored contacts, so later
-// messages do not try it. Failures are logged: the next message tries again.
-func (s *Service) forgetContact(ctx context.Context, user string, ch Channel, addr string) {
-	if ch != Push || addr == "" {
-		return
-	}
-	st, found, err := s.opts.Store.Settings(ctx, user)
-	if err != nil || !found {
-		return
-	}
-	i := slices.Index(st.Contacts.PushTokens, addr)
-	if i < 0 {
-		return
-	}
-	st.Contacts.PushTokens = slices.Delete(st.Contacts.PushTokens, i, i+1)
-	if err := s.opts.Store.PutSettings(ctx, user, st); err != nil {
-		s.log.Warn("could not remove an unregistered push token", logKeyError, err)
-		return
-	}
-	s.settings.forget(user)
-	s.log.Info("removed an unregistered push token", "user_id", user)
-}
-
-// forgetTokens removes several unregistered push tokens at once.
-func (s *Service) forgetTokens(ctx context.Context, user string, gone []string) {
-	if len(gone) == 0 {
-		return
-	}
-	st, found, err := s.opts.Store.Settings(ctx, user)
-	if err != nil || !found {
-		return
-	}
-	n := len(st.Contacts.PushTokens)
-	st.Contacts.PushTokens = slices.DeleteFunc(st.Contacts.PushTokens, func(t string) bool { return slices.Contains(gone, t) })
-	if len(st.Contacts.PushTokens) == n {
-		return
-	}
-	if err := s.opts.Store.PutSettings(ctx, user, st); err != nil {
-		s.log.Warn("could not remove unregistered push tokens", logKeyError, err)
-		return
-	}
-	s.settings.forget(user)
-	s.log.Info("removed unregistered push tokens", "user_id", user, "count", n-len(st.Contacts.PushTokens))
-}
-
-// sendEach makes one provider's calls for m: one call to m.To, or, for a
-// push message, one per token in *tokens (up to 4 at once), which it
-// shrinks to the tokens still to reach. Each call is a hop (a push hop
-// names its token by TokenRef). Tokens the provider reports unregistered
-// are removed from the user's settings.
-//
-// A push call set succeeds when every token took the message or is gone
-// and at least one took it; otherwise its error is the worst of the
-// failed tokens' (every token gone is permanent, ErrUnregistered).
-func (s *Service) sendEach(ctx context.Context, j Job, p Provider, m Message, tokens *[]string) (Receipt, []Hop, error) {
-	call := func(m Message) (Receipt, Hop, error) {
-		sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
-		rc, err := p.Send(sendCtx, m)
-		cancel()
-		h := Hop{Provider: p.Name(), Channel: m.Channel, Result: ErrorClass(err), At: s.now()}
-		if err != nil {
-			h.Error = errorText(err)
-		}
-		if rc.Provider != "" {
-			h.Provider = rc.Provider
-		}
-		return rc, h, err
-	}
-	if m.Channel != Push || len(*tokens) <= 1 {
-		if m.Channel == Push && len(*tokens) == 1 {
-			m.To = (*tokens)[0]
-		}
-		rc, h, err := call(m)
-		if m.Channel == Push && m.To != "" {
-			h.To = TokenRef(m.To)
-			if err == nil || errors.Is(err, ErrUnregistered) {
-				*tokens = nil
-			}
-		}
-		if errors.Is(err, ErrUnregistered) {
-			s.forgetContact(ctx, j.UserID, m.Channel, m.To)
-		}
-		return rc, []Hop{h}, err
-	}
-	type result struct {
-		rc  Receipt
-		hop Hop
-		err error
-	}
-	results := make([]result, len(*tokens))
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	for i, tok := range *tokens {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			mm := m
-			mm.To = tok
-			rc, h, err := call(mm)
-			h.To = TokenRef(tok)
-			results[i] = result{rc, h, err}
-		})
-	}
-	wg.Wait()
-	var (
-		hops       []Hop
-		errs       []error
-		left, gone []string
-		first      Receipt
-		reached    bool
-	)
-	for i, r := range results {
-		hops = append(hops, r.hop)
-		switch {
-		case r.err == nil:
-			if !reached {
-				first, reached = r.rc, true
-			}
-		case errors.Is(r.err, ErrUnregistered):
-			gone = append(gone, (*tokens)[i])
-		default:
-			left = append(left, (*tokens)[i])
-			errs = append(errs, r.err)
-		}
-	}
-	s.forgetTokens(ctx, j.UserID, gone)
-	*tokens = left
-	switch {
-	case len(left) == 0 && reached:
-		return first, hops, nil
-	case len(left) == 0:
-		return Receipt{}, hops, Permanent(ErrUnregistered)
-	}
-	return Receipt{}, hops, worstOf(errs)
-}
-
-// pendingTokens returns the user's push tokens that no earlier attempt
-// reached (a hop with result ok for the token), in order.
-func pendingTokens(st Settings, hops []Hop) []string {
-	var out []string
-	for _, t := range st.Contacts.PushTokens {
-		ref := TokenRef(t)
-		if !slices.ContainsFunc(hops, func(h Hop) bool { return h.To == ref && h.Result == ClassOK }) {
-			out = append(out, t)
-		}
-	}
-	return out
 }

@@ -1,11 +1,9 @@
 package notify
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
@@ -24,59 +22,13 @@ import (
 // instead of calling the provider again. A claim that lapses (its worker
 // died) is taken over by the next copy of the job.
 func (s *Service) Process(ctx context.Context, j Job) error {
-	d, err := s.delivery(ctx, j)
-	if apperr.Is(err, apperr.NotFound) {
-		return nil // deleted by retention meanwhile
+	a, err := s.begin(ctx, j)
+	if a == nil {
+		return err // nothing to do, claimed by another worker, or the store failed
 	}
-	if err != nil {
-		return fmt.Errorf("read delivery %s: %w", j.Key(), err)
-	}
-	now := s.now()
-	var claim Claim // the attempt's claim, once made
-	switch {
-	case d.Status == StatusSending && d.ClaimUntil.After(now):
-		return fmt.Errorf("%w: %s is claimed until %s", ErrInFlight, j.Key(), d.ClaimUntil.Format(time.RFC3339Nano))
-	case d.Status == StatusSending: // its worker is gone: take it over
-		if claim, err = s.claim(ctx, j, d); err != nil {
-			return ignoreSettled(err)
-		}
-	case d.Status != StatusQueued || d.NextAttemptAt.After(now):
-		return nil // done already, or a stale copy of a job rescheduled for later
-	}
-	j.Attempt = d.Attempts
-	var sent sendResult // what the provider calls said, for the record
-	finish := func(o Outcome, attempts int, msg string) error {
-		a := Attempt{Key: j.Key(), Status: o.Status, Prev: d.Attempts, Attempts: attempts, Error: msg, NextAttemptAt: o.NextAttemptAt, At: s.now(),
-			Claim:    claim.Owner,
-			Provider: sent.provider, ProviderMessageID: sent.receipt.ProviderMessageID, Hops: sent.hops, Urgent: j.Category.Urgent()}
-		if o.Status == StatusSent {
-			a.Outbox, a.Inbox = sent.receipt.Outbox, sent.receipt.Inbox
-		}
-		var dl *DeadLetter
-		if o.DeadLetter {
-			dl = &DeadLetter{ID: newID("dl_", a.At), NotificationID: j.NotificationID, Channel: j.Channel,
-				UserID: j.UserID, Error: msg, Attempts: attempts, CreatedAt: a.At}
-		}
-		stored, err := s.opts.Store.FinishAttempt(context.WithoutCancel(ctx), a, dl)
-		if err != nil {
-			return fmt.Errorf("record attempt %s: %w", j.Key(), err)
-		}
-		if stored && o.Status == StatusSent && sent.receipt.Committed != nil {
-			sent.receipt.Committed(context.WithoutCancel(ctx))
-		}
-		if stored && s.opts.Observe != nil {
-			s.opts.Observe(Observation{Channel: j.Channel, Category: j.Category, Status: o.Status,
-				Latency: a.At.Sub(time.UnixMicro(j.CreatedAt))})
-		}
-		if stored {
-			s.emitDelivery(ctx, StatusEvent{NotificationID: j.NotificationID, UserID: j.UserID, NotificationType: j.Type,
-				Category: j.Category, Channel: j.Channel, Status: o.Status, Attempts: attempts, Error: msg,
-				Provider: cmp.Or(a.Provider, d.Provider), At: a.At})
-		}
-		return nil
-	}
-	if j.Expired(now) {
-		return finish(Outcome{Status: StatusExpired}, d.Attempts, "expired before it could be sent")
+	j, d := a.j, a.d
+	if j.Expired(a.now) {
+		return a.finish(ctx, Outcome{Status: StatusExpired}, d.Attempts, "expired before it could be sent")
 	}
 	if conditions, ok := pendingEscalation(d); ok {
 		how, err := s.engaged(ctx, j.Key(), conditions)
@@ -84,7 +36,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 			return err
 		}
 		if how != "" {
-			return finish(Outcome{Status: StatusSuppressed}, d.Attempts, ReasonEngaged+": "+how)
+			return a.finish(ctx, Outcome{Status: StatusSuppressed}, d.Attempts, ReasonEngaged+": "+how)
 		}
 	}
 	st, err := s.sharedSettings(ctx, j.UserID) // read only
@@ -93,19 +45,35 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 	}
 	p := s.provider(j)
 	if p == nil {
-		return finish(Outcome{Status: StatusFailed}, d.Attempts, "no provider for channel "+string(j.Channel))
+		return a.finish(ctx, Outcome{Status: StatusFailed}, d.Attempts, "no provider for channel "+string(j.Channel))
 	}
 	m, err := s.render(ctx, j, st)
 	if apperr.Is(err, apperr.NotFound) {
-		return finish(s.rule(j).decide(now, d.CreatedAt, d.ExpiresAt, d.Attempts+1, true, 0, s.opts.Rand),
+		return a.finish(ctx, s.rule(j).decide(a.now, d.CreatedAt, d.ExpiresAt, d.Attempts+1, true, 0, s.opts.Rand),
 			d.Attempts+1, "no template for type "+j.Type)
 	}
 	if err != nil {
 		return err
 	}
 	if p.NeedsContact() && m.To == "" {
-		return finish(Outcome{Status: StatusSuppressed}, d.Attempts, ReasonNoContact)
+		return a.finish(ctx, Outcome{Status: StatusSuppressed}, d.Attempts, ReasonNoContact)
 	}
+	m = s.rewrite(ctx, j, m)
+	if a.claim.Owner == "" && s.needsClaim(j, p) {
+		if a.claim, err = s.claim(ctx, j, d); err != nil {
+			return ignoreSettled(err)
+		}
+	}
+	callCtx, cancel := a.callContext(ctx)
+	defer cancel()
+	a.sent = s.deliver(callCtx, j, d, st, p, m)
+	a.sent.hops = s.recordHops(j, d, p, a.sent)
+	return a.settle(ctx)
+}
+
+// rewrite runs the rewriters on m, in order; one that fails is logged and
+// passed over.
+func (s *Service) rewrite(ctx context.Context, j Job, m Message) Message {
 	for _, rw := range s.opts.Rewriters {
 		out, err := rw.Rewrite(ctx, m)
 		if err != nil {
@@ -114,50 +82,7 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 		}
 		m = out
 	}
-	if claim.Owner == "" && s.needsClaim(j, p) {
-		if claim, err = s.claim(ctx, j, d); err != nil {
-			return ignoreSettled(err)
-		}
-	}
-	callCtx := ctx
-	if claim.Owner != "" {
-		// The calls end well before the claim lapses, so no other worker
-		// takes the delivery over while one is in flight.
-		var cancel context.CancelFunc
-		// (A duration, not claim.Until: the clock may be a test's.)
-		callCtx, cancel = context.WithTimeout(ctx, s.opts.ClaimFor*3/4)
-		defer cancel()
-	}
-	sent = s.deliver(callCtx, j, d, st, p, m)
-	sent.hops = s.recordHops(j, d, p, sent)
-	sendErr := sent.err
-	attempts := d.Attempts + 1
-	if sendErr == nil {
-		return finish(Outcome{Status: StatusSent}, attempts, "")
-	}
-	if ctx.Err() != nil {
-		// Shutting down: the call's fate is unknown; put the delivery
-		// back in the queue so the redelivered job tries again (at least
-		// once) without waiting for the claim to lapse.
-		if claim.Owner != "" {
-			_ = finish(Outcome{Status: StatusQueued}, d.Attempts, "")
-		}
-		return ctx.Err()
-	}
-	permanent, retryAfter := classify(sendErr)
-	if ErrorClass(sendErr) == ClassUnavailable {
-		// No provider was called (breakers open, pacing): wait in the
-		// queue without spending an attempt.
-		return finish(s.deferral(d, retryAfter), d.Attempts, errorText(sendErr))
-	}
-	o := s.rule(j).decide(s.now(), d.CreatedAt, d.ExpiresAt, attempts, permanent, retryAfter, s.opts.Rand)
-	level := slog.LevelInfo
-	if o.Status != StatusQueued {
-		level = slog.LevelWarn
-	}
-	s.log.Log(ctx, level, "delivery attempt failed", logKeyNotification, j.NotificationID, logKeyChannel, j.Channel,
-		"attempts", attempts, "outcome", o.Status, logKeyError, sendErr)
-	return finish(o, attempts, errorText(sendErr))
+	return m
 }
 
 // delivery returns the state of j's delivery: from the store, or, for the
