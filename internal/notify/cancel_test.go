@@ -64,7 +64,14 @@ func (p *held) total() int {
 // a job whose delivery is in flight goes back in, as a redelivery would.
 type chanQueue struct{ jobs chan notify.Job }
 
-func (q *chanQueue) Publish(_ context.Context, j notify.Job) error { q.jobs <- j; return nil }
+func (q *chanQueue) Publish(ctx context.Context, j notify.Job) error {
+	select {
+	case q.jobs <- j:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 func (q *chanQueue) run(ctx context.Context, t *testing.T, svc *notify.Service, workers int) *sync.WaitGroup {
 	var wg sync.WaitGroup
@@ -183,11 +190,11 @@ func cancelRace(t *testing.T, db *store.DB) {
 	// Every worker holds a claimed delivery in the provider; the last
 	// notification is canceled meanwhile, so something is canceled
 	// whatever the timing; then the gate opens.
-	eventually(t, "every worker in a provider call", func() bool { return p.total() == workers })
+	enginetest.Eventually(t, 30*time.Second, "every worker in a provider call", func() bool { return p.total() == workers })
 	cancel(ids[len(ids)-1])
 	p.open()
 	final := map[notify.DeliveryKey]notify.Delivery{}
-	eventually(t, "every delivery final", func() bool {
+	enginetest.Eventually(t, 30*time.Second, "every delivery final", func() bool {
 		for _, id := range ids {
 			rec, err := db.Notification(t.Context(), id)
 			if err != nil {
@@ -326,17 +333,5 @@ func TestCancelIsIdempotentAndFinal(t *testing.T) {
 	rec, err := b.svc.Cancel(t.Context(), a.NotificationID)
 	if err != nil || notify.CancelOutcome(rec) != "not_canceled" || rec.Deliveries[0].Status != notify.StatusSent {
 		t.Errorf("Cancel(sent) = %+v, %v; want not_canceled, delivery sent", rec, err)
-	}
-}
-
-// eventually polls cond until it holds, failing at a deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -29,21 +31,19 @@ func (p *gated) Send(ctx context.Context, _ notify.Message) (notify.Receipt, err
 	}
 }
 
-// waitStatus polls the delivery until it has status want, or fails at the
-// deadline.
+// waitStatus polls the delivery until it has status want, or fails the
+// test at the deadline.
 func waitStatus(t *testing.T, b *bundle, key notify.DeliveryKey, want notify.Status) notify.Delivery {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, err := b.db.Delivery(t.Context(), key)
-		if err == nil && d.Status == want {
-			return d
+	var d notify.Delivery
+	enginetest.EventuallyNil(t, 10*time.Second, fmt.Sprintf("delivery %s %s", key, want), func() error {
+		var err error
+		if d, err = b.db.Delivery(t.Context(), key); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery %s = %+v, %v; want status %s", key, d, err, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return enginetest.State(d.Status == want, "status %s", d.Status)
+	})
+	return d
 }
 
 // TestRedeliveredCopyWaitsForTheClaim: while one worker's provider call is

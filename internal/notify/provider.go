@@ -181,8 +181,8 @@ func classify(err error) (permanent bool, retryAfter time.Duration) {
 }
 
 // Rewriter is a step between rendering and sending: it may change the
-// message (issue 6's link rewriter replaces links in SMS bodies by tracked
-// short links). A Rewriter must not fail the delivery for its own
+// message (ShortenSMSLinks replaces links in SMS bodies by tracked short
+// links). A Rewriter must not fail the delivery for its own
 // problems: it returns m unchanged instead, and an error only to log.
 type Rewriter interface {
 	Rewrite(ctx context.Context, m Message) (Message, error)

@@ -70,6 +70,7 @@ func startApple(t testing.TB, pub *ecdsa.PublicKey) *apple {
 	}))
 	a.EnableHTTP2 = true
 	a.StartTLS()
+	a.Client().Timeout = 10 * time.Second // every call in a test has a deadline
 	t.Cleanup(a.Close)
 	return a
 }

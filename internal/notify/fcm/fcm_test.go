@@ -83,6 +83,7 @@ func startGoogle(t testing.TB, pub *rsa.PublicKey) *google {
 		fmt.Fprintf(w, `{"name":"projects/shop/messages/%d"}`, len(g.messages))
 	})
 	g.Server = httptest.NewServer(mux)
+	g.Client().Timeout = 10 * time.Second // every call in a test has a deadline
 	t.Cleanup(g.Close)
 	return g
 }

@@ -120,19 +120,37 @@ func blackHole(t *testing.T, target string) *hole {
 	}
 	h := &hole{addr: ln.Addr().String()}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	var mu sync.Mutex
+	var conns []net.Conn // closed with the listener, by the test's cleanup
+	closed := false
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			s, err := net.Dial("tcp", target)
+			s, err := net.DialTimeout("tcp", target, 5*time.Second)
 			if err != nil {
 				c.Close()
 				continue
 			}
-			t.Cleanup(func() { c.Close(); s.Close() })
+			mu.Lock()
+			conns = append(conns, c, s)
+			if closed { // accepted as the test ended
+				c.Close()
+				s.Close()
+			}
+			mu.Unlock()
 			wg.Go(func() { _, _ = io.Copy(c, s) })
 			wg.Go(func() {
 				buf := make([]byte, 32<<10)

@@ -62,6 +62,7 @@ func startAPI(t testing.TB) *api {
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(body)
 	}))
+	a.Client().Timeout = 10 * time.Second // every call in a test has a deadline
 	t.Cleanup(a.Close)
 	return a
 }
