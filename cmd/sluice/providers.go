@@ -57,7 +57,7 @@ func (ps *providerSet) close() {
 // buildProviders builds the providers the configuration turns on, each
 // behind a guard pacing it on pace (the node's shared rate limit store)
 // with its own breaker, reporting to reg.
-func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*providerSet, error) {
+func buildProviders(pc config.Providers, pace ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*providerSet, error) {
 	ps := &providerSet{primary: map[notify.Channel]notify.Provider{}, backups: map[notify.Channel][]notify.Provider{},
 		callbacks: map[string]notify.CallbackParser{}}
 	m := metrics.NewProviders(reg)
@@ -148,7 +148,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 	}
 	// Push: FCM and APNs behind one router, and a backup router of the
 	// backup services, a missing backup standing in for by the primary.
-	fcmClient := func(name string, f config.FCMConfig) (notify.Provider, error) {
+	fcmClient := func(name string, f config.FCM) (notify.Provider, error) {
 		b, err := os.ReadFile(f.CredentialsFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s credentials: %w", name, err)
@@ -163,7 +163,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		}
 		return guard(c, f.Rate)
 	}
-	apnsClient := func(name string, a config.APNsConfig) (notify.Provider, error) {
+	apnsClient := func(name string, a config.APNs) (notify.Provider, error) {
 		key, err := os.ReadFile(a.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s key: %w", name, err)
@@ -184,7 +184,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		}
 		router.FCM, backup.FCM = p, p
 		if fb := pc.FCMBackup; fb.CredentialsFile != "" {
-			if backup.FCM, err = fcmClient("fcm-backup", config.FCMConfig{CredentialsFile: fb.CredentialsFile, ProjectID: fb.ProjectID,
+			if backup.FCM, err = fcmClient("fcm-backup", config.FCM{CredentialsFile: fb.CredentialsFile, ProjectID: fb.ProjectID,
 				BaseURL: cmp.Or(fb.BaseURL, f.BaseURL), TokenURL: fb.TokenURL, Rate: fb.Rate}); err != nil {
 				return nil, err
 			}
@@ -197,7 +197,7 @@ func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometh
 		}
 		router.APNs, backup.APNs = p, p
 		if ab := pc.APNsBackup; ab.KeyFile != "" {
-			if backup.APNs, err = apnsClient("apns-backup", config.APNsConfig{KeyFile: ab.KeyFile, KeyID: ab.KeyID, TeamID: ab.TeamID,
+			if backup.APNs, err = apnsClient("apns-backup", config.APNs{KeyFile: ab.KeyFile, KeyID: ab.KeyID, TeamID: ab.TeamID,
 				Topic: cmp.Or(ab.Topic, a.Topic), BaseURL: cmp.Or(ab.BaseURL, a.BaseURL), Rate: ab.Rate}); err != nil {
 				return nil, err
 			}
