@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"net/url"
 	"strings"
 	"time"
@@ -114,6 +115,36 @@ type APNs struct {
 	Topic   string  `yaml:"topic" flag:"apns-topic" usage:"the app's bundle id"`
 	BaseURL string  `yaml:"base_url" flag:"apns-base-url" usage:"APNs root (https://api.push.apple.com; https://api.sandbox.push.apple.com for development builds)"`
 	Rate    float64 `yaml:"rate" flag:"apns-rate" usage:"messages per second; 0 does not pace"`
+}
+
+// Inherit is the relay this backup stands for beside primary: its own
+// address, credentials and rate, its sender or else the primary's, and the
+// primary's TLS, auth mechanism and names.
+func (b SMTPBackup) Inherit(primary SMTP) SMTP {
+	s := primary
+	s.Addr, s.Username, s.Password, s.Rate = b.Addr, b.Username, b.Password, b.Rate
+	s.From = cmp.Or(b.From, primary.From)
+	return s
+}
+
+// Inherit is the account this backup stands for beside primary: only its
+// own fields (no messaging service); it inherits nothing.
+func (b TwilioBackup) Inherit(primary Twilio) Twilio {
+	return Twilio{BaseURL: b.BaseURL, AccountSID: b.AccountSID, AuthToken: b.AuthToken, From: b.From, Rate: b.Rate}
+}
+
+// Inherit is the project this backup stands for beside primary: its own
+// fields, and the primary's API root when it names none.
+func (b FCMBackup) Inherit(primary FCM) FCM {
+	return FCM{CredentialsFile: b.CredentialsFile, ProjectID: b.ProjectID, BaseURL: cmp.Or(b.BaseURL, primary.BaseURL),
+		TokenURL: b.TokenURL, Rate: b.Rate}
+}
+
+// Inherit is the key this backup stands for beside primary: its own
+// fields, and the primary's topic and API root when it names none.
+func (b APNsBackup) Inherit(primary APNs) APNs {
+	return APNs{KeyFile: b.KeyFile, KeyID: b.KeyID, TeamID: b.TeamID, Topic: cmp.Or(b.Topic, primary.Topic),
+		BaseURL: cmp.Or(b.BaseURL, primary.BaseURL), Rate: b.Rate}
 }
 
 func defaultProviders() Providers {
