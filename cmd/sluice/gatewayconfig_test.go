@@ -38,7 +38,7 @@ gateway:
     - path: /v1/chat
       streaming: true
       require_key: true
-      cost_from_response: {header: X-Usage-Tokens, json: usage.total_tokens, estimate: 100, policies: [tokens]}
+      cost_from_response: {json: usage.total_tokens, estimate: 100, policies: [tokens]}
     - path: /other
 `
 	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
@@ -55,7 +55,7 @@ gateway:
 			{Path: "/login", Methods: []string{"POST"}, Policies: []string{}, IPPolicy: "login_ip", AccountField: "email",
 				AccountPolicy: "login_account", CountStatuses: []int{401, 403}},
 			{Path: "/v1/chat", Streaming: true, RequireKey: true, CostFromResponse: &gateway.CostFromResponse{
-				Header: "X-Usage-Tokens", JSON: "usage.total_tokens", Estimate: 100, Policies: []string{"tokens"}}},
+				JSON: "usage.total_tokens", Estimate: 100, Policies: []string{"tokens"}}},
 			{Path: "/other"},
 		}}
 	if !reflect.DeepEqual(got, want) {
