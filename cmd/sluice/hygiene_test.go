@@ -60,7 +60,7 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 // domainPackages are the packages at the centre: the domains and the public
 // rate limit library. They declare interfaces that adapters implement and
 // import no infrastructure.
-var domainPackages = []string{"internal/notify", "internal/notify/guard", "internal/inbox", "internal/shorten", "internal/limits", "ratelimit"}
+var domainPackages = []string{"internal/notify", "internal/notify/guard", "internal/inbox", "internal/events", "internal/shorten", "internal/limits", "ratelimit"}
 
 // infrastructure are the module path prefixes of metrics, database, Redis
 // and NATS clients (see go.mod).

@@ -242,7 +242,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		if err != nil {
 			return nil, fmt.Errorf("gateway tls: %w", err)
 		}
-		if n.gateway, err = gateway.New(gateway.Options{Config: cfg.Gateway, TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP, Logger: log,
+		if n.gateway, err = gateway.New(gateway.Options{Config: gatewayConfig(cfg.Gateway), TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP.Apply, Logger: log,
 			TLS: gwTLS}); err != nil {
 			return nil, err
 		}

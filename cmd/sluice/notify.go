@@ -141,7 +141,7 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 	return svc, ready, nil
 }
 
-func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {
+func retryRules(nc config.Notify) map[notify.Category]notify.RetryRule {
 	out := notify.DefaultRetryRules()
 	for name, r := range nc.RetryRules() {
 		c := notify.Category(name)
@@ -156,7 +156,7 @@ func retryRules(nc config.NotifyConfig) map[notify.Category]notify.RetryRule {
 // (breaker on the providers' breaker settings, pacing at --webhook-rate per
 // host on the node's counter store), so one slow or failing receiver opens
 // its own breaker and every other receiver is called as usual.
-func webhookGuards(wh notify.Provider, nc config.NotifyConfig, pace ratelimit.Store, hooks guard.Metrics,
+func webhookGuards(wh notify.Provider, nc config.Notify, pace ratelimit.Store, hooks guard.Metrics,
 	log *slog.Logger) (*guard.Set, error) {
 	pc := nc.Providers
 	if nc.Webhook.Rate > 0 { // fail at start, not at the first webhook

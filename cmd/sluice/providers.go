@@ -57,158 +57,200 @@ func (ps *providerSet) close() {
 
 // buildProviders builds the providers the configuration turns on, each
 // behind a guard pacing it on pace (the node's shared rate limit store)
-// with its own breaker, reporting to reg.
-func buildProviders(pc config.ProvidersConfig, pace ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*providerSet, error) {
-	ps := &providerSet{primary: map[notify.Channel]notify.Provider{}, backups: map[notify.Channel][]notify.Provider{},
-		callbacks: map[string]notify.CallbackParser{}}
-	m := metrics.NewProviders(reg)
-	ps.hooks = m.Hooks()
-	client := &http.Client{Timeout: pc.Timeout}
-	guarded := func(p notify.Provider, rate float64) (*guard.Provider, error) {
-		g := &guard.Provider{Provider: p, Metrics: m.Hooks()}
-		name := p.Name()
-		g.Breaker = guard.NewBreaker(guard.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor,
-			Probes: pc.BreakerProbes, OnChange: func(s guard.BreakerState) {
-				m.SetBreaker(name, s)
-				log.Warn("provider circuit breaker", "provider", name, "state", s.String())
-			}})
-		m.SetBreaker(name, guard.BreakerClosed)
-		if rate > 0 {
-			share := pc.CriticalShare
-			if share == 0 {
-				share = -1 // none
-			}
-			var err error
-			if g.Pacer, err = guard.NewPacer(guard.PacingOptions{Store: pace, Provider: name, Rate: rate,
-				CriticalShare: share, MaxWait: pc.MaxPacingWait}); err != nil {
-				return nil, err
-			}
+// with its own breaker, reporting to reg. A backup is built only beside
+// its primary, from the fields it inherits (config.SMTPBackup.Inherit and
+// its siblings).
+func buildProviders(pc config.Providers, pace ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*providerSet, error) {
+	b := &providerBuilder{pc: pc, pace: pace, log: log, m: metrics.NewProviders(reg), client: &http.Client{Timeout: pc.Timeout},
+		ps: &providerSet{primary: map[notify.Channel]notify.Provider{}, backups: map[notify.Channel][]notify.Provider{},
+			callbacks: map[string]notify.CallbackParser{}}}
+	b.ps.hooks = b.m.Hooks()
+	for _, build := range []func() error{b.email, b.sms, b.push} {
+		if err := build(); err != nil {
+			return nil, err
 		}
-		ps.guards = append(ps.guards, g)
-		return g, nil
 	}
-	callbackURL := func(name string) string {
-		if pc.CallbackBaseURL == "" {
-			return ""
-		}
-		return strings.TrimRight(pc.CallbackBaseURL, "/") + "/v1/providers/" + name + "/callbacks"
-	}
+	return b.ps, nil
+}
 
-	// The email and SMS providers, one row each, every primary before its
-	// backup; a backup is built only beside its primary. A backup relay
-	// shares the primary's TLS, auth mechanism and names.
-	s, sb, t, tb := pc.SMTP, pc.SMTPBackup, pc.Twilio, pc.TwilioBackup
-	messaging := []struct {
-		ch     notify.Channel
-		backup bool
-		on     bool // configured
-		rate   float64
-		build  func() (notify.Provider, error)
-	}{
-		{notify.Email, false, s.Addr != "", s.Rate, func() (notify.Provider, error) {
-			return smtp.New(smtp.Options{Addr: s.Addr, TLS: s.TLS, Username: s.Username, Password: s.Password, Auth: s.Auth,
-				From: s.From, FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
-		}},
-		{notify.Email, true, s.Addr != "" && sb.Addr != "", sb.Rate, func() (notify.Provider, error) {
-			return smtp.New(smtp.Options{Name: "smtp-backup", Addr: sb.Addr, TLS: s.TLS, Username: sb.Username, Password: sb.Password,
-				Auth: s.Auth, From: cmp.Or(sb.From, s.From), FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
-		}},
-		{notify.SMS, false, t.AccountSID != "", t.Rate, func() (notify.Provider, error) {
-			return twilio.New(twilio.Options{BaseURL: t.BaseURL, AccountSID: t.AccountSID, AuthToken: t.AuthToken, From: t.From,
-				MessagingServiceSID: t.MessagingServiceSID, CallbackURL: callbackURL("twilio"), Client: client})
-		}},
-		{notify.SMS, true, t.AccountSID != "" && tb.AccountSID != "", tb.Rate, func() (notify.Provider, error) {
-			return twilio.New(twilio.Options{Name: "twilio-backup", BaseURL: tb.BaseURL, AccountSID: tb.AccountSID,
-				AuthToken: tb.AuthToken, From: tb.From, CallbackURL: callbackURL("twilio-backup"), Client: client})
-		}},
-	}
-	for _, e := range messaging {
-		if !e.on {
-			continue
+// providerBuilder builds the guarded providers of one providerSet.
+type providerBuilder struct {
+	pc     config.Providers
+	pace   ratelimit.Store
+	log    *slog.Logger
+	m      *metrics.Providers
+	client *http.Client
+	ps     *providerSet
+}
+
+// guard wraps p in a guard with its own breaker and, when rate is
+// positive, a pacer.
+func (b *providerBuilder) guard(p notify.Provider, rate float64) (*guard.Provider, error) {
+	pc := b.pc
+	g := &guard.Provider{Provider: p, Metrics: b.m.Hooks()}
+	name := p.Name()
+	g.Breaker = guard.NewBreaker(guard.BreakerOptions{Failures: pc.BreakerFailures, OpenFor: pc.BreakerOpenFor,
+		Probes: pc.BreakerProbes, OnChange: func(s guard.BreakerState) {
+			b.m.SetBreaker(name, s)
+			b.log.Warn("provider circuit breaker", "provider", name, "state", s.String())
+		}})
+	b.m.SetBreaker(name, guard.BreakerClosed)
+	if rate > 0 {
+		share := pc.CriticalShare
+		if share == 0 {
+			share = -1 // none
 		}
-		p, err := e.build()
-		if err != nil {
+		var err error
+		if g.Pacer, err = guard.NewPacer(guard.PacingOptions{Store: b.pace, Provider: name, Rate: rate,
+			CriticalShare: share, MaxWait: pc.MaxPacingWait}); err != nil {
 			return nil, err
 		}
-		// SMTP clients hold connections; Twilio clients take receipts.
-		if c, ok := p.(io.Closer); ok {
-			ps.closers = append(ps.closers, c.Close)
-		}
-		if cp, ok := p.(notify.CallbackParser); ok {
-			ps.callbacks[p.Name()] = cp
-		}
-		g, err := guarded(p, e.rate)
-		if err != nil {
-			return nil, err
-		}
-		if e.backup {
-			ps.backups[e.ch] = append(ps.backups[e.ch], g)
-		} else {
-			ps.primary[e.ch] = g
-		}
 	}
-	// Push: FCM and APNs behind one router, and a backup router of the
-	// backup services, a missing backup standing in for by the primary.
-	fcmClient := func(name string, f config.FCMConfig) (notify.Provider, error) {
-		b, err := os.ReadFile(f.CredentialsFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s credentials: %w", name, err)
-		}
-		var sa fcm.ServiceAccount
-		if err := json.Unmarshal(b, &sa); err != nil {
-			return nil, fmt.Errorf("%s credentials %s: %w", name, f.CredentialsFile, err)
-		}
-		c, err := fcm.New(fcm.Options{Name: name, Account: sa, ProjectID: f.ProjectID, BaseURL: f.BaseURL, TokenURL: f.TokenURL, Client: client})
-		if err != nil {
-			return nil, err
-		}
-		return guarded(c, f.Rate)
+	b.ps.guards = append(b.ps.guards, g)
+	return g, nil
+}
+
+// callbackURL is where provider name posts delivery receipts, or "".
+func (b *providerBuilder) callbackURL(name string) string {
+	if b.pc.CallbackBaseURL == "" {
+		return ""
 	}
-	apnsClient := func(name string, a config.APNsConfig) (notify.Provider, error) {
-		key, err := os.ReadFile(a.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s key: %w", name, err)
-		}
-		// APNs needs HTTP/2, which net/http negotiates over TLS.
-		c, err := apns.New(apns.Options{Name: name, BaseURL: a.BaseURL, KeyID: a.KeyID, TeamID: a.TeamID, PrivateKey: string(key),
-			Topic: a.Topic, Client: &http.Client{Timeout: pc.Timeout}})
-		if err != nil {
-			return nil, err
-		}
-		return guarded(c, a.Rate)
+	return strings.TrimRight(b.pc.CallbackBaseURL, "/") + "/v1/providers/" + name + "/callbacks"
+}
+
+// add guards p and makes it ch's provider, or one of its backups.
+func (b *providerBuilder) add(ch notify.Channel, backup bool, p notify.Provider, rate float64) error {
+	// SMTP clients hold connections; Twilio clients take receipts.
+	if c, ok := p.(io.Closer); ok {
+		b.ps.closers = append(b.ps.closers, c.Close)
 	}
+	if cp, ok := p.(notify.CallbackParser); ok {
+		b.ps.callbacks[p.Name()] = cp
+	}
+	g, err := b.guard(p, rate)
+	if err != nil {
+		return err
+	}
+	if backup {
+		b.ps.backups[ch] = append(b.ps.backups[ch], g)
+	} else {
+		b.ps.primary[ch] = g
+	}
+	return nil
+}
+
+// email builds the SMTP relay and its backup.
+func (b *providerBuilder) email() error {
+	s := b.pc.SMTP
+	if s.Addr == "" {
+		return nil
+	}
+	relay := func(name string, s config.SMTP, backup bool) error {
+		p, err := smtp.New(smtp.Options{Name: name, Addr: s.Addr, TLS: s.TLS, Username: s.Username, Password: s.Password, Auth: s.Auth,
+			From: s.From, FromName: s.FromName, LocalName: s.LocalName, UnsubscribeURL: s.UnsubscribeURL})
+		if err != nil {
+			return err
+		}
+		return b.add(notify.Email, backup, p, s.Rate)
+	}
+	if err := relay("", s, false); err != nil {
+		return err
+	}
+	if sb := b.pc.SMTPBackup; sb.Addr != "" {
+		return relay("smtp-backup", sb.Inherit(s), true)
+	}
+	return nil
+}
+
+// sms builds the Twilio account and its backup.
+func (b *providerBuilder) sms() error {
+	t := b.pc.Twilio
+	if t.AccountSID == "" {
+		return nil
+	}
+	account := func(name string, t config.Twilio, backup bool) error {
+		p, err := twilio.New(twilio.Options{Name: name, BaseURL: t.BaseURL, AccountSID: t.AccountSID, AuthToken: t.AuthToken, From: t.From,
+			MessagingServiceSID: t.MessagingServiceSID, CallbackURL: b.callbackURL(cmp.Or(name, "twilio")), Client: b.client})
+		if err != nil {
+			return err
+		}
+		return b.add(notify.SMS, backup, p, t.Rate)
+	}
+	if err := account("", t, false); err != nil {
+		return err
+	}
+	if tb := b.pc.TwilioBackup; tb.AccountSID != "" {
+		return account("twilio-backup", tb.Inherit(t), true)
+	}
+	return nil
+}
+
+// push builds FCM and APNs behind one router, and a backup router of the
+// backup services, a missing backup standing in for by the primary.
+func (b *providerBuilder) push() error {
+	pc := b.pc
 	router, backup := &push.Router{}, &push.Router{Alias: "push-backup"}
 	if f := pc.FCM; f.CredentialsFile != "" {
-		p, err := fcmClient("fcm", f)
+		p, err := b.fcm("fcm", f)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		router.FCM, backup.FCM = p, p
 		if fb := pc.FCMBackup; fb.CredentialsFile != "" {
-			if backup.FCM, err = fcmClient("fcm-backup", config.FCMConfig{CredentialsFile: fb.CredentialsFile, ProjectID: fb.ProjectID,
-				BaseURL: cmp.Or(fb.BaseURL, f.BaseURL), TokenURL: fb.TokenURL, Rate: fb.Rate}); err != nil {
-				return nil, err
+			if backup.FCM, err = b.fcm("fcm-backup", fb.Inherit(f)); err != nil {
+				return err
 			}
 		}
 	}
 	if a := pc.APNs; a.KeyFile != "" {
-		p, err := apnsClient("apns", a)
+		p, err := b.apns("apns", a)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		router.APNs, backup.APNs = p, p
 		if ab := pc.APNsBackup; ab.KeyFile != "" {
-			if backup.APNs, err = apnsClient("apns-backup", config.APNsConfig{KeyFile: ab.KeyFile, KeyID: ab.KeyID, TeamID: ab.TeamID,
-				Topic: cmp.Or(ab.Topic, a.Topic), BaseURL: cmp.Or(ab.BaseURL, a.BaseURL), Rate: ab.Rate}); err != nil {
-				return nil, err
+			if backup.APNs, err = b.apns("apns-backup", ab.Inherit(a)); err != nil {
+				return err
 			}
 		}
 	}
 	if router.FCM != nil || router.APNs != nil {
-		ps.primary[notify.Push] = router
+		b.ps.primary[notify.Push] = router
 	}
 	if backup.FCM != router.FCM || backup.APNs != router.APNs {
-		ps.backups[notify.Push] = []notify.Provider{backup}
+		b.ps.backups[notify.Push] = []notify.Provider{backup}
 	}
-	return ps, nil
+	return nil
+}
+
+// fcm builds the guarded FCM client named name.
+func (b *providerBuilder) fcm(name string, f config.FCM) (notify.Provider, error) {
+	data, err := os.ReadFile(f.CredentialsFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s credentials: %w", name, err)
+	}
+	var sa fcm.ServiceAccount
+	if err := json.Unmarshal(data, &sa); err != nil {
+		return nil, fmt.Errorf("%s credentials %s: %w", name, f.CredentialsFile, err)
+	}
+	c, err := fcm.New(fcm.Options{Name: name, Account: sa, ProjectID: f.ProjectID, BaseURL: f.BaseURL, TokenURL: f.TokenURL, Client: b.client})
+	if err != nil {
+		return nil, err
+	}
+	return b.guard(c, f.Rate)
+}
+
+// apns builds the guarded APNs client named name.
+func (b *providerBuilder) apns(name string, a config.APNs) (notify.Provider, error) {
+	key, err := os.ReadFile(a.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s key: %w", name, err)
+	}
+	// APNs needs HTTP/2, which net/http negotiates over TLS.
+	c, err := apns.New(apns.Options{Name: name, BaseURL: a.BaseURL, KeyID: a.KeyID, TeamID: a.TeamID, PrivateKey: string(key),
+		Topic: a.Topic, Client: &http.Client{Timeout: b.pc.Timeout}})
+	if err != nil {
+		return nil, err
+	}
+	return b.guard(c, a.Rate)
 }

@@ -14,7 +14,7 @@ import (
 // velocity limits count in the node's shared counters (Redis when
 // configured), so they hold across nodes. It returns nil when every check
 // is off.
-func (n *node) smsGuard(gc config.SMSGuardConfig) (*notify.SMSGuard, error) {
+func (n *node) smsGuard(gc config.SMSGuard) (*notify.SMSGuard, error) {
 	opts := notify.SMSGuardOptions{AllowedCountries: gc.AllowedCountries, PrefixDigits: gc.PrefixDigits, Logger: n.log}
 	for _, c := range gc.AllowedCountries {
 		if !phone.KnownCountry(c) {

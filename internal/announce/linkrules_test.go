@@ -34,16 +34,16 @@ func TestRulesReachTheOtherNode(t *testing.T) {
 		}
 		return b.Choose(tg, visit).URL
 	}
-	waitFor(t, 5*time.Second, "B caches the link created on A", func() bool { return redirect() == l.URL })
+	enginetest.Eventually(t, 5*time.Second, "B caches the link created on A", func() bool { return redirect() == l.URL })
 
 	rules := []shorten.Rule{{Name: "ios", If: shorten.Conditions{OS: []string{"ios"}}, URL: "https://apps.example.com/app"}}
 	if _, err := a.SetRules(ctx, shorten.Caller{Admin: true}, l.Code, rules); err != nil {
 		t.Fatalf("SetRules: %v", err)
 	}
-	took := waitFor(t, 5*time.Second, "B applies the rules set on A", func() bool { return redirect() == "https://apps.example.com/app" })
+	took := enginetest.Eventually(t, 5*time.Second, "B applies the rules set on A", func() bool { return redirect() == "https://apps.example.com/app" })
 	t.Logf("rules set on A applied on B (store down, entry cached for an hour) after %v", took)
 	if _, err := a.SetRules(ctx, shorten.Caller{Admin: true}, l.Code, nil); err != nil {
 		t.Fatalf("SetRules(none): %v", err)
 	}
-	waitFor(t, 5*time.Second, "B drops the rules removed on A", func() bool { return redirect() == l.URL })
+	enginetest.Eventually(t, 5*time.Second, "B drops the rules removed on A", func() bool { return redirect() == l.URL })
 }

@@ -112,7 +112,7 @@ func TestDeleteReachesTheOtherNode(t *testing.T) {
 	if err := a.svc.Delete(ctx, owner, l.Code); err != nil {
 		t.Fatalf("Delete on A: %v", err)
 	}
-	took := waitFor(t, time.Second, "B stops redirecting the link deleted on A", func() bool {
+	took := enginetest.Eventually(t, time.Second, "B stops redirecting the link deleted on A", func() bool {
 		_, err := b.svc.Resolve(ctx, l.Code, "client")
 		return errors.Is(err, shorten.ErrNotFound)
 	})
@@ -166,7 +166,7 @@ func TestCreateReachesTheOtherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	took := waitFor(t, 5*time.Second, "B redirects the link created on A", func() bool {
+	took := enginetest.Eventually(t, 5*time.Second, "B redirects the link created on A", func() bool {
 		tg, err := b.Resolve(t.Context(), l.Code, "client")
 		return err == nil && tg.URL == l.URL
 	})
@@ -257,7 +257,7 @@ func TestVisitLimitedRulesReachTheOtherNode(t *testing.T) {
 	if _, err := a.svc.SetRules(ctx, owner, l.Code, rules); err != nil {
 		t.Fatalf("SetRules on A: %v", err)
 	}
-	took := waitFor(t, time.Second, "B applies the rules set on A", func() bool {
+	took := enginetest.Eventually(t, time.Second, "B applies the rules set on A", func() bool {
 		tg, err := target(b)
 		return err == nil && tg.Rule == "de"
 	})

@@ -2,6 +2,7 @@ package announce_test
 
 import (
 	"crypto/rand"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -51,23 +52,17 @@ func TestRatelimitCarriesChanges(t *testing.T) {
 			t.Fatalf("Announce(%+v): %v", c, err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var got []limits.Change
+	enginetest.EventuallyNil(t, 5*time.Second, fmt.Sprintf("%d changes heard", len(sent)), func() error {
 		mu.Lock()
-		got := slices.Clone(heard)
-		mu.Unlock()
-		if len(got) >= len(sent) {
-			// Two subjects: order holds within each, not across them.
-			for _, c := range sent {
-				if !slices.Contains(got, c) {
-					t.Errorf("heard %+v, want it to include %+v", got, c)
-				}
-			}
-			return
+		defer mu.Unlock()
+		got = slices.Clone(heard)
+		return enginetest.State(len(got) >= len(sent), "heard %+v", got)
+	})
+	// Two subjects: order holds within each, not across them.
+	for _, c := range sent {
+		if !slices.Contains(got, c) {
+			t.Errorf("heard %+v, want it to include %+v", got, c)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("heard %+v within 5s, want %d changes", got, len(sent))
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
 	}
 }

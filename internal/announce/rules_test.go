@@ -62,20 +62,6 @@ func startRuleNode(t *testing.T, dbPath, natsURL, prefix string) *ruleNode {
 	return &ruleNode{svc: svc}
 }
 
-// waitFor polls cond until it holds and returns how long that took, or
-// fails after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an outcome
-	}
-	return time.Since(start)
-}
-
 // TestChangesReachTheOtherNodeWithinASecond: two services sharing one
 // rules database and one NATS server; a policy change and a block made
 // through one are enforced by the other within 1 s.
@@ -91,7 +77,7 @@ func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
 	if _, err := a.svc.PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	took := waitFor(t, time.Second, "the new policy on the other ruleNode", func() bool {
+	took := enginetest.Eventually(t, time.Second, "the new policy on the other ruleNode", func() bool {
 		_, _, err := b.svc.Policy("burst")
 		return err == nil
 	})
@@ -100,7 +86,7 @@ func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
 	if _, err := a.svc.BlockKey(ctx, limits.BlockRequest{Key: "ip:6", Duration: time.Minute, Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	took = waitFor(t, time.Second, "the block on the other ruleNode", func() bool {
+	took = enginetest.Eventually(t, time.Second, "the block on the other ruleNode", func() bool {
 		ok, rs, err := b.svc.Check(ctx, []limits.CheckRequest{{Policy: "free", Key: "ip:6", Cost: 1}})
 		return err == nil && !ok && rs[0].DecidedBy == limits.ByBlock
 	})
@@ -110,7 +96,7 @@ func TestChangesReachTheOtherNodeWithinASecond(t *testing.T) {
 	if _, err := a.svc.PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	took = waitFor(t, time.Second, "the changed limit on the other ruleNode", func() bool {
+	took = enginetest.Eventually(t, time.Second, "the changed limit on the other ruleNode", func() bool {
 		_, rs, err := b.svc.Check(ctx, []limits.CheckRequest{{Policy: "burst", Key: "k", Cost: 1}})
 		return err == nil && rs[0].Limit == 7
 	})

@@ -72,11 +72,11 @@ type Config struct {
 	MetricsAuth  bool `yaml:"metrics_auth" flag:"metrics-auth" usage:"GET /metrics requires an API key (any valid key, any scope) instead of being public"`
 
 	// Links configures the URL shortener (links.go).
-	Links LinksConfig `yaml:"links"`
+	Links Links `yaml:"links"`
 	// UI configures the dashboard and preference page (ui.go).
-	UI UIConfig `yaml:"ui"`
+	UI UI `yaml:"ui"`
 	// Notify configures the notification pipeline (notify.go).
-	Notify NotifyConfig `yaml:"notify"`
+	Notify Notify `yaml:"notify"`
 	// Config is the path of the YAML file that was loaded, if any.
 	Config string `yaml:"-" flag:"config" usage:"YAML configuration file"`
 }

@@ -2,20 +2,20 @@ package config
 
 import "time"
 
-// InboxConfig configures the in-app inbox's event streams
+// Inbox configures the in-app inbox's event streams
 // (docs/notifications.md, "In-app inbox").
-type InboxConfig struct {
+type Inbox struct {
 	MaxStreams        int           `yaml:"max_streams" flag:"inbox-max-streams" usage:"inbox event streams open at once on this node; more are refused with 429"`
 	MaxStreamsPerUser int           `yaml:"max_streams_per_user" flag:"inbox-max-streams-per-user" usage:"inbox event streams one user may hold open on this node; more are refused with 429"`
 	Heartbeat         time.Duration `yaml:"heartbeat" flag:"inbox-heartbeat" usage:"how often an idle inbox event stream sends a comment line, so proxies keep it open and clients see it alive"`
 }
 
-func defaultInbox() InboxConfig {
-	return InboxConfig{MaxStreams: 10_000, MaxStreamsPerUser: 5, Heartbeat: 15 * time.Second}
+func defaultInbox() Inbox {
+	return Inbox{MaxStreams: 10_000, MaxStreamsPerUser: 5, Heartbeat: 15 * time.Second}
 }
 
 // validate reports the inbox settings' problems through bad.
-func (c InboxConfig) validate(bad func(flag, format string, args ...any)) {
+func (c Inbox) validate(bad func(flag, format string, args ...any)) {
 	if c.MaxStreams < 1 {
 		bad("inbox-max-streams", "must be at least 1")
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// LinksConfig configures the URL shortener.
-type LinksConfig struct {
+// Links configures the URL shortener.
+type Links struct {
 	CodeLength        int           `yaml:"code_length" flag:"links-code-length" usage:"characters in a generated short code (4-10); 62^n codes exist"`
 	Key               string        `yaml:"key" flag:"links-key" usage:"secret keying the code permutation (at least 16 characters); empty: generated once and kept in the database. Changing it changes future codes only"`
 	BaseURL           string        `yaml:"base_url" flag:"links-base-url" usage:"public root of short URLs, e.g. https://sho.rt; empty: http://<http-addr>"`
@@ -33,8 +33,8 @@ type LinksConfig struct {
 }
 
 // DefaultLinks returns the shortener's defaults.
-func DefaultLinks() LinksConfig {
-	return LinksConfig{
+func DefaultLinks() Links {
+	return Links{
 		CodeLength:        7,
 		CacheSize:         100_000,
 		NegativeCacheSize: 10_000,
@@ -67,7 +67,7 @@ func (c Config) LinksBaseURL() string {
 
 // AllowedTargetPrefixes splits links.allowed_private_targets into CIDR
 // prefixes (single addresses become /32 or /128) and host names.
-func (l LinksConfig) AllowedTargetPrefixes() (prefixes []netip.Prefix, hosts []string) {
+func (l Links) AllowedTargetPrefixes() (prefixes []netip.Prefix, hosts []string) {
 	for _, t := range l.AllowedTargets {
 		t = strings.ToLower(strings.TrimSpace(t))
 		if p, err := netip.ParsePrefix(t); err == nil {
@@ -81,7 +81,7 @@ func (l LinksConfig) AllowedTargetPrefixes() (prefixes []netip.Prefix, hosts []s
 	return prefixes, hosts
 }
 
-func (l LinksConfig) validate(bad func(flag, format string, args ...any)) {
+func (l Links) validate(bad func(flag, format string, args ...any)) {
 	if l.CodeLength < 4 || l.CodeLength > 10 {
 		bad("links-code-length", "%d is not between 4 and 10", l.CodeLength)
 	}

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// NotifyConfig configures the notification pipeline (docs/notifications.md).
-type NotifyConfig struct {
-	Webhook   WebhookConfig   `yaml:"webhook"`
-	Providers ProvidersConfig `yaml:"providers"`
-	Events    EventsConfig    `yaml:"events"`
-	Inbox     InboxConfig     `yaml:"inbox"`
+// Notify configures the notification pipeline (docs/notifications.md).
+type Notify struct {
+	Webhook   Webhook   `yaml:"webhook"`
+	Providers Providers `yaml:"providers"`
+	Events    Events    `yaml:"events"`
+	Inbox     Inbox     `yaml:"inbox"`
 	// Retry holds each category's retry timing.
 	Retry struct {
 		Critical struct {
@@ -43,18 +43,18 @@ type NotifyConfig struct {
 	ConfirmPublish   bool          `yaml:"confirm_publish" flag:"notify-confirm-publish" usage:"answer 202 only once JetStream acknowledged the notification's jobs (publishing again for up to 10s), so acceptance order is queue order; off, jobs are published without acknowledgement (about 8% more accepted/s) and the recovery sweep alone finds any the server lost"`
 
 	// SMSGuard is the SMS-pumping guard.
-	SMSGuard SMSGuardConfig `yaml:"sms_guard"`
+	SMSGuard SMSGuard `yaml:"sms_guard"`
 }
 
-// WebhookConfig configures the webhook channel.
-type WebhookConfig struct {
+// Webhook configures the webhook channel.
+type Webhook struct {
 	Secret  string        `yaml:"secret" flag:"webhook-secret" usage:"Standard Webhooks signing secret (whsec_...); empty generates one kept in the data dir"`
 	Timeout time.Duration `yaml:"timeout" flag:"webhook-timeout" usage:"timeout of one webhook request"`
 	Rate    float64       `yaml:"rate" flag:"webhook-rate" usage:"requests per second to one receiver host (every node together); 0 does not pace"`
 }
 
-// EventsConfig configures status events sent to event subscriptions.
-type EventsConfig struct {
+// Events configures status events sent to event subscriptions.
+type Events struct {
 	Retention            time.Duration `yaml:"retention" flag:"events-retention" usage:"how long generated status events are kept, and so how far back POST /v1/event-subscriptions/{id}/recover reaches"`
 	DisableAfter         time.Duration `yaml:"disable_after" flag:"events-disable-after" usage:"a new subscription's default: disable it once its attempts have failed without a success for this long; 0 never by time"`
 	DisableAfterFailures int           `yaml:"disable_after_failures" flag:"events-disable-after-failures" usage:"a new subscription's default: disable it after this many consecutive failed attempts; 0 never by count"`
@@ -62,19 +62,19 @@ type EventsConfig struct {
 	MaxSubscriptions     int           `yaml:"max_subscriptions" flag:"events-max-subscriptions" usage:"how many event subscriptions may exist"`
 }
 
-// RetryConfig is one category's retry timing: waits are random in
+// Retry is one category's retry timing: waits are random in
 // [0, min(cap, base * 2^n)], at most attempts attempts (0: until the
 // notification expires).
-type RetryConfig struct {
+type Retry struct {
 	Base     time.Duration
 	Cap      time.Duration
 	Attempts int
 }
 
 // RetryRules returns the three categories' timing by category name.
-func (n NotifyConfig) RetryRules() map[string]RetryConfig {
+func (n Notify) RetryRules() map[string]Retry {
 	r := n.Retry
-	return map[string]RetryConfig{
+	return map[string]Retry{
 		"critical":  {r.Critical.Base, r.Critical.Cap, r.Critical.Attempts},
 		"orders":    {r.Orders.Base, r.Orders.Cap, r.Orders.Attempts},
 		"marketing": {r.Marketing.Base, r.Marketing.Cap, r.Marketing.Attempts},
@@ -83,11 +83,11 @@ func (n NotifyConfig) RetryRules() map[string]RetryConfig {
 
 // defaultNotify returns the notification defaults docs/notifications.md
 // lists.
-func defaultNotify() NotifyConfig {
-	n := NotifyConfig{
-		Webhook:          WebhookConfig{Timeout: 10 * time.Second},
+func defaultNotify() Notify {
+	n := Notify{
+		Webhook:          Webhook{Timeout: 10 * time.Second},
 		Providers:        defaultProviders(),
-		Events:           EventsConfig{Retention: 7 * 24 * time.Hour, DisableAfter: 5 * 24 * time.Hour, Rate: 10, MaxSubscriptions: 100},
+		Events:           Events{Retention: 7 * 24 * time.Hour, DisableAfter: 5 * 24 * time.Hour, Rate: 10, MaxSubscriptions: 100},
 		Inbox:            defaultInbox(),
 		RecoveryAfter:    time.Minute,
 		Retention:        90 * 24 * time.Hour,
@@ -109,7 +109,7 @@ func defaultNotify() NotifyConfig {
 }
 
 // validate reports the notification settings' problems through bad.
-func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
+func (n Notify) validate(bad func(flag, format string, args ...any)) {
 	n.Inbox.validate(bad)
 	if n.Webhook.Secret != "" && !strings.HasPrefix(n.Webhook.Secret, "whsec_") {
 		bad("webhook-secret", "must start with whsec_ (Standard Webhooks)")
@@ -177,10 +177,10 @@ func (n NotifyConfig) validate(bad func(flag, format string, args ...any)) {
 	n.SMSGuard.validate(bad)
 }
 
-// SMSGuardConfig configures the SMS-pumping guard: where SMS may go and
+// SMSGuard configures the SMS-pumping guard: where SMS may go and
 // how fast, checked before a notification is saved
 // (docs/notifications.md, "SMS-pumping guard").
-type SMSGuardConfig struct {
+type SMSGuard struct {
 	AllowedCountries []string      `yaml:"allowed_countries" flag:"notify-sms-allowed-countries" usage:"comma-separated ISO 3166 country codes (US,GB,DE) SMS may go to, by the number's country (libphonenumber); set, numbers valid in none of them are refused too; empty allows every country"`
 	RefuseTypes      []string      `yaml:"refuse_types" flag:"notify-sms-refuse-types" usage:"comma-separated number types SMS is refused to (premium_rate, shared_cost, toll_free, voip, personal, pager, uan, voicemail, fixed_line, mobile, fixed_line_or_mobile, unknown); empty refuses none"`
 	PrefixDigits     int           `yaml:"prefix_digits" flag:"notify-sms-prefix-digits" usage:"E.164 digits, country code included, that make the destination prefix counted by prefix_limit"`
@@ -194,12 +194,12 @@ type SMSGuardConfig struct {
 var smsNumberTypes = []string{"fixed_line", "mobile", "fixed_line_or_mobile", "toll_free", "premium_rate", "shared_cost",
 	"voip", "personal", "pager", "uan", "voicemail", "unknown"}
 
-func defaultSMSGuard() SMSGuardConfig {
-	return SMSGuardConfig{RefuseTypes: []string{"premium_rate", "shared_cost"}, PrefixDigits: 6,
+func defaultSMSGuard() SMSGuard {
+	return SMSGuard{RefuseTypes: []string{"premium_rate", "shared_cost"}, PrefixDigits: 6,
 		PrefixPeriod: time.Hour, UserPeriod: time.Hour}
 }
 
-func (g SMSGuardConfig) validate(bad func(flag, format string, args ...any)) {
+func (g SMSGuard) validate(bad func(flag, format string, args ...any)) {
 	for _, c := range g.AllowedCountries {
 		if len(c) != 2 || strings.ToUpper(c) != c {
 			bad("notify-sms-allowed-countries", "%q is not an ISO 3166 alpha-2 country code such as US or GB", c)

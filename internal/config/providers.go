@@ -1,15 +1,16 @@
 package config
 
 import (
+	"cmp"
 	"net/url"
 	"strings"
 	"time"
 )
 
-// ProvidersConfig configures the real notification providers (issue 6) and
+// Providers configures the real notification providers and
 // what guards them. A channel without a configured provider delivers to
 // the built-in outbox.
-type ProvidersConfig struct {
+type Providers struct {
 	// CallbackBaseURL is this service's public URL, which providers post
 	// delivery receipts to (POST {base}/v1/providers/{name}/callbacks).
 	CallbackBaseURL string        `yaml:"callback_base_url" flag:"notify-callback-base-url" usage:"public base URL of this service for provider delivery receipts (https://sluice.example.com); empty asks for none"`
@@ -20,20 +21,20 @@ type ProvidersConfig struct {
 	BreakerOpenFor  time.Duration `yaml:"breaker_open_for" flag:"notify-breaker-open-for" usage:"how long an open breaker refuses calls before it probes the provider"`
 	BreakerProbes   int           `yaml:"breaker_probes" flag:"notify-breaker-probes" usage:"successful probes in a row that close a breaker"`
 	Failover        []string      `yaml:"failover_categories" flag:"notify-failover-categories" usage:"categories that go to a channel's backup provider, then another enabled channel, when a provider is down"`
-	SMTP            SMTPConfig    `yaml:"smtp"`
+	SMTP            SMTP          `yaml:"smtp"`
 	SMTPBackup      SMTPBackup    `yaml:"smtp_backup"`
-	Twilio          TwilioConfig  `yaml:"twilio"`
+	Twilio          Twilio        `yaml:"twilio"`
 	TwilioBackup    TwilioBackup  `yaml:"twilio_backup"`
-	FCM             FCMConfig     `yaml:"fcm"`
+	FCM             FCM           `yaml:"fcm"`
 	FCMBackup       FCMBackup     `yaml:"fcm_backup"`
-	APNs            APNsConfig    `yaml:"apns"`
+	APNs            APNs          `yaml:"apns"`
 	APNsBackup      APNsBackup    `yaml:"apns_backup"`
 	// ShortenSMSLinks replaces links in SMS bodies by tracked short links.
 	ShortenSMSLinks bool `yaml:"sms_shorten_links" flag:"notify-sms-shorten-links" usage:"replace links in SMS bodies by tracked short links (clicks show on the notification)"`
 }
 
-// SMTPConfig is the email channel's relay; Addr set turns it on.
-type SMTPConfig struct {
+// SMTP is the email channel's relay; Addr set turns it on.
+type SMTP struct {
 	Addr           string  `yaml:"addr" flag:"smtp-addr" usage:"SMTP relay host:port; empty keeps email in the outbox"`
 	TLS            string  `yaml:"tls" flag:"smtp-tls" usage:"starttls (required), tls (implicit, port 465) or none (a relay on this host only)"`
 	Username       string  `yaml:"username" flag:"smtp-username" usage:"SMTP AUTH user name; empty sends without AUTH"`
@@ -56,9 +57,9 @@ type SMTPBackup struct {
 	Rate     float64 `yaml:"rate" flag:"smtp-backup-rate" usage:"messages per second the backup relay allows; 0 does not pace"`
 }
 
-// TwilioConfig is the SMS channel's Twilio-compatible Messages API;
+// Twilio is the SMS channel's Twilio-compatible Messages API;
 // AccountSID set turns it on.
-type TwilioConfig struct {
+type Twilio struct {
 	BaseURL             string  `yaml:"base_url" flag:"twilio-base-url" usage:"Messages API root (https://api.twilio.com)"`
 	AccountSID          string  `yaml:"account_sid" flag:"twilio-account-sid" usage:"Twilio account SID; empty keeps SMS in the outbox"`
 	AuthToken           string  `yaml:"auth_token" flag:"twilio-auth-token" usage:"Twilio auth token (also verifies status callbacks)"`
@@ -76,8 +77,8 @@ type TwilioBackup struct {
 	Rate       float64 `yaml:"rate" flag:"twilio-backup-rate" usage:"messages per second the backup account allows; 0 does not pace"`
 }
 
-// FCMConfig is Firebase Cloud Messaging; CredentialsFile set turns it on.
-type FCMConfig struct {
+// FCM is Firebase Cloud Messaging; CredentialsFile set turns it on.
+type FCM struct {
 	CredentialsFile string  `yaml:"credentials_file" flag:"fcm-credentials-file" usage:"Google service account key file (JSON) for FCM"`
 	ProjectID       string  `yaml:"project_id" flag:"fcm-project-id" usage:"Firebase project id; empty uses the key file's"`
 	BaseURL         string  `yaml:"base_url" flag:"fcm-base-url" usage:"FCM API root (https://fcm.googleapis.com)"`
@@ -106,8 +107,8 @@ type APNsBackup struct {
 	Rate    float64 `yaml:"rate" flag:"apns-backup-rate" usage:"backup messages per second; 0 does not pace"`
 }
 
-// APNsConfig is Apple Push Notification service; KeyFile set turns it on.
-type APNsConfig struct {
+// APNs is Apple Push Notification service; KeyFile set turns it on.
+type APNs struct {
 	KeyFile string  `yaml:"key_file" flag:"apns-key-file" usage:"APNs auth key file (.p8)"`
 	KeyID   string  `yaml:"key_id" flag:"apns-key-id" usage:"APNs key id"`
 	TeamID  string  `yaml:"team_id" flag:"apns-team-id" usage:"Apple developer team id"`
@@ -116,16 +117,46 @@ type APNsConfig struct {
 	Rate    float64 `yaml:"rate" flag:"apns-rate" usage:"messages per second; 0 does not pace"`
 }
 
-func defaultProviders() ProvidersConfig {
-	return ProvidersConfig{
+// Inherit is the relay this backup stands for beside primary: its own
+// address, credentials and rate, its sender or else the primary's, and the
+// primary's TLS, auth mechanism and names.
+func (b SMTPBackup) Inherit(primary SMTP) SMTP {
+	s := primary
+	s.Addr, s.Username, s.Password, s.Rate = b.Addr, b.Username, b.Password, b.Rate
+	s.From = cmp.Or(b.From, primary.From)
+	return s
+}
+
+// Inherit is the account this backup stands for beside primary: only its
+// own fields (no messaging service); it inherits nothing.
+func (b TwilioBackup) Inherit(primary Twilio) Twilio {
+	return Twilio{BaseURL: b.BaseURL, AccountSID: b.AccountSID, AuthToken: b.AuthToken, From: b.From, Rate: b.Rate}
+}
+
+// Inherit is the project this backup stands for beside primary: its own
+// fields, and the primary's API root when it names none.
+func (b FCMBackup) Inherit(primary FCM) FCM {
+	return FCM{CredentialsFile: b.CredentialsFile, ProjectID: b.ProjectID, BaseURL: cmp.Or(b.BaseURL, primary.BaseURL),
+		TokenURL: b.TokenURL, Rate: b.Rate}
+}
+
+// Inherit is the key this backup stands for beside primary: its own
+// fields, and the primary's topic and API root when it names none.
+func (b APNsBackup) Inherit(primary APNs) APNs {
+	return APNs{KeyFile: b.KeyFile, KeyID: b.KeyID, TeamID: b.TeamID, Topic: cmp.Or(b.Topic, primary.Topic),
+		BaseURL: cmp.Or(b.BaseURL, primary.BaseURL), Rate: b.Rate}
+}
+
+func defaultProviders() Providers {
+	return Providers{
 		Timeout: 10 * time.Second, CriticalShare: 0.2, MaxPacingWait: 2 * time.Second,
 		BreakerFailures: 5, BreakerOpenFor: 30 * time.Second, BreakerProbes: 1,
 		Failover: []string{"critical"},
-		SMTP:     SMTPConfig{TLS: "starttls"},
+		SMTP:     SMTP{TLS: "starttls"},
 	}
 }
 
-func (p ProvidersConfig) validate(bad func(flag, format string, args ...any)) {
+func (p Providers) validate(bad func(flag, format string, args ...any)) {
 	if p.CallbackBaseURL != "" {
 		if u, err := url.Parse(p.CallbackBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			bad("notify-callback-base-url", "must be an http(s) URL")

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// UIConfig configures the web dashboard and the end-user preference page.
-type UIConfig struct {
+// UI configures the web dashboard and the end-user preference page.
+type UI struct {
 	Secret        string        `yaml:"secret" flag:"ui-secret" usage:"key signing dashboard sessions and preference links (at least 32 characters); empty: generated once and kept in the database, so every node shares it. Changing it signs everyone out and voids every preference link"`
 	SessionTTL    time.Duration `yaml:"session_ttl" flag:"ui-session-ttl" usage:"how long a dashboard sign-in lasts"`
 	SecureCookies bool          `yaml:"secure_cookies" flag:"ui-secure-cookies" usage:"mark session cookies Secure even on plain HTTP (set it behind a TLS-terminating proxy; cookies are always Secure on TLS connections)"`
@@ -16,8 +16,8 @@ type UIConfig struct {
 }
 
 // DefaultUI returns the dashboard's defaults.
-func DefaultUI() UIConfig {
-	return UIConfig{SessionTTL: 12 * time.Hour, PreferenceTTL: 30 * 24 * time.Hour}
+func DefaultUI() UI {
+	return UI{SessionTTL: 12 * time.Hour, PreferenceTTL: 30 * 24 * time.Hour}
 }
 
 // UIPublicURL returns ui.public_url, or the links base URL when it is empty.
@@ -28,7 +28,7 @@ func (c Config) UIPublicURL() string {
 	return c.LinksBaseURL()
 }
 
-func (u UIConfig) validate(bad func(flag, format string, args ...any)) {
+func (u UI) validate(bad func(flag, format string, args ...any)) {
 	if u.Secret != "" && len(u.Secret) < 32 {
 		bad("ui-secret", "must be at least 32 characters (or empty to generate one)")
 	}

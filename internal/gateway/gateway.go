@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/httplimit"
@@ -48,10 +47,11 @@ const globalKey = "global"
 
 // Options configures New.
 type Options struct {
-	Config config.Gateway
+	// Config is what to limit and where to forward.
+	Config Config
 	// TrustedProxies are the peers whose forwarding headers name the
-	// client (httplimit.Identifier); config.Config.Proxies, the one list
-	// every part of Sluice uses. None: the client is the peer.
+	// client (httplimit.Identifier); cmd/sluice passes the one list every
+	// part of Sluice uses. None: the client is the peer.
 	TrustedProxies []netip.Prefix
 	// Limits decides the checks. Required.
 	Limits *limits.Service
@@ -60,9 +60,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Transport reaches the upstream. If nil, http.DefaultTransport.
 	Transport http.RoundTripper
-	// HTTP bounds slow clients on Serve's listener; zero fields take
-	// config.DefaultHTTP's.
-	HTTP config.HTTP
+	// HTTP sets the limits against slow clients on Serve's server
+	// (cmd/sluice passes its configured listener limits); the write
+	// timeout it sets also bounds a non-streaming request's upstream call.
+	// If nil, the server keeps net/http's zero values: no limits.
+	HTTP func(*http.Server)
 	// Keys is the API key store: an active stored key is a known client
 	// (default_tier, unless gateway.tiers names it). If nil, only the keys
 	// named in gateway.tiers are known.
@@ -78,17 +80,17 @@ type Options struct {
 // Gateway is the rate limiting reverse proxy, an http.Handler. It is safe
 // for concurrent use.
 type Gateway struct {
-	cfg    config.Gateway
+	cfg    Config
 	svc    *limits.Service
 	log    *slog.Logger
 	id     httplimit.Identifier
-	routes []config.GatewayRoute // longest path first
+	routes []Route // longest path first
 	proxy  *httputil.ReverseProxy
 	mw     *httplimit.Middleware
 	h      http.Handler
-	keys   *keyCache // nil without Options.Keys
-	http   config.HTTP
-	tls    *tls.Config // nil: plain HTTP
+	keys   *keyCache          // nil without Options.Keys
+	http   func(*http.Server) // nil: no limits
+	tls    *tls.Config        // nil: plain HTTP
 	// writeTimeout bounds a non-streaming request's upstream call.
 	writeTimeout time.Duration
 	warned       sync.Map // policy names already reported unknown
@@ -111,7 +113,7 @@ func New(opts Options) (*Gateway, error) {
 	g.cfg.DefaultTier = cmp.Or(g.cfg.DefaultTier, "free")
 	g.cfg.AnonymousPolicy = cmp.Or(g.cfg.AnonymousPolicy, "free")
 	g.routes = slices.Clone(g.cfg.Routes)
-	slices.SortStableFunc(g.routes, func(a, b config.GatewayRoute) int { return cmp.Compare(len(b.Path), len(a.Path)) })
+	slices.SortStableFunc(g.routes, func(a, b Route) int { return cmp.Compare(len(b.Path), len(a.Path)) })
 
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -140,10 +142,17 @@ func New(opts Options) (*Gateway, error) {
 		g.keys = newKeyCache(opts.Keys)
 	}
 	var hs http.Server
-	g.http.Apply(&hs)
+	g.applyHTTP(&hs)
 	g.writeTimeout = hs.WriteTimeout
 	g.h = g.withUsage(g.mw.Wrap(g.requireKey(g.proxy))) // usage.go: settles reservations when responses end
 	return g, nil
+}
+
+// applyHTTP sets Options.HTTP's limits on hs.
+func (g *Gateway) applyHTTP(hs *http.Server) {
+	if g.http != nil {
+		g.http(hs)
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -153,7 +162,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
-	} else {
+	} else if g.writeTimeout > 0 {
 		// Past the write timeout the client's connection is useless: the
 		// upstream call ends then too, rather than when the upstream
 		// answers.
@@ -165,7 +174,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // route returns the route of r, if any.
-func (g *Gateway) route(r *http.Request) (config.GatewayRoute, bool) {
+func (g *Gateway) route(r *http.Request) (Route, bool) {
 	for _, rt := range g.routes {
 		if !strings.HasPrefix(r.URL.Path, rt.Path) {
 			continue
@@ -174,7 +183,7 @@ func (g *Gateway) route(r *http.Request) (config.GatewayRoute, bool) {
 			return rt, true
 		}
 	}
-	return config.GatewayRoute{}, false
+	return Route{}, false
 }
 
 // limits is the client's checks for r.
@@ -262,7 +271,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, shutdown time.Dura
 		ln = tls.NewListener(ln, g.tls) // the TLS handshake runs on the first read, after ln's PROXY header
 	}
 	hs := &http.Server{Handler: g, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
-	g.http.Apply(hs)
+	g.applyHTTP(hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/store"
@@ -46,14 +45,14 @@ func (u *upstream) last() (body, xff string) {
 
 // setup runs a gateway with cfg (upstream filled in) over a service whose
 // policies are hourly fixed windows of the given limits.
-func setup(t *testing.T, cfg config.Gateway, policies map[string]int64, trusted ...netip.Prefix) (*httptest.Server, *upstream, *limits.Service) {
+func setup(t *testing.T, cfg gateway.Config, policies map[string]int64, trusted ...netip.Prefix) (*httptest.Server, *upstream, *limits.Service) {
 	t.Helper()
 	return setupOpts(t, cfg, policies, func(o *gateway.Options) { o.TrustedProxies = trusted })
 }
 
 // setupOpts is setup with the gateway's options changed by edit (the
 // store, with its API keys, is o.Keys unless edit sets it to nil).
-func setupOpts(t *testing.T, cfg config.Gateway, policies map[string]int64, edit func(o *gateway.Options)) (*httptest.Server, *upstream, *limits.Service) {
+func setupOpts(t *testing.T, cfg gateway.Config, policies map[string]int64, edit func(o *gateway.Options)) (*httptest.Server, *upstream, *limits.Service) {
 	t.Helper()
 	up := &upstream{}
 	us := httptest.NewServer(up)
@@ -117,11 +116,11 @@ type problem struct {
 
 func TestTiersQuotaAndLoadShedding(t *testing.T) {
 	t.Parallel()
-	cfg := config.Gateway{
+	cfg := gateway.Config{
 		Tiers:           map[string]string{"gold-key": "gold"},
 		DefaultTier:     "bronze",
 		AnonymousPolicy: "anon",
-		Global:          config.GatewayGlobal{Policy: "global"},
+		Global:          gateway.Global{Policy: "global"},
 	}
 	var other string // a stored key that gateway.tiers does not name
 	gs, _, _ := setupOpts(t, cfg, map[string]int64{"gold": 5, "bronze": 2, "anon": 1, "global": 6}, func(o *gateway.Options) {
@@ -177,8 +176,8 @@ func TestTiersQuotaAndLoadShedding(t *testing.T) {
 
 func TestLoginRouteLimitsIPAndAccount(t *testing.T) {
 	t.Parallel()
-	cfg := config.Gateway{
-		Routes: []config.GatewayRoute{{Path: "/login", Methods: []string{"POST"}, Policies: []string{},
+	cfg := gateway.Config{
+		Routes: []gateway.Route{{Path: "/login", Methods: []string{"POST"}, Policies: []string{},
 			IPPolicy: "login_ip", AccountField: "username", AccountPolicy: "login_account"}},
 	}
 	gs, up, _ := setup(t, cfg, map[string]int64{"login_ip": 4, "login_account": 2}, netip.MustParsePrefix("127.0.0.1/32"))
@@ -213,7 +212,7 @@ func TestLoginRouteLimitsIPAndAccount(t *testing.T) {
 
 func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	t.Parallel()
-	gs, _, svc := setup(t, config.Gateway{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5}, netip.MustParsePrefix("10.0.0.0/8"))
+	gs, _, svc := setup(t, gateway.Config{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5}, netip.MustParsePrefix("10.0.0.0/8"))
 	// The test client is 127.0.0.1, not trusted: its X-Forwarded-For is ignored.
 	do(t, gs, req{path: "/", xff: "203.0.113.50"})
 	if st, _ := svc.Peek(t.Context(), "anon", "ip:127.0.0.1"); st.Remaining != 4 {
@@ -238,7 +237,7 @@ func TestForwardedHeader(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	gs, up, svc := setup(t, config.Gateway{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5}, netip.MustParsePrefix("127.0.0.1/32"))
+	gs, up, svc := setup(t, gateway.Config{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5}, netip.MustParsePrefix("127.0.0.1/32"))
 	send(gs, `for="[2001:db8::7]:4711";proto=https`)
 	if st, _ := svc.Peek(t.Context(), "anon", "ip:2001:db8::7"); st.Remaining != 4 {
 		t.Errorf("trusted peer: ip:2001:db8::7 has %d left, want 4", st.Remaining)
@@ -247,7 +246,7 @@ func TestForwardedHeader(t *testing.T) {
 		t.Errorf("upstream got X-Forwarded-For %q, want the gateway's peer 127.0.0.1", xff)
 	}
 
-	gs, up, svc = setup(t, config.Gateway{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5})
+	gs, up, svc = setup(t, gateway.Config{AnonymousPolicy: "anon"}, map[string]int64{"anon": 5})
 	send(gs, "for=203.0.113.50")
 	if st, _ := svc.Peek(t.Context(), "anon", "ip:127.0.0.1"); st.Remaining != 4 {
 		t.Errorf("untrusted peer: ip:127.0.0.1 has %d left, want 4 (the header ignored)", st.Remaining)
@@ -262,7 +261,7 @@ func TestForwardedHeader(t *testing.T) {
 // so the day's r is what remains of it, 997, as its state says.
 func TestRefusalHeadersReportWhatRemains(t *testing.T) {
 	t.Parallel()
-	cfg := config.Gateway{Routes: []config.GatewayRoute{{Path: "/", Policies: []string{"tiny", "daily"}}}}
+	cfg := gateway.Config{Routes: []gateway.Route{{Path: "/", Policies: []string{"tiny", "daily"}}}}
 	gs, _, svc := setup(t, cfg, nil)
 	for _, p := range []limits.NamedPolicy{
 		{Name: "tiny", Algorithm: ratelimit.TokenBucket, Limit: 3, Period: limits.Period(time.Minute)},

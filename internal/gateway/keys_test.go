@@ -3,16 +3,12 @@ package gateway_test
 import (
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -41,7 +37,7 @@ func storedKey(t *testing.T, o *gateway.Options, revoked bool) string {
 // every request is limited as its IP, not given a tier per key.
 func TestMadeUpKeysAreLimitedByIP(t *testing.T) {
 	t.Parallel()
-	cfg := config.Gateway{DefaultTier: "bronze", AnonymousPolicy: "anon"}
+	cfg := gateway.Config{DefaultTier: "bronze", AnonymousPolicy: "anon"}
 	gs, _, svc := setup(t, cfg, map[string]int64{"bronze": 1000, "anon": 5})
 	allowed := 0
 	for i := range 200 {
@@ -68,7 +64,7 @@ func TestMadeUpKeysAreLimitedByIP(t *testing.T) {
 func TestKnownKeysSelectTiers(t *testing.T) {
 	t.Parallel()
 	var stored, revoked string
-	cfg := config.Gateway{Tiers: map[string]string{"gold-key": "gold"}, DefaultTier: "bronze", AnonymousPolicy: "anon"}
+	cfg := gateway.Config{Tiers: map[string]string{"gold-key": "gold"}, DefaultTier: "bronze", AnonymousPolicy: "anon"}
 	gs, _, _ := setupOpts(t, cfg, map[string]int64{"gold": 50, "bronze": 20, "anon": 3}, func(o *gateway.Options) {
 		stored, revoked = storedKey(t, o, false), storedKey(t, o, true)
 	})
@@ -94,8 +90,8 @@ func TestKnownKeysSelectTiers(t *testing.T) {
 func TestRequireKey(t *testing.T) {
 	t.Parallel()
 	var stored string
-	cfg := config.Gateway{DefaultTier: "bronze", AnonymousPolicy: "anon",
-		Routes: []config.GatewayRoute{{Path: "/private", RequireKey: true}}}
+	cfg := gateway.Config{DefaultTier: "bronze", AnonymousPolicy: "anon",
+		Routes: []gateway.Route{{Path: "/private", RequireKey: true}}}
 	gs, up, svc := setupOpts(t, cfg, map[string]int64{"bronze": 20, "anon": 10}, func(o *gateway.Options) {
 		stored = storedKey(t, o, false)
 	})
@@ -125,26 +121,12 @@ func TestRequireKey(t *testing.T) {
 // is limited only by what it lists, never by the client's tier.
 func TestEmptyPoliciesChargeNoTier(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "sluice.yaml")
-	yml := `
-gateway:
-  listen: 127.0.0.1:0
-  upstream: http://127.0.0.1:1
-  anonymous_policy: free
-  routes:
-    - path: /login
-      policies: []
-      ip_policy: login_ip
-    - path: /other
-`
-	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := config.Load(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--config", file}, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, _, _ := setup(t, cfg.Gateway, map[string]int64{"free": 2, "login_ip": 6})
+	// What cmd/sluice makes of YAML's policies: [] (TestGatewayConfigFromYAML).
+	cfg := gateway.Config{Upstream: "http://127.0.0.1:1", AnonymousPolicy: "free", Routes: []gateway.Route{
+		{Path: "/login", Policies: []string{}, IPPolicy: "login_ip"},
+		{Path: "/other"},
+	}}
+	gs, _, _ := setup(t, cfg, map[string]int64{"free": 2, "login_ip": 6})
 	allowed := 0
 	for range 8 {
 		if resp := do(t, gs, req{method: "POST", path: "/login"}); resp.StatusCode == 200 {

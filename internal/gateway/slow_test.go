@@ -12,17 +12,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 )
 
 // shortHTTP is listener limits short enough for a test.
-var shortHTTP = config.HTTP{ReadHeaderTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
+var shortHTTP = http.Server{ReadHeaderTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
 	WriteTimeout: 300 * time.Millisecond, IdleTimeout: time.Second, MaxHeaderBytes: 8 << 10}
+
+// shortLimits sets shortHTTP's limits on hs.
+func shortLimits(hs *http.Server) {
+	hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout = shortHTTP.ReadHeaderTimeout, shortHTTP.ReadTimeout, shortHTTP.WriteTimeout
+	hs.IdleTimeout, hs.MaxHeaderBytes = shortHTTP.IdleTimeout, shortHTTP.MaxHeaderBytes
+}
 
 // serve runs a gateway with cfg in front of upstream on a real listener
 // through Serve, with the listener limits of shortHTTP.
-func serve(t *testing.T, cfg config.Gateway, upstream http.Handler) string {
+func serve(t *testing.T, cfg gateway.Config, upstream http.Handler) string {
 	t.Helper()
 	us := &http.Server{Handler: upstream}
 	uln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -35,7 +40,7 @@ func serve(t *testing.T, cfg config.Gateway, upstream http.Handler) string {
 	var g *gateway.Gateway
 	setupOpts(t, cfg, map[string]int64{"free": 1000}, func(o *gateway.Options) {
 		o.Config.Upstream = cfg.Upstream
-		o.HTTP = shortHTTP
+		o.HTTP = shortLimits
 		var err error
 		if g, err = gateway.New(*o); err != nil {
 			t.Fatal(err)
@@ -59,7 +64,7 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration) {
 // body, then stalls, is disconnected after the read timeout.
 func TestSlowBodyIsCut(t *testing.T) {
 	t.Parallel()
-	addr := serve(t, config.Gateway{AnonymousPolicy: "free"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := serve(t, gateway.Config{AnonymousPolicy: "free"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	c, err := net.Dial("tcp", addr)
@@ -76,7 +81,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 // TestSlowHeadersAreCut: the same for a client that never ends its headers.
 func TestSlowHeadersAreCut(t *testing.T) {
 	t.Parallel()
-	addr := serve(t, config.Gateway{AnonymousPolicy: "free"}, http.NotFoundHandler())
+	addr := serve(t, gateway.Config{AnonymousPolicy: "free"}, http.NotFoundHandler())
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +96,7 @@ func TestSlowHeadersAreCut(t *testing.T) {
 // TestHugeHeadersRefused: headers over max_header_bytes get 431.
 func TestHugeHeadersRefused(t *testing.T) {
 	t.Parallel()
-	addr := serve(t, config.Gateway{AnonymousPolicy: "free"}, http.NotFoundHandler())
+	addr := serve(t, gateway.Config{AnonymousPolicy: "free"}, http.NotFoundHandler())
 	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
 	req.Header.Set("X-Big", strings.Repeat("a", 16<<10))
 	resp, err := http.DefaultClient.Do(req)
@@ -119,8 +124,8 @@ func TestStreamingRouteOutlivesTheWriteTimeout(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "data: two\n\n")
 	})
-	addr := serve(t, config.Gateway{AnonymousPolicy: "free",
-		Routes: []config.GatewayRoute{{Path: "/events", Streaming: true}}}, stream)
+	addr := serve(t, gateway.Config{AnonymousPolicy: "free",
+		Routes: []gateway.Route{{Path: "/events", Streaming: true}}}, stream)
 	events := func(path string) []string {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
@@ -150,7 +155,7 @@ func TestStreamingRouteOutlivesTheWriteTimeout(t *testing.T) {
 func TestHungUpstreamIsCutAtTheWriteTimeout(t *testing.T) {
 	t.Parallel()
 	released := make(chan struct{})
-	addr := serve(t, config.Gateway{AnonymousPolicy: "free"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := serve(t, gateway.Config{AnonymousPolicy: "free"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // hung until the gateway gives up
 		close(released)
 	}))

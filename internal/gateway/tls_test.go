@@ -14,7 +14,6 @@ import (
 
 	"github.com/pires/go-proxyproto"
 
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/tlsconf"
@@ -36,7 +35,7 @@ func TestServeTLSBehindProxyProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g *gateway.Gateway
-	_, up, _ := setupOpts(t, config.Gateway{}, map[string]int64{"free": 1000}, func(o *gateway.Options) {
+	_, up, _ := setupOpts(t, gateway.Config{}, map[string]int64{"free": 1000}, func(o *gateway.Options) {
 		o.TLS = r.Config()
 		var err error
 		if g, err = gateway.New(*o); err != nil {
@@ -147,7 +146,7 @@ func TestServeTLSRefusesOldVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g *gateway.Gateway
-	setupOpts(t, config.Gateway{}, map[string]int64{"free": 1000}, func(o *gateway.Options) {
+	setupOpts(t, gateway.Config{}, map[string]int64{"free": 1000}, func(o *gateway.Options) {
 		o.TLS = r.Config()
 		var err error
 		if g, err = gateway.New(*o); err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/httplimit"
@@ -37,7 +36,7 @@ type usageKey struct{}
 
 // usage is one request's reservation, from decide to the response's end.
 type usage struct {
-	route  config.GatewayRoute
+	route  Route
 	routed bool
 	id     string // the reservation, once decide took one
 }
@@ -151,7 +150,7 @@ func cmpOr(a, b int) int {
 
 // responseCost reads the cost from the response's header (or trailer) or
 // its JSON body.
-func responseCost(c *config.CostFromResponse, m *meter) (int64, bool) {
+func responseCost(c *CostFromResponse, m *meter) (int64, bool) {
 	if c.Header != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(m.Header().Get(c.Header)), 10, 64)
 		return n, err == nil && n >= 0

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-
-	"github.com/sluicehq/sluice/internal/config"
 )
 
 // FuzzMeter feeds arbitrary response bodies, in two writes, through the
@@ -26,7 +24,7 @@ func FuzzMeter(f *testing.F) {
 		if got := rec.Body.String(); got != string(body) {
 			t.Fatalf("body passed through as %q, want %q", got, body)
 		}
-		if v, ok := responseCost(&config.CostFromResponse{JSON: m.field}, m); ok && v < 0 {
+		if v, ok := responseCost(&CostFromResponse{JSON: m.field}, m); ok && v < 0 {
 			t.Fatalf("cost %d, want none or at least 0", v)
 		}
 	})

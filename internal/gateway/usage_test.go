@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -62,7 +61,7 @@ func (u *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // setupUsage runs a gateway in front of an llm upstream on a clock the
 // test moves.
-func setupUsage(t *testing.T, cfg config.Gateway, policies ...limits.NamedPolicy) (*httptest.Server, *llm, *ratelimittest.Clock) {
+func setupUsage(t *testing.T, cfg gateway.Config, policies ...limits.NamedPolicy) (*httptest.Server, *llm, *ratelimittest.Clock) {
 	t.Helper()
 	up := &llm{slow: make(chan struct{}), arrived: make(chan struct{}, 1)}
 	us := httptest.NewServer(up)
@@ -96,19 +95,19 @@ func TestTokenBudgetFromResponse(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		path string
-		cost config.CostFromResponse
+		cost gateway.CostFromResponse
 		alg  ratelimit.Algorithm
 	}{
-		{"/header", config.CostFromResponse{Header: "X-Usage-Tokens"}, ratelimit.TokenBucket},
-		{"/json", config.CostFromResponse{JSON: "usage.total_tokens", Estimate: 100}, ratelimit.FixedWindow},
-		{"/sse", config.CostFromResponse{JSON: "usage.total_tokens"}, ratelimit.GCRA},
+		{"/header", gateway.CostFromResponse{Header: "X-Usage-Tokens"}, ratelimit.TokenBucket},
+		{"/json", gateway.CostFromResponse{JSON: "usage.total_tokens", Estimate: 100}, ratelimit.FixedWindow},
+		{"/sse", gateway.CostFromResponse{JSON: "usage.total_tokens"}, ratelimit.GCRA},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			t.Parallel()
-			cfg := config.Gateway{
+			cfg := gateway.Config{
 				AnonymousPolicy: "rpm",
-				Routes:          []config.GatewayRoute{{Path: "/", Policies: []string{"tier", "tpm"}, CostFromResponse: &tt.cost}},
+				Routes:          []gateway.Route{{Path: "/", Policies: []string{"tier", "tpm"}, CostFromResponse: &tt.cost}},
 			}
 			cfg.Routes[0].CostFromResponse.Policies = []string{"tpm"}
 			gs, up, clock := setupUsage(t, cfg,
@@ -165,9 +164,9 @@ func TestTokenBudgetFromResponse(t *testing.T) {
 // is refused until the window ends.
 func TestCountStatusesOnLogin(t *testing.T) {
 	t.Parallel()
-	cfg := config.Gateway{
+	cfg := gateway.Config{
 		AnonymousPolicy: "unused",
-		Routes:          []config.GatewayRoute{{Path: "/login", Policies: []string{"failed_logins"}, CountStatuses: []int{401, 403}}},
+		Routes:          []gateway.Route{{Path: "/login", Policies: []string{"failed_logins"}, CountStatuses: []int{401, 403}}},
 	}
 	gs, _, clock := setupUsage(t, cfg,
 		limits.NamedPolicy{Name: "failed_logins", Algorithm: ratelimit.FixedWindow, Limit: 3, Period: limits.Period(time.Hour)})
@@ -198,7 +197,7 @@ func TestCountStatusesOnLogin(t *testing.T) {
 // one period later.
 func TestConcurrencyLeaseReleasedAtResponseEnd(t *testing.T) {
 	t.Parallel()
-	cfg := config.Gateway{AnonymousPolicy: "inflight"}
+	cfg := gateway.Config{AnonymousPolicy: "inflight"}
 	gs, up, _ := setupUsage(t, cfg,
 		limits.NamedPolicy{Name: "inflight", Algorithm: ratelimit.Concurrency, Limit: 1, Period: limits.Period(time.Hour)})
 	done := make(chan int)
@@ -234,10 +233,10 @@ func TestConcurrencyLeaseReleasedAtResponseEnd(t *testing.T) {
 // A response that does not say what it cost keeps the estimate.
 func TestMissingCostKeepsTheEstimate(t *testing.T) {
 	t.Parallel()
-	cfg := config.Gateway{
+	cfg := gateway.Config{
 		AnonymousPolicy: "tpm",
-		Routes: []config.GatewayRoute{{Path: "/", Policies: []string{"tier"},
-			CostFromResponse: &config.CostFromResponse{Header: "X-Usage-Tokens", Estimate: 300}}},
+		Routes: []gateway.Route{{Path: "/", Policies: []string{"tier"},
+			CostFromResponse: &gateway.CostFromResponse{Header: "X-Usage-Tokens", Estimate: 300}}},
 	}
 	gs, _, _ := setupUsage(t, cfg,
 		limits.NamedPolicy{Name: "tpm", Algorithm: ratelimit.FixedWindow, Limit: 1000, Period: limits.Period(time.Minute)})

@@ -92,7 +92,7 @@ func TestFailoverToLocalAndBack(t *testing.T) {
 	}
 
 	redis.Start()
-	waitUntil(t, 15*time.Second, "the store to return to Redis", f.Up)
+	enginetest.Eventually(t, 15*time.Second, "the store to return to Redis", f.Up)
 	if d := allow(&open); d.Limit != 10 || d.Remaining != 9 {
 		t.Errorf("check after Redis came back = %+v, want Redis's fresh counter (10, 9 left)", d)
 	}
@@ -117,17 +117,6 @@ func storeUp(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	t.Fatal("sluice_ratelimit_store_up not registered")
 	return 0
-}
-
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
 }
 
 func TestHotKeysAnswerRefusedKeysLocally(t *testing.T) {

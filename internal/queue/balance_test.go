@@ -158,17 +158,10 @@ func shared(qs []*NotifyQueue, k streamKey) (bool, string) {
 // waitShared polls shared until it holds or within passes.
 func waitShared(t *testing.T, within time.Duration, qs []*NotifyQueue, k streamKey) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	enginetest.EventuallyNil(t, within, fmt.Sprintf("%d queues sharing the partitions", len(qs)), func() error {
 		ok, why := shared(qs, k)
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d queues not sharing the partitions within %s: %s", len(qs), within, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return enginetest.State(ok, "%s", why)
+	})
 }
 
 // TestPartitionsSpread: queues consuming one stream of 8 partitions share
@@ -220,7 +213,7 @@ func TestPartitionsSpread(t *testing.T) {
 	}
 	handled := func(within time.Duration, what string) {
 		t.Helper()
-		waitFor(t, within, what, func() bool { return log.count() == sent })
+		enginetest.Eventually(t, within, what, func() bool { return log.count() == sent })
 	}
 	// checkShares: each running node handled the jobs of as many
 	// partitions as it holds, and no partition's jobs went to two nodes.
@@ -355,7 +348,7 @@ func TestDeadNodeShareTakenOver(t *testing.T) {
 		return true
 	}
 	before := send("before")
-	waitFor(t, 10*time.Second, "jobs handled by a and b", func() bool { return handledBy(before, "a", "b") })
+	enginetest.Eventually(t, 10*time.Second, "jobs handled by a and b", func() bool { return handledBy(before, "a", "b") })
 	mu.Lock()
 	if len(byNode["b"]) == 0 {
 		t.Error("b handled no job while both nodes ran")
@@ -371,7 +364,7 @@ func TestDeadNodeShareTakenOver(t *testing.T) {
 	died := time.Now()
 	after := send("after")
 	waitShared(t, 2*presenceTimeout, []*NotifyQueue{qa}, k)
-	waitFor(t, 2*pinnedTTL+10*time.Second, "every job handled by a after b died", func() bool { return handledBy(after, "a") })
+	enginetest.Eventually(t, 2*pinnedTTL+10*time.Second, "every job handled by a after b died", func() bool { return handledBy(after, "a") })
 	t.Logf("b's jobs handled by a %s after b died", time.Since(died).Round(time.Millisecond))
 	mu.Lock()
 	defer mu.Unlock()

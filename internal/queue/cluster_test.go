@@ -15,18 +15,6 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
-// waitFor polls cond every 20ms until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // runQueue runs q with handle until the test ends.
 func runQueue(t *testing.T, q *NotifyQueue, handle Handler) (stop func()) {
 	t.Helper()
@@ -85,17 +73,10 @@ func TestReplicasReconcile(t *testing.T) {
 	}
 	check := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
+		enginetest.EventuallyNil(t, 90*time.Second, fmt.Sprintf("every stream and consumer on %d servers", want), func() error {
 			ok, why := placed(want)
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("want every stream and consumer on %d servers: %s", want, why)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return enginetest.State(ok, "%s", why)
+		})
 	}
 	check(1)
 	c3 := open(t, Options{URL: cluster.URL(), StreamPrefix: prefix, Replicas: 3})
@@ -184,11 +165,11 @@ func TestOrderAcrossNodes(t *testing.T) {
 		}
 	}
 	publish(0, per/2)
-	waitFor(t, 30*time.Second, "first half handled", func() bool { return log.count() == users*per/2 })
+	enginetest.Eventually(t, 30*time.Second, "first half handled", func() bool { return log.count() == users*per/2 })
 	stopped := time.Now()
 	stopA()
 	publish(per/2, per)
-	waitFor(t, pinnedTTL/2, "second half handled after node a stopped", func() bool { return log.count() == users*per })
+	enginetest.Eventually(t, pinnedTTL/2, "second half handled after node a stopped", func() bool { return log.count() == users*per })
 	t.Logf("second half handled %s after node a stopped; jobs by node: %v", time.Since(stopped).Round(time.Millisecond), log.byNode)
 
 	log.mu.Lock()
@@ -272,7 +253,7 @@ func TestInProgressKeepsHeldJobs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, 20*time.Second, "every job handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == jobs })
+			enginetest.Eventually(t, 20*time.Second, "every job handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == jobs })
 			// Every delivery, first or again, advances a consumer's delivered
 			// sequence: the total is the number of jobs when none was
 			// delivered twice.
@@ -330,7 +311,7 @@ func TestConsumerDeletedRecovers(t *testing.T) {
 				if err := q.Publish(t.Context(), notify.Job{NotificationID: id, Channel: notify.Email, UserID: "u", Category: notify.Orders}); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, 30*time.Second, "job "+id+" handled", func() bool { mu.Lock(); defer mu.Unlock(); return seen[id] })
+				enginetest.Eventually(t, 30*time.Second, "job "+id+" handled", func() bool { mu.Lock(); defer mu.Unlock(); return seen[id] })
 			}
 			send("before")
 			l := q.lanes[streamKey{notify.Email, notify.Orders}]
@@ -389,7 +370,7 @@ func TestConfirmedPublishSurvivesLeaderKill(t *testing.T) {
 	// The stream's info may be asked of the dead server (the meta leader
 	// too, perhaps) until the cluster has moved on: ask until it answers.
 	var info *jetstream.StreamInfo
-	waitFor(t, 30*time.Second, "the stream's info with its leader dead", func() bool {
+	enginetest.Eventually(t, 30*time.Second, "the stream's info with its leader dead", func() bool {
 		info, err = s.Info(t.Context())
 		return err == nil
 	})
@@ -405,7 +386,7 @@ func TestConfirmedPublishSurvivesLeaderKill(t *testing.T) {
 		handled = append(handled, j.NotificationID)
 		return nil
 	})
-	waitFor(t, 30*time.Second, "the confirmed job handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) > 0 })
+	enginetest.Eventually(t, 30*time.Second, "the confirmed job handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) > 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(handled, []string{"n1"}) {

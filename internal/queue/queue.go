@@ -49,7 +49,7 @@ import (
 // Attribute keys used in log records.
 const (
 	logKeyURL   = "nats_url"
-	logKeyError = "err"
+	logKeyError = "error"
 )
 
 // Defaults for zero fields of [Options].

@@ -1,7 +1,9 @@
 // Package store is Sluice's record store, the database adapter of every
 // domain: API keys (internal/auth), notifications, settings, templates and
-// the outbox (notify.Store, outbox.Store), rate limit rules
-// (limits.RuleStore) and links (shorten.Store, shorten.StatsStore). One
+// the outbox (notify.Store), digests (notify.DigestStore), the in-app inbox
+// (inbox.Store), status event subscriptions and their log (events.Store),
+// rate limit rules (limits.RuleStore) and links (shorten.Store,
+// shorten.StatsStore). One
 // implementation over database/sql serves both engines, so embedded and
 // external share all code above the connection:
 //

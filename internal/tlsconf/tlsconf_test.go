@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
@@ -88,7 +89,7 @@ func TestServesAndRotates(t *testing.T) {
 	}
 
 	second.Install(t, first.CertFile, first.KeyFile)
-	waitFor(t, "the second certificate", func() bool {
+	enginetest.Eventually(t, 10*time.Second, "the second certificate", func() bool {
 		leaf, err := dial(addr, client)
 		return err == nil && leaf.Subject.CommonName == "second"
 	})
@@ -160,7 +161,7 @@ func TestClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	stranger := other.Client(t, "stranger", day)
-	waitFor(t, "the new CA's client accepted", func() bool {
+	enginetest.Eventually(t, 10*time.Second, "the new CA's client accepted", func() bool {
 		_, err := dial(addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{stranger.TLS}})
 		return err == nil
 	})
@@ -185,16 +186,6 @@ func TestNewRefuses(t *testing.T) {
 				t.Errorf("New = %v, want an error containing %q", err, tt.want)
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds, failing after 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
