@@ -14,10 +14,6 @@ import (
 	"time"
 )
 
-func init() {
-	commands["healthcheck"] = command{"exit 0 when the local node is ready (GET /readyz), for container health checks", runHealthcheck}
-}
-
 // runHealthcheck is `sluice healthcheck`: it asks the node configured by
 // the same flags, SLUICE_* variables and --config file as `serve` (its
 // --http-addr, on loopback when that listens on every address) for

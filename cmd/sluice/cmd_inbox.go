@@ -8,10 +8,6 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-func init() {
-	commands["inbox"] = command{"read and change users' in-app inboxes on a running server: inbox list|read|unread|archive|read-all|token|revoke-tokens", runInbox}
-}
-
 var inboxSubcommands = map[string]subcommand{
 	"list":          {"USER [--limit N] [--cursor C] [--archived]: print a page of the inbox as JSON", inboxList},
 	"read":          {"USER MESSAGE_ID: mark a message read", inboxMark(client.InboxRead)},

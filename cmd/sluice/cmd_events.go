@@ -10,11 +10,6 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-func init() {
-	commands["events"] = command{"manage status event subscriptions on a running server: events create|list|get|delete|recover", runEvents}
-	commands["notifications"] = command{"follow or cancel notifications on a running server: notifications get|cancel ID", runNotifications}
-}
-
 var eventSubcommands = map[string]subcommand{
 	"create":  {"--url URL --events delivery.failed,delivery.dead [--disable-after 120h] [--disable-after-failures N]: subscribe a URL; prints the subscription with its secret", eventsCreate},
 	"list":    {": print every subscription as JSON", eventsList},

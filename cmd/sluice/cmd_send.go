@@ -16,11 +16,6 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-func init() {
-	commands["send"] = command{"send one notification: send --user u1 --type otp --data code=123456", runSend}
-	commands["campaign"] = command{"send a notification to every user of a CSV: campaign send --type flash_sale --users users.csv", runCampaign}
-}
-
 // clientFlags registers --server, --api-key and the TLS flags of an
 // https:// server (--ca-file, --server-name, --insecure-skip-verify) and
 // returns a constructor for the client they name (flags, then

@@ -14,10 +14,6 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-func init() {
-	commands["links"] = command{"manage short links on a running server: links get|rules|stats|qr|convert", runLinks}
-}
-
 var linkSubcommands = map[string]subcommand{
 	"get":     {"CODE: print the link with its statistics as JSON", linksGet},
 	"rules":   {"CODE --file rules.json: replace the link's redirect rules ({\"rules\": [...]} or a bare list; [] removes them)", linksRules},
