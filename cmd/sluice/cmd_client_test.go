@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // testClient is a client of the node whose exchanges the OpenAPI
@@ -29,7 +30,6 @@ func testClient(base, key string) *client.Client {
 // following the redirect, and returns the Location.
 func visit(t *testing.T, base, code string) (int, *url.URL) {
 	t.Helper()
-	noFollow := &http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequest("GET", base+"/"+code, nil)
 	req.Header.Set("User-Agent", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148")
 	resp, err := noFollow.Do(req)
@@ -107,14 +107,14 @@ func TestClientLinks(t *testing.T) {
 	}
 
 	// The second visit, of the used-up link, went to the fallback: no click.
-	eventually(t, 10*time.Second, "the click and the sale are in the stats", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the click and the sale are in the stats", func() error {
 		s, err := c.LinkStats(ctx, "reset1", client.StatsQuery{From: time.Now().Add(-time.Hour), By: "hour", Group: "os"})
 		if err != nil {
-			return false, err.Error()
+			return enginetest.State(false, "%s", err.Error())
 		}
 		ok := s.Totals.Humans == 1 && s.Totals.Conversions == 1 && s.Totals.ConversionValue == 30 && s.By == "hour" && s.Group == "os" &&
 			len(s.Groups) == 1 && s.Groups[0].Value == "ios" && len(s.Series) == 1
-		return ok, "stats: " + strings.ReplaceAll(strings.TrimSpace(fmtJSON(s)), "\n", " ")
+		return enginetest.State(ok, "%s", "stats: "+strings.ReplaceAll(strings.TrimSpace(fmtJSON(s)), "\n", " "))
 	})
 	if _, err := c.LinkStats(ctx, "reset1", client.StatsQuery{Group: "planet"}); !client.IsStatus(err, 400) && !client.IsStatus(err, 422) {
 		t.Errorf("LinkStats(group planet) = %v, want refused", err)
@@ -154,9 +154,9 @@ func TestClientNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	var page client.InboxPage
-	eventually(t, 10*time.Second, "the message reaches the inbox", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the message reaches the inbox", func() error {
 		page, err = c.Inbox(ctx, "u1", client.InboxQuery{Limit: 10})
-		return err == nil && len(page.Items) == 1 && page.Unread == 1, fmtJSON(page)
+		return enginetest.State(err == nil && len(page.Items) == 1 && page.Unread == 1, "%s", fmtJSON(page))
 	})
 	if m := page.Items[0]; m.ID != a.NotificationID || m.Seq != 1 || m.Read || m.Subject == "" {
 		t.Errorf("Inbox item = %+v, want the unread notification %s", m, a.NotificationID)
@@ -293,9 +293,9 @@ func TestLinksCLI(t *testing.T) {
 	if code, _, errs := runCLI(t, env, "links", "convert", "--click-id", cid, "--event", "lead"); code != 0 || !strings.Contains(errs, "recorded before") {
 		t.Errorf("links convert again = %d %q", code, errs)
 	}
-	eventually(t, 10*time.Second, "the stats show the click and the lead", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the stats show the click and the lead", func() error {
 		code, out, errs := runCLI(t, env, "links", "stats", "once", "--from", "1h", "--by", "hour", "--group", "device")
-		return code == 0 && strings.Contains(out, `"value": "mobile"`) && strings.Contains(out, `"conversions": 1`), out + errs
+		return enginetest.State(code == 0 && strings.Contains(out, `"value": "mobile"`) && strings.Contains(out, `"conversions": 1`), "%s", out+errs)
 	})
 	if code, _, errs := runCLI(t, env, "links", "stats", "once", "--from", "yesterday"); code != 1 || !strings.Contains(errs, "--from") {
 		t.Errorf("links stats --from yesterday = %d %q", code, errs)
@@ -333,9 +333,9 @@ func TestNotifyCLI(t *testing.T) {
 		t.Fatalf("send = %d %q", code, errs)
 	}
 	id := strings.TrimSpace(out)
-	eventually(t, 10*time.Second, "the message reaches the inbox", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the message reaches the inbox", func() error {
 		_, out, errs := runCLI(t, env, "inbox", "list", "u7", "--limit", "5")
-		return strings.Contains(out, `"id": "`+id+`"`) && strings.Contains(out, `"unread": 1`), out + errs
+		return enginetest.State(strings.Contains(out, `"id": "`+id+`"`) && strings.Contains(out, `"unread": 1`), "%s", out+errs)
 	})
 	for _, tt := range []struct{ verb, want string }{{"read", "unread 0"}, {"unread", "unread 1"}, {"archive", "unread 0"}} {
 		if code, out, errs := runCLI(t, env, "inbox", tt.verb, "u7", id); code != 0 || strings.TrimSpace(out) != tt.want {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestShortenEndToEnd shortens through the CLI, follows the link on a
@@ -37,7 +38,6 @@ func TestShortenEndToEnd(t *testing.T) {
 		t.Errorf("generated code %q, want 7 characters", c)
 	}
 
-	noFollow := &http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequest("GET", n.httpURL+"/launch", nil)
 	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0")
 	resp, err := noFollow.Do(req)
@@ -49,9 +49,9 @@ func TestShortenEndToEnd(t *testing.T) {
 		t.Fatalf("GET /launch = %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	c := client.New(n.httpURL, "")
-	eventually(t, 10*time.Second, "the click is counted", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the click is counted", func() error {
 		l, err := c.Link(context.Background(), "launch")
-		return err == nil && l.Clicks == 1 && l.FirstClickAt != nil, "link: " + l.Code
+		return enginetest.State(err == nil && l.Clicks == 1 && l.FirstClickAt != nil, "%s", "link: "+l.Code)
 	})
 	page, err := c.Links(context.Background(), 1, "")
 	if err != nil || len(page.Items) != 1 || page.NextCursor == "" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -86,7 +87,7 @@ func TestReadmeNotificationsReadWell(t *testing.T) {
 			t.Fatalf("example type %q has no shipped template", s.typ)
 		}
 		var items []struct{ Channel, Subject, Body string }
-		eventually(t, 20*time.Second, "outbox items of "+s.id, func() (bool, string) {
+		enginetest.EventuallyNil(t, 20*time.Second, "outbox items of "+s.id, func() error {
 			_, body := call(t, "GET", n.httpURL+"/v1/outbox?limit=50", "")
 			var page struct {
 				Items []struct {
@@ -103,7 +104,7 @@ func TestReadmeNotificationsReadWell(t *testing.T) {
 					items = append(items, struct{ Channel, Subject, Body string }{it.Channel, it.Subject, it.Body})
 				}
 			}
-			return len(items) > 0, string(body)
+			return enginetest.State(len(items) > 0, "%s", string(body))
 		})
 		for _, it := range items {
 			c, _ := tpl.Content(notify.Channel(it.Channel), "en")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestCancelAPI: DELETE /v1/notifications/{id} on a running node cancels
@@ -62,9 +64,9 @@ func TestCancelAPI(t *testing.T) {
 	if err := json.Unmarshal(body, &acc); code != 202 || err != nil {
 		t.Fatalf("POST = %d %s", code, body)
 	}
-	eventually(t, 10*time.Second, "the email sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the email sent", func() error {
 		got := getNotification(t, base, acc.NotificationID)
-		return got.settled(), fmt.Sprint(got.Deliveries)
+		return enginetest.State(got.settled(), "%s", fmt.Sprint(got.Deliveries))
 	})
 	code, body = call(t, "DELETE", base+"/v1/notifications/"+acc.NotificationID, "")
 	if err := json.Unmarshal(body, &got); code != 200 || err != nil || got.Outcome != "not_canceled" || got.Deliveries[0].Status != "sent" {

@@ -37,16 +37,6 @@ func notifyChaosConfig(t *testing.T, workers int) (config.Config, []byte) {
 
 // webhookUsers gives users u0..u(n-1) a webhook at hook (email stays on,
 // to the outbox; sms and push off).
-func webhookUsers(t *testing.T, base string, hook *hookServer, n int) {
-	t.Helper()
-	for u := range n {
-		body := fmt.Sprintf(`{"channels":{"sms":false,"push":false,"webhook":true},"contacts":{"webhook_url":"%s/u%d"}}`, hook.URL, u)
-		if code, resp := call(t, "PUT", fmt.Sprintf("%s/v1/users/u%d/settings", base, u), body); code != 200 {
-			t.Fatalf("PUT settings = %d %s", code, resp)
-		}
-	}
-}
-
 // postNotifications posts n order notifications from 16 callers and
 // returns the ids that got a 202; during runs while they are posted.
 func postNotifications(t *testing.T, base, prefix string, n, users int, during func()) []string {
@@ -83,28 +73,16 @@ func postNotifications(t *testing.T, base, prefix string, n, users int, during f
 		if i == n/2 && during != nil {
 			during()
 		}
-		next <- i
+		select { // the workers never stop early; the deadline is for a hung one
+		case next <- i:
+		case <-time.After(time.Minute):
+			close(next)
+			t.Fatalf("no worker took notification %d within a minute", i)
+		}
 	}
 	close(next)
 	wg.Wait()
 	return ids
-}
-
-// allReceived waits until hook has seen every id's webhook and returns the
-// duplicates it counted (requests beyond one per id).
-func allReceived(t *testing.T, hook *hookServer, ids []string, within time.Duration) int {
-	t.Helper()
-	eventually(t, within, "every acknowledged notification reaches its webhook", func() (bool, string) {
-		missing := 0
-		for _, id := range ids {
-			if !hook.seen(id + ":webhook") {
-				missing++
-			}
-		}
-		return missing == 0, fmt.Sprintf("%d of %d not yet received", missing, len(ids))
-	})
-	unique, total := hook.counts()
-	return total - unique
 }
 
 // TestChaosNATSRestartDuringDelivery stops the node's NATS halfway through
@@ -118,9 +96,9 @@ func TestChaosNATSRestartDuringDelivery(t *testing.T) {
 	cfg, key := notifyChaosConfig(t, workers)
 	cfg.NATSURL = natsSrv.URL()
 	n := startNode(t, cfg)
-	hook := newHookServer(t, http.StatusOK)
-	hook.verify = key
-	webhookUsers(t, n.httpURL, hook, users)
+	hook := enginetest.StartWebhookReceiver(t, http.StatusOK)
+	hook.Verify(key)
+	hook.RouteUsers(t, n.httpURL, users)
 
 	var stopped time.Time
 	ids := postNotifications(t, n.httpURL, "nats", total, users, func() {
@@ -133,13 +111,13 @@ func TestChaosNATSRestartDuringDelivery(t *testing.T) {
 	if len(ids) < total/2 {
 		t.Fatalf("only %d of %d notifications acknowledged, want at least the half posted before the stop", len(ids), total)
 	}
-	dups := allReceived(t, hook, ids, 60*time.Second)
+	dups := hook.AllReceived(t, ids, 60*time.Second)
 	// A job sent but not acknowledged when NATS went away is sent again:
 	// at most one per worker of each channel in flight.
 	if dups > workers {
 		t.Errorf("%d duplicate webhooks across the NATS restart, want at most %d (the orders workers in flight)", dups, workers)
 	}
-	if bad := hook.badSignatures(); bad != 0 {
+	if bad := hook.BadSignatures(); bad != 0 {
 		t.Errorf("%d webhooks with a bad signature", bad)
 	}
 	t.Logf("nats restart during delivery: %d of %d acknowledged, all received %v after the restart (NATS down %v); %d duplicates (bound %d)",
@@ -157,33 +135,33 @@ func TestChaosProviderOutage(t *testing.T) {
 	cfg, key := notifyChaosConfig(t, 4)
 	cfg.Notify.Providers.BreakerOpenFor = time.Second
 	n := startNode(t, cfg)
-	hook := newHookServer(t, http.StatusServiceUnavailable)
-	hook.verify = key
-	webhookUsers(t, n.httpURL, hook, users)
+	hook := enginetest.StartWebhookReceiver(t, http.StatusServiceUnavailable)
+	hook.Verify(key)
+	hook.RouteUsers(t, n.httpURL, users)
 
 	ids := postNotifications(t, n.httpURL, "outage", total, users, nil)
 	if len(ids) != total {
 		t.Fatalf("%d of %d notifications acknowledged, want all", len(ids), total)
 	}
-	eventually(t, 20*time.Second, "the outage to be retried past the breaker's probes", func() (bool, string) {
-		_, hits := hook.counts()
-		return hits >= 2*cfg.Notify.Providers.BreakerFailures, fmt.Sprintf("%d webhook requests", hits)
+	enginetest.EventuallyNil(t, 20*time.Second, "the outage to be retried past the breaker's probes", func() error {
+		_, hits := hook.Counts()
+		return enginetest.State(hits >= 2*cfg.Notify.Providers.BreakerFailures, "%d webhook requests", hits)
 	})
 	recovered := time.Now()
-	hook.setStatus(http.StatusOK)
-	_, failedCalls := hook.counts()
+	hook.SetStatus(http.StatusOK)
+	_, failedCalls := hook.Counts()
 	// The receiver saw every id already (refused); the records say which
 	// deliveries went through.
-	eventually(t, 30*time.Second, "every webhook delivery sent after the recovery", func() (bool, string) {
+	enginetest.EventuallyNil(t, 30*time.Second, "every webhook delivery sent after the recovery", func() error {
 		for _, id := range ids {
 			nb := getNotification(t, n.httpURL, id)
 			for _, d := range nb.Deliveries {
 				if d.Channel == "webhook" && d.Status != "sent" {
-					return false, fmt.Sprintf("%s webhook %s after %d attempts (%s, updated %v)", id, d.Status, d.Attempts, d.Error, time.Since(d.UpdatedAt))
+					return enginetest.State(false, "%s webhook %s after %d attempts (%s, updated %v)", id, d.Status, d.Attempts, d.Error, time.Since(d.UpdatedAt))
 				}
 			}
 		}
-		return true, ""
+		return enginetest.State(true, "%s", "")
 	})
 	took := time.Since(recovered)
 	_, body := call(t, "GET", n.httpURL+"/v1/dead-letters", "")

@@ -74,9 +74,9 @@ func startLoad(t *testing.T, name string, workers int, op func(worker int) bench
 func (l *load) progress(t *testing.T, n int64, what string) {
 	t.Helper()
 	target := l.done.Load() + n
-	eventually(t, 20*time.Second, what, func() (bool, string) {
+	enginetest.EventuallyNil(t, 20*time.Second, what, func() error {
 		d := l.done.Load()
-		return d >= target, fmt.Sprintf("%d of %d requests answered", d, target)
+		return enginetest.State(d >= target, "%d of %d requests answered", d, target)
 	})
 }
 
@@ -107,25 +107,25 @@ func TestChaosRedisRestartDuringLimiterLoad(t *testing.T) {
 			Body: []byte(`{"policy":"enterprise","key":"chaos-` + strconv.FormatInt(seq%200, 10) + `"}`)}
 	}, bench.ExpectDecision(&refused)))
 	l.progress(t, 200, "checks on Redis")
-	storeUp := func(want float64) func() (bool, string) {
-		return func() (bool, string) {
+	storeUp := func(want float64) func() error {
+		return func() error {
 			v, ok := metric(t, n.httpURL, "sluice_ratelimit_store_up")
-			return ok && v == want, fmt.Sprint("sluice_ratelimit_store_up ", v, ok)
+			return enginetest.State(ok && v == want, "%s", fmt.Sprint("sluice_ratelimit_store_up ", v, ok))
 		}
 	}
 	// A check slower than the store timeout trips the store even before the
 	// fault when the machine is loaded; it must then come back by itself.
-	eventually(t, 20*time.Second, "store up on Redis", storeUp(1))
+	enginetest.EventuallyNil(t, 20*time.Second, "store up on Redis", storeUp(1))
 
 	stopped := time.Now()
 	redis.Stop()
-	eventually(t, 20*time.Second, "sluice_ratelimit_store_up 0 with Redis down", storeUp(0))
+	enginetest.EventuallyNil(t, 20*time.Second, "sluice_ratelimit_store_up 0 with Redis down", storeUp(0))
 	tripped := time.Since(stopped)
 	l.progress(t, 200, "checks with Redis down")
 
 	restarted := time.Now()
 	redis.Start()
-	eventually(t, 30*time.Second, "sluice_ratelimit_store_up 1 with Redis back", storeUp(1))
+	enginetest.EventuallyNil(t, 30*time.Second, "sluice_ratelimit_store_up 1 with Redis back", storeUp(1))
 	recovered := time.Since(restarted)
 	l.progress(t, 200, "checks on Redis again")
 
@@ -226,22 +226,22 @@ func TestChaosPostgresRestart(t *testing.T) {
 	if code, _, _ := status("GET", redirect, ""); code != 302 {
 		t.Errorf("cached redirect with PostgreSQL down = %d, want 302", code)
 	}
-	eventually(t, 10*time.Second, "/readyz names the database", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "/readyz names the database", func() error {
 		code, body := get(t, n.httpURL+"/readyz")
-		return code == 503 && strings.Contains(string(body), "database"), fmt.Sprint(code, string(body))
+		return enginetest.State(code == 503 && strings.Contains(string(body), "database"), "%s", fmt.Sprint(code, string(body)))
 	})
 	down := time.Since(stopped)
 
 	restarted := time.Now()
 	pg.Start()
-	eventually(t, 15*time.Second, "links created again once PostgreSQL is back", func() (bool, string) {
+	enginetest.EventuallyNil(t, 15*time.Second, "links created again once PostgreSQL is back", func() error {
 		code, body := send(t, "POST", n.httpURL+"/v1/links", `{"url":"https://example.com/after"}`)
-		return code == 201, fmt.Sprint(code, body)
+		return enginetest.State(code == 201, "%s", fmt.Sprint(code, body))
 	})
 	recovered := time.Since(restarted)
-	eventually(t, 10*time.Second, "/readyz ready again", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "/readyz ready again", func() error {
 		code, body := get(t, n.httpURL+"/readyz")
-		return code == 200, string(body)
+		return enginetest.State(code == 200, "%s", string(body))
 	})
 	writers.progress(t, 20, "links created after the fault")
 	res := writers.finish()

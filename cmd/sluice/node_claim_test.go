@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify/webhook"
 )
 
@@ -67,23 +68,23 @@ func TestSlowReceiverIsCalledOnce(t *testing.T) {
 		}
 		return rec.Deliveries[0].Status
 	}
-	eventually(t, 10*time.Second, "the other node shows the delivery sending", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the other node shows the delivery sending", func() error {
 		s := status(b)
-		return s == "sending", s
+		return enginetest.State(s == "sending", "%s", s)
 	})
-	eventually(t, 30*time.Second, "the delivery sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 30*time.Second, "the delivery sent", func() error {
 		s := status(a)
-		return s == "sent", s
+		return enginetest.State(s == "sent", "%s", s)
 	})
 	// Copies handed out during the call come back every couple of
 	// seconds until they read the outcome; the queue is settled when it
 	// holds no job unacknowledged.
-	eventually(t, 30*time.Second, "every copy of the job acknowledged", func() (bool, string) {
+	enginetest.EventuallyNil(t, 30*time.Second, "every copy of the job acknowledged", func() error {
 		code, raw := get(t, a.httpURL+"/metrics")
 		_, rest, _ := strings.Cut(string(raw), `sluice_notify_queue_oldest_job_seconds{category="orders",channel="webhook"} `)
 		v, _, _ := strings.Cut(rest, "\n")
 		age, err := strconv.ParseFloat(v, 64)
-		return code == 200 && err == nil && age < 0.5, fmt.Sprintf("oldest job %q seconds old", v)
+		return enginetest.State(code == 200 && err == nil && age < 0.5, "oldest job %q seconds old", v)
 	})
 	mu.Lock()
 	defer mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestSMSConversionsCreditTheNotification: with links.notification_click_ids,
@@ -55,12 +57,11 @@ func TestSMSConversionsCreditTheNotification(t *testing.T) {
 		}
 		return rec.Deliveries[0].Links
 	}
-	eventually(t, 10*time.Second, "the SMS is sent with its link", func() (bool, string) {
-		return len(links()) == 1, ""
+	enginetest.EventuallyNil(t, 10*time.Second, "the SMS is sent with its link", func() error {
+		return enginetest.State(len(links()) == 1, "%s", "")
 	})
 	code := links()[0].Code
 
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequest("GET", base+"/"+code, nil)
 	req.Header.Set("User-Agent", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148")
 	r, err := noFollow.Do(req)
@@ -80,9 +81,9 @@ func TestSMSConversionsCreditTheNotification(t *testing.T) {
 			t.Errorf("conversion %s does not name the notification", body)
 		}
 	}
-	eventually(t, 10*time.Second, "the notification shows the click and the sale", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the notification shows the click and the sale", func() error {
 		l := links()
-		return len(l) == 1 && l[0].Clicks == 1 && l[0].Conversions == 1, ""
+		return enginetest.State(len(l) == 1 && l[0].Clicks == 1 && l[0].Conversions == 1, "%s", "")
 	})
 	if _, metrics := get(t, base+"/metrics"); !strings.Contains(string(metrics), "sluice_links_conversions_total 1\n") {
 		t.Errorf("metrics lack the one conversion")

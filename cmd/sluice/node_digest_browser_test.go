@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestDigestTimelineInBrowser opens a digest message's timeline in the
@@ -30,13 +32,13 @@ func TestDigestTimelineInBrowser(t *testing.T) {
 			"data": map[string]any{"title": title}, "channels": []string{"email"}}, http.StatusAccepted, &acc)
 	}
 	var msg string
-	eventually(t, 15*time.Second, "the digest sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 15*time.Second, "the digest sent", func() error {
 		var out outboxBody
 		apiCall(t, n, "GET", "/v1/outbox?user_id=dora", k.Key, nil, http.StatusOK, &out)
 		if len(out.Items) == 1 {
 			msg = out.Items[0].NotificationID
 		}
-		return msg != "", fmt.Sprint(out.Items)
+		return enginetest.State(msg != "", "%s", fmt.Sprint(out.Items))
 	})
 
 	b.run(t, "sign in", chromedp.Navigate(n.httpURL+"/ui/"), chromedp.WaitVisible(chromedp.ID("api-key")),

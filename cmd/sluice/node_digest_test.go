@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 type outboxBody struct {
@@ -55,12 +57,12 @@ func TestDigestAPI(t *testing.T) {
 		events = append(events, acc.NotificationID)
 	}
 	var msg string
-	eventually(t, 15*time.Second, "the digest in the outbox", func() (bool, string) {
+	enginetest.EventuallyNil(t, 15*time.Second, "the digest in the outbox", func() error {
 		out := outboxOf(t, base, "u1")
 		if len(out.Items) == 1 {
 			msg = out.Items[0].NotificationID
 		}
-		return len(out.Items) == 1 && out.Items[0].Body == "3 news:\n- a\n- b\n- c" && out.Items[0].Subject == "3 news", fmt.Sprint(out.Items)
+		return enginetest.State(len(out.Items) == 1 && out.Items[0].Body == "3 news:\n- a\n- b\n- c" && out.Items[0].Subject == "3 news", "%s", fmt.Sprint(out.Items))
 	})
 	type digestBody struct {
 		Count          int
@@ -120,9 +122,9 @@ func TestEscalationAPI(t *testing.T) {
 		got.Deliveries[1].Error != "escalation: unless delivered,clicked" {
 		t.Fatalf("deliveries right after acceptance = %+v; want the SMS held back", got.Deliveries)
 	}
-	eventually(t, 15*time.Second, "the escalated SMS in the outbox", func() (bool, string) {
+	enginetest.EventuallyNil(t, 15*time.Second, "the escalated SMS in the outbox", func() error {
 		out := outboxOf(t, base, "u2")
-		return len(out.Items) == 2, fmt.Sprint(out.Items)
+		return enginetest.State(len(out.Items) == 2, "%s", fmt.Sprint(out.Items))
 	})
 	out := outboxOf(t, base, "u2")
 	email, sms := out.Items[1], out.Items[0] // newest first

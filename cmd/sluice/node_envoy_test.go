@@ -56,9 +56,9 @@ func TestServeEnvoyRateLimitService(t *testing.T) {
 	if err := os.WriteFile(file, []byte(envoyYAML("5")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the edited limit in force", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the edited limit in force", func() error {
 		r := check("198.51.100.1")
-		return r.Statuses[0].CurrentLimit.GetRequestsPerUnit() == 5, r.String()
+		return enginetest.State(r.Statuses[0].CurrentLimit.GetRequestsPerUnit() == 5, "%s", r.String())
 	})
 }
 
@@ -117,8 +117,8 @@ func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 		}
 		return resp.OverallCode.String()
 	}
-	is := func(domain, want string) func() (bool, string) {
-		return func() (bool, string) { got := code(domain); return got == want, domain + ": " + got }
+	is := func(domain, want string) func() error {
+		return func() error { got := code(domain); return enginetest.State(got == want, "%s", domain+": "+got) }
 	}
 	if got := code("edge") + " " + code("web"); got != "OK OK" {
 		t.Fatalf("before any block, edge and web = %s, want OK OK", got)
@@ -129,7 +129,7 @@ func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 		`{"key":"remote_address=203.0.113.9","domain":"edge","duration":"10m","reason":"scraper"}`); code != 201 || body["domain"] != "edge" {
 		t.Fatalf("POST block on B = %d %v, want 201 with the domain", code, body)
 	}
-	eventually(t, time.Second, "A's Envoy service refuses in edge what B blocked", is("edge", "OVER_LIMIT"))
+	enginetest.EventuallyNil(t, time.Second, "A's Envoy service refuses in edge what B blocked", is("edge", "OVER_LIMIT"))
 	t.Logf("block in edge made on B enforced by A's Envoy service after %v", time.Since(start))
 	if got := code("web"); got != "OK" {
 		t.Errorf("domain web with the entry blocked in edge = %s, want OK", got)
@@ -144,13 +144,13 @@ func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 		`{"key":"remote_address=203.0.113.9","duration":"10m","reason":"everywhere"}`); code != 201 {
 		t.Fatalf("POST block without domain on B = %d %v", code, body)
 	}
-	eventually(t, time.Second, "A's Envoy service refuses in every domain", is("web", "OVER_LIMIT"))
+	enginetest.EventuallyNil(t, time.Second, "A's Envoy service refuses in every domain", is("web", "OVER_LIMIT"))
 	t.Logf("block without domain made on B enforced by A's Envoy service after %v", time.Since(start))
 
 	if code, body := send(t, "DELETE", b.httpURL+"/v1/ratelimit/blocks/remote_address=203.0.113.9", ""); code != 204 {
 		t.Fatalf("DELETE blocks on B = %d %v", code, body)
 	}
-	eventually(t, time.Second, "A's Envoy service admits in edge once B lifted the blocks", is("edge", "OK"))
+	enginetest.EventuallyNil(t, time.Second, "A's Envoy service admits in edge once B lifted the blocks", is("edge", "OK"))
 	if got := code("web"); got != "OK" {
 		t.Errorf("domain web after the blocks were lifted = %s, want OK", got)
 	}

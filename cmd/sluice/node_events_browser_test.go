@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestEventSubscriptionsInBrowser opens the dashboard's event
@@ -23,7 +25,7 @@ func TestEventSubscriptionsInBrowser(t *testing.T) {
 		Key string `json:"key"`
 	}
 	apiCall(t, n, "POST", "/v1/keys", "", map[string]any{"name": "dashboard", "scopes": []string{"admin"}}, http.StatusCreated, &k)
-	userHook := newHookServer(t, http.StatusNoContent)
+	userHook := enginetest.StartWebhookReceiver(t, http.StatusNoContent)
 	apiCall(t, n, "PUT", "/v1/users/u1/settings", k.Key, map[string]any{"contacts": map[string]string{"webhook_url": userHook.URL + "/hook"}}, http.StatusOK, nil)
 	recv := newEventReceiver(t)
 	recv.set(func(h *eventReceiver) { h.status = http.StatusServiceUnavailable })
@@ -36,10 +38,10 @@ func TestEventSubscriptionsInBrowser(t *testing.T) {
 	}
 	apiCall(t, n, "POST", "/v1/notifications", k.Key, map[string]any{"user_id": "u1", "type": "payment_failed", "channels": []string{"webhook"}},
 		http.StatusAccepted, &acc)
-	eventually(t, 10*time.Second, "the subscription disabled", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the subscription disabled", func() error {
 		var s eventSubBody
 		apiCall(t, n, "GET", "/v1/event-subscriptions/"+sub.ID, k.Key, nil, http.StatusOK, &s)
-		return s.Status == "disabled", fmt.Sprintf("%+v", s)
+		return enginetest.State(s.Status == "disabled", "%+v", s)
 	})
 
 	b.run(t, "sign in", chromedp.Navigate(n.httpURL+"/ui/"), chromedp.WaitVisible(chromedp.ID("api-key")),
@@ -56,9 +58,9 @@ func TestEventSubscriptionsInBrowser(t *testing.T) {
 	recv.set(func(h *eventReceiver) { h.status = http.StatusNoContent; h.key = key })
 	b.run(t, "recover it", eval(`window.prompt = () => `+fmt.Sprintf("%q", start.Format(time.RFC3339Nano))),
 		chromedp.Click(chromedp.CSS(row+" button.recover")), waitText("#subscription-result", "Queued 1 event"), waitText(row, "enabled"))
-	eventually(t, 10*time.Second, "the recovered event", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the recovered event", func() error {
 		_, _, ok := recv.find("delivery.sent", "notification_id", acc.NotificationID)
-		return ok, ""
+		return enginetest.State(ok, "%s", "")
 	})
 
 	b.run(t, "subscribe with the form", chromedp.SetValue(chromedp.ID("subscription-url"), "https://hooks.example.com/sluice"),

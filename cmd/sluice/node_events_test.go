@@ -171,7 +171,7 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 	start := time.Now().UTC().Add(-time.Second)
 	n := startNode(t, cfg)
 	base := n.httpURL
-	userHook := newHookServer(t, http.StatusNoContent)
+	userHook := enginetest.StartWebhookReceiver(t, http.StatusNoContent)
 	if code, resp := call(t, "PUT", base+"/v1/users/u1/settings", `{"contacts":{"webhook_url":"`+userHook.URL+`/hook"}}`); code != 200 {
 		t.Fatalf("PUT settings = %d %s", code, resp)
 	}
@@ -186,25 +186,25 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 	// the same webhook-id.
 	id1 := sendTo(t, base, "u1")
 	var acc receivedEvent
-	eventually(t, 10*time.Second, "notification.accepted", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "notification.accepted", func() error {
 		e, _, ok := good.find("notification.accepted", "notification_id", id1)
 		acc = e
-		return ok, ""
+		return enginetest.State(ok, "%s", "")
 	})
 	if acc.field("user_id") != "u1" || !strings.HasPrefix(acc.ID, "evt_") {
 		t.Errorf("notification.accepted = %+v", acc)
 	}
-	eventually(t, 10*time.Second, "delivery.sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "delivery.sent", func() error {
 		_, _, ok := good.find("delivery.sent", "notification_id", id1)
-		return ok, ""
+		return enginetest.State(ok, "%s", "")
 	})
 	good.set(func(h *eventReceiver) { h.failNext, h.failType = 2, "delivery.sent" })
 	id2 := sendTo(t, base, "u1")
 	var hits int
-	eventually(t, 10*time.Second, "delivery.sent after two 500s", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "delivery.sent after two 500s", func() error {
 		var ok bool
 		_, hits, ok = good.find("delivery.sent", "notification_id", id2)
-		return ok, ""
+		return enginetest.State(ok, "%s", "")
 	})
 	if hits < 3 {
 		t.Errorf("delivery.sent after two 500s reached the receiver %d times under its webhook-id, want 3 or more", hits)
@@ -212,13 +212,13 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 
 	// The failing subscription is disabled after 3 failed attempts, with
 	// the reason on GET, and gets nothing more.
-	eventually(t, 10*time.Second, "the failing subscription disabled", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the failing subscription disabled", func() error {
 		s := getSub(t, base, badSub.ID)
-		return s.Status == "disabled", fmt.Sprintf("%+v", s)
+		return enginetest.State(s.Status == "disabled", "%+v", s)
 	})
-	eventually(t, 10*time.Second, "the disabled subscription's dead letter", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the disabled subscription's dead letter", func() error {
 		_, body := call(t, "GET", base+"/v1/dead-letters", "")
-		return strings.Contains(string(body), "sluice:"+badSub.ID), string(body)
+		return enginetest.State(strings.Contains(string(body), "sluice:"+badSub.ID), "%s", string(body))
 	})
 	s := getSub(t, base, badSub.ID)
 	if !strings.Contains(s.DisabledReason, "3 consecutive failed attempts") || !strings.Contains(s.LastError, "503") || s.Secret != "" ||
@@ -229,9 +229,9 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 	var before int
 	bad.set(func(h *eventReceiver) { before = h.requests })
 	id3 := sendTo(t, base, "u1")
-	eventually(t, 10*time.Second, "delivery.sent of a third notification", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "delivery.sent of a third notification", func() error {
 		_, _, ok := good.find("delivery.sent", "notification_id", id3)
-		return ok, ""
+		return enginetest.State(ok, "%s", "")
 	})
 	// Its dead deliveries are dead letters but report no delivery.dead.
 	good.mu.Lock()
@@ -254,13 +254,13 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 	if err := json.Unmarshal(resp, &rec); code != 202 || err != nil || rec.Queued < 3 {
 		t.Fatalf("recover = %d %s, want 3 or more queued", code, resp)
 	}
-	eventually(t, 10*time.Second, "recovered events", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "recovered events", func() error {
 		ok := true
 		for _, id := range []string{id1, id2, id3} {
 			_, _, found := bad.find("delivery.sent", "notification_id", id)
 			ok = ok && found
 		}
-		return ok, ""
+		return enginetest.State(ok, "%s", "")
 	})
 	if s := getSub(t, base, badSub.ID); s.Status != "enabled" || s.Failures != 0 {
 		t.Errorf("after recover: %+v, want enabled", s)
@@ -287,10 +287,10 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 		t.Fatalf("no dead letter of the disabled subscription replayed: %s", body)
 	}
 	bad.set(func(h *eventReceiver) { before = h.requests })
-	eventually(t, 10*time.Second, "the replayed event", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the replayed event", func() error {
 		var n int
 		bad.set(func(h *eventReceiver) { n = h.requests })
-		return n > before, ""
+		return enginetest.State(n > before, "%s", "")
 	})
 	// Its deliveries are a system user's notifications, listed as any.
 	if code, body := call(t, "GET", base+"/v1/users/sluice:"+badSub.ID+"/notifications", ""); code != 200 ||
@@ -308,7 +308,6 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 	if err := json.Unmarshal(resp, &link); code != 201 || err != nil {
 		t.Fatalf("POST /v1/links = %d %s", code, resp)
 	}
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, ua := range []string{"curl/8.0", "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0"} {
 		req, _ := http.NewRequest("GET", base+"/"+link.Code, nil)
 		req.Header.Set("User-Agent", ua)
@@ -318,10 +317,10 @@ func testStatusEvents(t *testing.T, cfg config.Config) {
 		}
 		r.Body.Close()
 	}
-	eventually(t, 10*time.Second, "link.clicked", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "link.clicked", func() error {
 		good.mu.Lock()
 		defer good.mu.Unlock()
-		return len(good.byType["link.clicked"]) > 0, ""
+		return enginetest.State(len(good.byType["link.clicked"]) > 0, "%s", "")
 	})
 	// curl's hit came first, so it was flushed with the person's or before.
 	good.mu.Lock()
@@ -393,9 +392,9 @@ func TestStatusEventsTwoNodes(t *testing.T) {
 	}
 	for _, typ := range []string{"notification.accepted", "delivery.sent"} {
 		for _, id := range ids {
-			eventually(t, 60*time.Second, typ+" of "+id, func() (bool, string) {
+			enginetest.EventuallyNil(t, 60*time.Second, typ+" of "+id, func() error {
 				_, hits, ok := h.find(typ, "notification_id", id)
-				return ok && hits == 1, fmt.Sprintf("found %v, %d requests", ok, hits)
+				return enginetest.State(ok && hits == 1, "found %v, %d requests", ok, hits)
 			})
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestInboxFanoutBenchmark measures the inbox's event streams (the
@@ -43,7 +45,7 @@ func TestInboxFanoutBenchmark(t *testing.T) {
 // message event of stream i (from the stream's goroutine).
 func benchStreams(t *testing.T, urls []string, seen func(i int, id string)) {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(urls)}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(urls)}, Timeout: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	var open sync.WaitGroup
 	var wg sync.WaitGroup
@@ -132,8 +134,8 @@ func inboxFanout(t *testing.T) {
 	wg.Wait()
 	accepted := time.Since(start)
 	want := sent.Load() * int64(streams/users)
-	eventually(t, 5*time.Minute, "every message reaches its streams", func() (bool, string) {
-		return events.Load() >= want, fmt.Sprintf("%d of %d events", events.Load(), want)
+	enginetest.EventuallyNil(t, 5*time.Minute, "every message reaches its streams", func() error {
+		return enginetest.State(events.Load() >= want, "%d of %d events", events.Load(), want)
 	})
 	total := time.Since(start)
 	t.Logf("accepted %d inapp notifications in %v (%.0f/s); all %d stream events within %v: %.0f messages/s stored, %.0f events/s delivered to %d streams",
@@ -193,10 +195,10 @@ func inboxCrossNode(t *testing.T) {
 	}
 	wg.Wait()
 	all := slices.Concat(out...)
-	eventually(t, time.Minute, "every event reaches node B", func() (bool, string) {
+	enginetest.EventuallyNil(t, time.Minute, "every event reaches node B", func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(arrived) >= len(all), fmt.Sprintf("%d of %d", len(arrived), len(all))
+		return enginetest.State(len(arrived) >= len(all), "%d of %d", len(arrived), len(all))
 	})
 	var from202, fromPost []time.Duration
 	for _, s := range all {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // TestInboxPageInBrowser opens the embeddable inbox page in Chromium with
@@ -22,10 +24,10 @@ func TestInboxPageInBrowser(t *testing.T) {
 			"channels": []string{"inapp"}, "data": map[string]string{"order": order}}, http.StatusAccepted, nil)
 	}
 	send("#1")
-	eventually(t, 10*time.Second, "the first message is in the inbox", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the first message is in the inbox", func() error {
 		var p struct{ Unread int }
 		apiCall(t, n, "GET", "/v1/users/ivy/inbox", "", nil, http.StatusOK, &p)
-		return p.Unread == 1, ""
+		return enginetest.State(p.Unread == 1, "%s", "")
 	})
 	var tok struct{ Token, URL string }
 	apiCall(t, n, "POST", "/v1/users/ivy/inbox-token", "", map[string]any{"ttl": "1h"}, http.StatusOK, &tok)
@@ -49,7 +51,7 @@ func TestInboxPageInBrowser(t *testing.T) {
 	}
 
 	for page, framable := range map[string]bool{"/ui/inbox": true, "/ui/": false} {
-		resp, err := http.Get(n.httpURL + page)
+		resp, err := apiClient.Get(n.httpURL + page)
 		if err != nil {
 			t.Fatal(err)
 		}

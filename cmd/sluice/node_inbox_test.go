@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/inbox/ssetest"
 )
 
@@ -26,12 +27,13 @@ type inboxStream struct {
 // openInboxStream opens url with header, failing unless it answers 200.
 func openInboxStream(t *testing.T, url string, header http.Header) *inboxStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
+	// A stream lasts as long as the test needs it, within a deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: apiTransport}).Do(req)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -112,14 +114,14 @@ func TestInboxEndToEnd(t *testing.T) {
 	if e.ID != "1" || d.Message.ID != acc.ID || d.Message.Subject != "Bestellung #9 versandt" || d.Message.Body != "Unterwegs" || d.Unread != 1 {
 		t.Errorf("message event = %+v %+v, want seq 1 of %s with the German inapp text, unread 1", e, d, acc.ID)
 	}
-	eventually(t, 10*time.Second, "the inapp delivery is sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the inapp delivery is sent", func() error {
 		got := getNotification(t, base, acc.ID)
 		for _, dl := range got.Deliveries {
 			if dl.Channel == "inapp" {
-				return dl.Status == "sent", dl.Status
+				return enginetest.State(dl.Status == "sent", "%s", dl.Status)
 			}
 		}
-		return false, "no inapp delivery"
+		return enginetest.State(false, "%s", "no inapp delivery")
 	})
 	code, raw = call(t, "GET", base+"/v1/users/anna/inbox?token="+tok, "")
 	if code != 200 || !strings.Contains(string(raw), `"unread":1`) || !strings.Contains(string(raw), acc.ID) {
@@ -137,9 +139,9 @@ func TestInboxEndToEnd(t *testing.T) {
 	}
 	_, raw = call(t, "POST", base+"/v1/notifications", `{"user_id":"anna","type":"parcel","data":{"order":"#10"}}`)
 	_ = json.Unmarshal(raw, &acc)
-	eventually(t, 10*time.Second, "the second notification settles", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the second notification settles", func() error {
 		got := getNotification(t, base, acc.ID)
-		return got.settled(), ""
+		return enginetest.State(got.settled(), "%s", "")
 	})
 	for _, dl := range getNotification(t, base, acc.ID).Deliveries {
 		if dl.Channel == "inapp" && (dl.Status != "suppressed" || dl.Error != "channel_off") {
@@ -181,9 +183,9 @@ func TestInboxTwoNodes(t *testing.T) {
 	s.close()
 
 	missed := []string{send("#2"), send("#3")}
-	eventually(t, 10*time.Second, "both missed messages are stored", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "both missed messages are stored", func() error {
 		code, raw := call(t, "GET", a.httpURL+"/v1/users/bo/inbox?token="+tok, "")
-		return code == 200 && strings.Contains(string(raw), `"unread":3`), string(raw)
+		return enginetest.State(code == 200 && strings.Contains(string(raw), `"unread":3`), "%s", string(raw))
 	})
 	r := openInboxStream(t, streamURL, http.Header{"Authorization": {"Bearer " + tok}, "Last-Event-Id": {"1"}})
 	// Two workers (on NATS 2.9, one per node) may store #2 and #3 in
@@ -228,6 +230,8 @@ func TestInboxStreamEndsAtShutdown(t *testing.T) {
 		base = "http://" + a
 	case err := <-done:
 		t.Fatalf("serve ended before listening: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("serve did not start within 2m")
 	}
 	s := openInboxStream(t, base+"/v1/users/u1/inbox/stream", nil)
 	s.next(t, "unread")

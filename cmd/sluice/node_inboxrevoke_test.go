@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/inbox"
 )
 
@@ -41,9 +42,9 @@ func TestInboxTokenRevokedOnEveryNode(t *testing.T) {
 		t.Errorf("the revoked token on A = %v, want a 401 problem: revoked", err)
 	}
 	start := time.Now()
-	eventually(t, inbox.DefaultTokenCacheTTL+20*time.Second, "B refuses the revoked token", func() (bool, string) {
+	enginetest.EventuallyNil(t, inbox.DefaultTokenCacheTTL+20*time.Second, "B refuses the revoked token", func() error {
 		_, err := onB.Inbox(ctx, "rv", client.InboxQuery{})
-		return revoked(err), "error: " + errString(err)
+		return enginetest.State(revoked(err), "%s", "error: "+errString(err))
 	})
 	t.Logf("B refused the revoked token %v after the revocation (bound %v)", time.Since(start).Round(time.Millisecond), inbox.DefaultTokenCacheTTL)
 	// The raw answer is problem+json, as the API's every error.

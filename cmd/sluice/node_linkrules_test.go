@@ -46,8 +46,7 @@ func sendNoFollow(t *testing.T, method, url, body string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
+	resp, err := noFollow.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}

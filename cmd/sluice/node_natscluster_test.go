@@ -35,17 +35,29 @@ func natsNodes(t *testing.T, natsURL string, replicas int) []string {
 // the answer is 202.
 func accept(t *testing.T, base, body string) string {
 	t.Helper()
-	code, resp := call(t, "POST", base+"/v1/notifications", body)
+	id, err := tryAccept(base, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// tryAccept is accept returning its error, for any goroutine.
+func tryAccept(base, body string) (string, error) {
+	code, resp, err := tryCall("POST", base+"/v1/notifications", body)
+	if err != nil {
+		return "", err
+	}
 	if code != http.StatusAccepted {
-		t.Fatalf("POST /v1/notifications = %d %s", code, resp)
+		return "", fmt.Errorf("POST /v1/notifications = %d %s", code, resp)
 	}
 	var a struct {
 		ID string `json:"notification_id"`
 	}
 	if err := json.Unmarshal(resp, &a); err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("POST /v1/notifications: %w", err)
 	}
-	return a.ID
+	return a.ID, nil
 }
 
 // TestOrderAcrossNodesHTTP: 200 notifications for 5 users, accepted
@@ -56,7 +68,7 @@ func TestOrderAcrossNodesHTTP(t *testing.T) {
 	t.Parallel()
 	nats := enginetest.StartNATSCluster(t, 1)
 	nodes := natsNodes(t, nats.URL(), 1)
-	hook := newHookServer(t, http.StatusOK)
+	hook := enginetest.StartWebhookReceiver(t, http.StatusOK)
 	const users, total = 5, 200
 	for u := range users {
 		if code, resp := call(t, "PUT", fmt.Sprintf("%s/v1/users/o%d/settings", nodes[0], u),
@@ -72,14 +84,12 @@ func TestOrderAcrossNodesHTTP(t *testing.T) {
 		want[u] = append(want[u], id+":webhook")
 		user[id+":webhook"] = u
 	}
-	eventually(t, 60*time.Second, "every notification at the receiver", func() (bool, string) {
-		unique, _ := hook.counts()
-		return unique == total, fmt.Sprintf("%d of %d", unique, total)
+	enginetest.EventuallyNil(t, 60*time.Second, "every notification at the receiver", func() error {
+		unique, _ := hook.Counts()
+		return enginetest.State(unique == total, "%d of %d", unique, total)
 	})
-	hook.mu.Lock()
-	defer hook.mu.Unlock()
 	got := map[string][]string{}
-	for _, id := range hook.order {
+	for _, id := range hook.Order() {
 		got[user[id]] = append(got[user[id]], id)
 	}
 	for u, ids := range want {
@@ -99,7 +109,7 @@ func TestCampaignSurvivesNATSServerLoss(t *testing.T) {
 	t.Parallel()
 	cluster := enginetest.StartNATSCluster(t, 3)
 	nodes := natsNodes(t, cluster.URL(), 3)
-	hook := newHookServer(t, http.StatusOK)
+	hook := enginetest.StartWebhookReceiver(t, http.StatusOK)
 	const users = 20
 	for u := range users {
 		if code, resp := call(t, "PUT", fmt.Sprintf("%s/v1/users/c%d/settings", nodes[0], u),
@@ -120,7 +130,11 @@ func TestCampaignSurvivesNATSServerLoss(t *testing.T) {
 	for w := range 4 { // four clients, as a bulk sender would run
 		wg.Go(func() {
 			for i := w; i < campaign; i += 4 {
-				id := accept(t, nodes[i%2], fmt.Sprintf(`{"user_id":"c%d","type":"order.shipped","channels":["webhook"]}`, i%users))
+				id, err := tryAccept(nodes[i%2], fmt.Sprintf(`{"user_id":"c%d","type":"order.shipped","channels":["webhook"]}`, i%users))
+				if err != nil {
+					t.Errorf("campaign item %d: %v", i, err)
+					continue
+				}
 				mu.Lock()
 				accepted = append(accepted, id)
 				mu.Unlock()
@@ -129,9 +143,9 @@ func TestCampaignSurvivesNATSServerLoss(t *testing.T) {
 	}
 	// Lose one server once the campaign is under way, and send OTPs while
 	// it is down.
-	eventually(t, 60*time.Second, "campaign under way", func() (bool, string) {
-		unique, _ := hook.counts()
-		return unique >= campaign/4, fmt.Sprint(unique)
+	enginetest.EventuallyNil(t, 60*time.Second, "campaign under way", func() error {
+		unique, _ := hook.Counts()
+		return enginetest.State(unique >= campaign/4, "%s", fmt.Sprint(unique))
 	})
 	lost := time.Now()
 	cluster.Kill(0)
@@ -149,7 +163,7 @@ func TestCampaignSurvivesNATSServerLoss(t *testing.T) {
 
 	// Every accepted notification ends in a terminal status.
 	pending := slices.Clone(accepted)
-	eventually(t, 2*time.Minute, "every accepted notification in a terminal status", func() (bool, string) {
+	enginetest.EventuallyNil(t, 2*time.Minute, "every accepted notification in a terminal status", func() error {
 		var still []string
 		for _, id := range pending {
 			if !terminal(t, nodes[0], id) {
@@ -157,9 +171,9 @@ func TestCampaignSurvivesNATSServerLoss(t *testing.T) {
 			}
 		}
 		pending = still
-		return len(pending) == 0, fmt.Sprintf("%d of %d not yet: %v", len(pending), len(accepted), pending[:min(3, len(pending))])
+		return enginetest.State(len(pending) == 0, "%d of %d not yet: %v", len(pending), len(accepted), pending[:min(3, len(pending))])
 	})
-	unique, total := hook.counts()
+	unique, total := hook.Counts()
 	if unique != len(accepted) {
 		t.Errorf("receiver saw %d distinct notifications, want %d", unique, len(accepted))
 	}
@@ -171,12 +185,11 @@ func TestCampaignSurvivesNATSServerLoss(t *testing.T) {
 	}
 	t.Logf("campaign %d + 20 OTPs through two nodes on a 3-server R3 cluster, one server lost: %d duplicate deliveries", campaign, dups)
 
-	hook.mu.Lock()
 	var lat []time.Duration
 	for id, sent := range otpSent {
-		lat = append(lat, hook.firstAt[id].Sub(sent))
+		at, _ := hook.FirstAt(id)
+		lat = append(lat, at.Sub(sent))
 	}
-	hook.mu.Unlock()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p99 := lat[min(len(lat)-1, len(lat)*99/100)]
 	t.Logf("OTP latency during the server loss: p50 %s, p99 %s, max %s",

@@ -172,7 +172,7 @@ func TestNotifyBenchmark(t *testing.T) {
 			otpIDs = append(otpIDs, a.NotificationID)
 		}
 	})
-	batches := make(chan int)
+	batches := make(chan int, (campaign+999)/1000) // every batch: no send waits on a worker
 	for range 4 {
 		wg.Go(func() {
 			for from := range batches {

@@ -113,7 +113,7 @@ func TestNotifyNodesBenchmark(t *testing.T) {
 			// A campaign (email and push to each user) in batches.
 			base := delivered("marketing")
 			start = time.Now()
-			batches := make(chan int)
+			batches := make(chan int, (campaign+999)/1000) // every batch: no send waits on a worker
 			for w := range 4 {
 				wg.Go(func() {
 					for from := range batches {

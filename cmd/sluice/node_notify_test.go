@@ -8,17 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluicehq/sluice/internal/notify/webhook"
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // natsPrefix returns a stream prefix for one test on the shared NATS at
@@ -54,27 +51,38 @@ func natsPrefix(t *testing.T, url string) string {
 
 // call sends method path with body (JSON unless empty) and extra headers
 // given as name, value pairs, and returns the status and body.
+// It fails the test when the request fails, so only the test's goroutine
+// calls it; others call tryCall.
 func call(t *testing.T, method, url, body string, headers ...string) (int, []byte) {
 	t.Helper()
+	code, b, err := tryCall(method, url, body, headers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, b
+}
+
+// tryCall is call returning its error, for any goroutine.
+func tryCall(method, url, body string, headers ...string) (int, []byte, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 type problemBody struct {
@@ -155,9 +163,9 @@ func TestNotificationAPI(t *testing.T) {
 		t.Errorf("Idempotency-Key repeat = %d %s, want 200 %s", code, second, first)
 	}
 
-	eventually(t, 10*time.Second, "deliveries settle", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "deliveries settle", func() error {
 		got := getNotification(t, base, acc.NotificationID)
-		return got.settled(), fmt.Sprint(got.Deliveries)
+		return enginetest.State(got.settled(), "%s", fmt.Sprint(got.Deliveries))
 	})
 	got := getNotification(t, base, acc.NotificationID)
 	want := map[string]string{"email": "sent", "sms": "sent", "push": "sent", "webhook": "suppressed", "inapp": "sent"}
@@ -285,65 +293,18 @@ func TestSettingsAndTemplatesAPI(t *testing.T) {
 	if code != 202 {
 		t.Fatalf("POST = %d %s", code, resp)
 	}
-	eventually(t, 10*time.Second, "the German text in the outbox", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the German text in the outbox", func() error {
 		_, out := call(t, "GET", base+"/v1/outbox?user_id=u9", "")
-		return strings.Contains(string(out), `"body":"Nutze 999"`), string(out)
+		return enginetest.State(strings.Contains(string(out), `"body":"Nutze 999"`), "%s", string(out))
 	})
 	if code, resp := call(t, "POST", base+"/v1/notifications", `{"user_id":"u9","type":"invoice.ready"}`); code != 202 {
 		t.Errorf("POST of a type defined by PUT = %d %s, want 202", code, resp)
 	}
 }
 
-// hookServer is a webhook receiver whose answer a test sets.
-type hookServer struct {
-	*httptest.Server
-	mu      sync.Mutex
-	status  int
-	hits    map[string]int       // webhook-id -> requests
-	order   []string             // webhook-ids in arrival order
-	firstAt map[string]time.Time // webhook-id -> first arrival
-	verify  []byte               // if set, the signing key to check requests against
-	bad     int                  // requests that failed verification
-}
-
-func newHookServer(t *testing.T, status int) *hookServer {
-	h := &hookServer{status: status, hits: map[string]int{}, firstAt: map[string]time.Time{}}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
-		h.mu.Lock()
-		if h.verify != nil && !webhook.Verify(h.verify, r.Header.Get("webhook-id"), ts, body, r.Header.Get("webhook-signature")) {
-			h.bad++
-		}
-		h.hits[r.Header.Get("webhook-id")]++
-		h.order = append(h.order, r.Header.Get("webhook-id"))
-		if _, ok := h.firstAt[r.Header.Get("webhook-id")]; !ok {
-			h.firstAt[r.Header.Get("webhook-id")] = time.Now()
-		}
-		status := h.status
-		h.mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(h.Close)
-	return h
-}
-
-func (h *hookServer) seen(id string) bool { h.mu.Lock(); defer h.mu.Unlock(); return h.hits[id] > 0 }
-func (h *hookServer) badSignatures() int  { h.mu.Lock(); defer h.mu.Unlock(); return h.bad }
-func (h *hookServer) setStatus(s int)     { h.mu.Lock(); h.status = s; h.mu.Unlock() }
-func (h *hookServer) counts() (unique, total int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, n := range h.hits {
-		unique++
-		total += n
-	}
-	return unique, total
-}
-
 func TestDeadLetterReplay(t *testing.T) {
 	t.Parallel()
-	hook := newHookServer(t, http.StatusGone)
+	hook := enginetest.StartWebhookReceiver(t, http.StatusGone)
 	cfg := testConfig(t)
 	cfg.AllowPrivate = true
 	n := startNode(t, cfg)
@@ -359,21 +320,21 @@ func TestDeadLetterReplay(t *testing.T) {
 	var dl struct {
 		Items []struct{ ID, NotificationID, Channel, Error string }
 	}
-	eventually(t, 10*time.Second, "a dead letter", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "a dead letter", func() error {
 		_, body := call(t, "GET", base+"/v1/dead-letters", "")
 		_ = json.Unmarshal(body, &dl)
-		return len(dl.Items) == 1, string(body)
+		return enginetest.State(len(dl.Items) == 1, "%s", string(body))
 	})
 	if d := getNotification(t, base, acc.NotificationID).Deliveries[0]; d.Status != "dead" || !strings.Contains(d.Error, "410") {
 		t.Errorf("delivery after a 410 = %+v, want dead with the answer", d)
 	}
-	hook.setStatus(http.StatusNoContent)
+	hook.SetStatus(http.StatusNoContent)
 	if code, resp := call(t, "POST", base+"/v1/dead-letters/"+dl.Items[0].ID+"/replay", ""); code != 202 {
 		t.Fatalf("replay = %d %s", code, resp)
 	}
-	eventually(t, 10*time.Second, "the replayed delivery sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the replayed delivery sent", func() error {
 		d := getNotification(t, base, acc.NotificationID).Deliveries[0]
-		return d.Status == "sent" && d.Attempts == 2, fmt.Sprint(d)
+		return enginetest.State(d.Status == "sent" && d.Attempts == 2, "%s", fmt.Sprint(d))
 	})
 	if code, _ := call(t, "POST", base+"/v1/dead-letters/"+dl.Items[0].ID+"/replay", ""); code != 409 {
 		t.Errorf("second replay = %d, want 409", code)
@@ -381,7 +342,7 @@ func TestDeadLetterReplay(t *testing.T) {
 	if code, _ := call(t, "POST", base+"/v1/dead-letters/dl_nope/replay", ""); code != 404 {
 		t.Errorf("replay of an unknown id = %d, want 404", code)
 	}
-	if unique, total := hook.counts(); unique != 1 || total != 2 {
+	if unique, total := hook.Counts(); unique != 1 || total != 2 {
 		t.Errorf("receiver saw %d ids in %d requests, want 1 id twice (the id is stable across attempts)", unique, total)
 	}
 }

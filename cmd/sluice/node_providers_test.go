@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify/twilio"
 )
 
@@ -89,9 +90,9 @@ func TestTwilioProviderAndReceipts(t *testing.T) {
 		}
 		return delivery{}
 	}
-	eventually(t, 10*time.Second, "the SMS is sent through Twilio", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the SMS is sent through Twilio", func() error {
 		d := sms()
-		return d.Status == "sent", fmt.Sprint(d)
+		return enginetest.State(d.Status == "sent", "%s", fmt.Sprint(d))
 	})
 	if d := sms(); d.Provider != "twilio" || d.ProviderMessageID != "SM1" {
 		t.Errorf("delivery = %+v, want twilio with SID SM1", d)
@@ -111,7 +112,7 @@ func TestTwilioProviderAndReceipts(t *testing.T) {
 		req, _ := http.NewRequest("POST", base+cb.RequestURI(), strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("X-Twilio-Signature", sig)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestTwilioProviderAndReceipts(t *testing.T) {
 		Clicks    int
 	}
 	var links []link
-	eventually(t, 10*time.Second, "the tracked SMS is sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 10*time.Second, "the tracked SMS is sent", func() error {
 		_, body := call(t, "GET", base+"/v1/notifications/"+acc2.NotificationID, "")
 		var rec struct {
 			Deliveries []struct {
@@ -156,9 +157,9 @@ func TestTwilioProviderAndReceipts(t *testing.T) {
 		_ = json.Unmarshal(body, &rec)
 		if len(rec.Deliveries) == 1 && rec.Deliveries[0].Status == "sent" {
 			links = rec.Deliveries[0].Links
-			return true, ""
+			return enginetest.State(true, "%s", "")
 		}
-		return false, string(body)
+		return enginetest.State(false, "%s", string(body))
 	})
 	if len(links) != 1 || links[0].URL != "https://shop.example/orders/42?x=1" || !strings.HasPrefix(links[0].ShortURL, "https://sl.test/") {
 		t.Fatalf("links = %+v, want the order URL behind a short link", links)

@@ -127,9 +127,9 @@ func testBehindHAProxy(t *testing.T, lb enginetest.HAProxy, proxyProtocol bool) 
 	if got := status(t, visitor, "GET", api+"/live", ""); got != 302 {
 		t.Errorf("another client's live link = %d, want 302", got)
 	}
-	eventually(t, 5*time.Second, "the access log names both clients", func() (bool, string) {
+	enginetest.EventuallyNil(t, 5*time.Second, "the access log names both clients", func() error {
 		out := logs.String()
-		return strings.Contains(out, "remote=127.0.0.2 peer=127.0.0.1:") && strings.Contains(out, "remote=127.0.0.3 peer=127.0.0.1:"), ""
+		return enginetest.State(strings.Contains(out, "remote=127.0.0.2 peer=127.0.0.1:") && strings.Contains(out, "remote=127.0.0.3 peer=127.0.0.1:"), "%s", "")
 	})
 
 	login := func(c *http.Client, user string) int {

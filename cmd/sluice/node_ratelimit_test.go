@@ -23,7 +23,7 @@ func send(t *testing.T, method, url, body string) (int, map[string]any) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
@@ -58,9 +58,9 @@ func TestTwoNodesShareOneService(t *testing.T) {
 		`{"algorithm":"fixed_window","limit":10,"period":"1h"}`); code != 201 {
 		t.Fatalf("PUT policy on A = %d %v", code, body)
 	}
-	eventually(t, time.Second, "B serves the policy created on A", func() (bool, string) {
+	enginetest.EventuallyNil(t, time.Second, "B serves the policy created on A", func() error {
 		code, body := send(t, "GET", b.httpURL+"/v1/ratelimit/policies/shared", "")
-		return code == 200, fmt.Sprint(code, body)
+		return enginetest.State(code == 200, "%s", fmt.Sprint(code, body))
 	})
 	t.Logf("policy created on A served by B after %v", time.Since(start))
 
@@ -89,8 +89,8 @@ func TestTwoNodesShareOneService(t *testing.T) {
 	if code, body := send(t, "POST", b.httpURL+"/v1/ratelimit/blocks", `{"key":"mallory","duration":"10m","reason":"abuse"}`); code != 201 {
 		t.Fatalf("POST block on B = %d %v", code, body)
 	}
-	eventually(t, time.Second, "A enforces the block made on B", func() (bool, string) {
-		return !check(a, "mallory"), ""
+	enginetest.EventuallyNil(t, time.Second, "A enforces the block made on B", func() error {
+		return enginetest.State(!check(a, "mallory"), "%s", "")
 	})
 	t.Logf("block made on B enforced by A after %v", time.Since(start))
 
@@ -98,7 +98,6 @@ func TestTwoNodesShareOneService(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("POST link on A = %d %v", code, body)
 	}
-	noFollow := &http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	redirect := func(n *testNode) int {
 		resp, err := noFollow.Get(n.httpURL + "/gone")
 		if err != nil {
@@ -114,9 +113,9 @@ func TestTwoNodesShareOneService(t *testing.T) {
 	if code, body := send(t, "DELETE", a.httpURL+"/v1/links/gone", ""); code != 204 {
 		t.Fatalf("DELETE link on A = %d %v", code, body)
 	}
-	eventually(t, time.Second, "B stops redirecting the link deleted on A", func() (bool, string) {
+	enginetest.EventuallyNil(t, time.Second, "B stops redirecting the link deleted on A", func() error {
 		got := redirect(b)
-		return got == http.StatusNotFound, fmt.Sprint(got)
+		return enginetest.State(got == http.StatusNotFound, "%s", fmt.Sprint(got))
 	})
 	t.Logf("link deleted on A stopped redirecting on B after %v", time.Since(start))
 
@@ -145,7 +144,7 @@ func TestGatewayInServe(t *testing.T) {
 	cfg.Gateway.Listen, cfg.Gateway.Upstream = gwAddr, "http://"+ln.Addr().String()
 	cfg.Gateway.AnonymousPolicy = "free"
 	startNode(t, cfg)
-	resp, err := http.Get("http://" + gwAddr + "/anything")
+	resp, err := apiClient.Get("http://" + gwAddr + "/anything")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +193,7 @@ func TestHotKeysHearEveryChange(t *testing.T) {
 		}
 		return code == 200 && body["allowed"] == true, fmt.Sprint(code, body)
 	}
-	eventually(t, time.Second, "A admits k once", func() (bool, string) { return check(a, "k") })
+	enginetest.EventuallyNil(t, time.Second, "A admits k once", func() error { ok, state := check(a, "k"); return enginetest.State(ok, "%s", state) })
 	// Refused, and now remembered on A for an hour.
 	if ok, state := check(a, "k"); ok {
 		t.Fatalf("second check of k on A at 1 per hour admitted: %s", state)
@@ -204,7 +203,7 @@ func TestHotKeysHearEveryChange(t *testing.T) {
 	if code, body := send(t, "DELETE", b.httpURL+"/v1/ratelimit/keys/hourly/k", ""); code != 204 {
 		t.Fatalf("reset on B = %d %v", code, body)
 	}
-	eventually(t, time.Second, "A admits k reset on B", func() (bool, string) { return check(a, "k") })
+	enginetest.EventuallyNil(t, time.Second, "A admits k reset on B", func() error { ok, state := check(a, "k"); return enginetest.State(ok, "%s", state) })
 	t.Logf("key reset on B admitted by A after %v", time.Since(start))
 
 	if ok, state := check(a, "k"); ok {
@@ -215,22 +214,22 @@ func TestHotKeysHearEveryChange(t *testing.T) {
 		`{"algorithm":"fixed_window","limit":5,"period":"1h"}`); code != 200 {
 		t.Fatalf("raise the limit on B = %d %v", code, body)
 	}
-	eventually(t, time.Second, "A admits k under the limit raised on B", func() (bool, string) { return check(a, "k") })
+	enginetest.EventuallyNil(t, time.Second, "A admits k under the limit raised on B", func() error { ok, state := check(a, "k"); return enginetest.State(ok, "%s", state) })
 	t.Logf("limit raised on B admitted by A after %v", time.Since(start))
 
 	start = time.Now()
 	if code, body := send(t, "POST", b.httpURL+"/v1/ratelimit/blocks", `{"key":"j","duration":"10m","reason":"abuse"}`); code != 201 {
 		t.Fatalf("POST block on B = %d %v", code, body)
 	}
-	eventually(t, time.Second, "A refuses j blocked on B", func() (bool, string) {
+	enginetest.EventuallyNil(t, time.Second, "A refuses j blocked on B", func() error {
 		ok, state := check(a, "j")
-		return !ok, state
+		return enginetest.State(!ok, "%s", state)
 	})
 	t.Logf("block made on B enforced by A after %v", time.Since(start))
 	start = time.Now()
 	if code, body := send(t, "DELETE", b.httpURL+"/v1/ratelimit/blocks/j", ""); code != 204 {
 		t.Fatalf("DELETE block on B = %d %v", code, body)
 	}
-	eventually(t, time.Second, "A admits j unblocked on B", func() (bool, string) { return check(a, "j") })
+	enginetest.EventuallyNil(t, time.Second, "A admits j unblocked on B", func() error { ok, state := check(a, "j"); return enginetest.State(ok, "%s", state) })
 	t.Logf("block lifted on B no longer enforced by A after %v", time.Since(start))
 }

@@ -16,8 +16,8 @@ import (
 
 // readyzState polls /readyz for wantCode; with wantNamed, the problem's
 // detail must name that engine ("redis: ...").
-func readyzState(t *testing.T, base string, wantCode int, wantNamed string) func() (bool, string) {
-	return func() (bool, string) {
+func readyzState(t *testing.T, base string, wantCode int, wantNamed string) func() error {
+	return func() error {
 		code, body := get(t, base+"/readyz")
 		ok := code == wantCode
 		if ok && wantNamed != "" {
@@ -25,15 +25,15 @@ func readyzState(t *testing.T, base string, wantCode int, wantNamed string) func
 			_ = json.Unmarshal(body, &p)
 			ok = strings.Contains(p.Detail, wantNamed+":")
 		}
-		return ok, fmt.Sprintf("%d %s", code, body)
+		return enginetest.State(ok, "%d %s", code, body)
 	}
 }
 
 // metricState polls /metrics until series has the value want.
-func metricState(t *testing.T, base, series string, want float64) func() (bool, string) {
-	return func() (bool, string) {
+func metricState(t *testing.T, base, series string, want float64) func() error {
+	return func() error {
 		v, ok := metric(t, base, series)
-		return ok && v == want, fmt.Sprint(series, " ", v, " present ", ok)
+		return enginetest.State(ok && v == want, "%s", fmt.Sprint(series, " ", v, " present ", ok))
 	}
 }
 
@@ -104,16 +104,15 @@ func TestServeStartsWithRedisDown(t *testing.T) {
 	if v, ok := metric(t, n.httpURL, `sluice_ratelimit_fallback_decisions_total{on_store_failure="open",policy="free"}`); !ok || v < 1 {
 		t.Errorf("fallback decisions = %v (present %v), want the check counted as decided locally", v, ok)
 	}
-	if ok, state := metricState(t, n.httpURL, "sluice_ratelimit_store_up", 0)(); !ok {
-		t.Errorf("with Redis down: %s, want 0", state)
+	if err := metricState(t, n.httpURL, "sluice_ratelimit_store_up", 0)(); err != nil {
+		t.Errorf("with Redis down: %v, want 0", err)
 	}
-	if ok, state := readyzState(t, n.httpURL, 503, "redis")(); !ok {
-		t.Errorf("/readyz with Redis down = %s, want 503 naming redis", state)
+	if err := readyzState(t, n.httpURL, 503, "redis")(); err != nil {
+		t.Errorf("/readyz with Redis down = %v, want 503 naming redis", err)
 	}
 	if code, body := send(t, "POST", n.httpURL+"/v1/links", `{"url":"https://example.com/early","slug":"early"}`); code != 201 {
 		t.Fatalf("create a link with Redis down = %d %v", code, body)
 	}
-	noFollow := &http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	redirect := func(code string) {
 		t.Helper()
 		resp, err := noFollow.Get(n.httpURL + "/" + code)
@@ -138,9 +137,9 @@ func TestServeStartsWithRedisDown(t *testing.T) {
 
 	redis.Start()
 	restarted := time.Now()
-	eventually(t, 30*time.Second, "sluice_ratelimit_store_up 1 once Redis starts",
+	enginetest.EventuallyNil(t, 30*time.Second, "sluice_ratelimit_store_up 1 once Redis starts",
 		metricState(t, n.httpURL, "sluice_ratelimit_store_up", 1))
-	eventually(t, 30*time.Second, "/readyz ready once Redis starts", readyzState(t, n.httpURL, 200, ""))
+	enginetest.EventuallyNil(t, 30*time.Second, "/readyz ready once Redis starts", readyzState(t, n.httpURL, 200, ""))
 	t.Logf("Redis started %v after the node; store up and /readyz ready %v later",
 		restarted.Sub(started).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 
@@ -191,16 +190,16 @@ func TestServeRedisAddresses(t *testing.T) {
 				t.Fatalf("Validate(%s) = %v", url, err)
 			}
 			n := startNode(t, cfg)
-			if ok, state := readyzState(t, n.httpURL, 200, "")(); !ok {
-				t.Errorf("/readyz = %s, want ready", state)
+			if err := readyzState(t, n.httpURL, 200, "")(); err != nil {
+				t.Errorf("/readyz = %v, want ready", err)
 			}
 			for i := range 3 {
 				if d := checkFree(t, n.httpURL, fmt.Sprint("k", i)); d["limit"] != 60.0 || d["remaining"] != 59.0 {
 					t.Errorf("check k%d = %v, want the full limit counted in Redis (59 left)", i, d)
 				}
 			}
-			if ok, state := metricState(t, n.httpURL, "sluice_ratelimit_store_up", 1)(); !ok {
-				t.Errorf("%s, want 1", state)
+			if err := metricState(t, n.httpURL, "sluice_ratelimit_store_up", 1)(); err != nil {
+				t.Errorf("%v, want 1", err)
 			}
 			if !redisHas(t, redisClient(t, url, ca), "sluice:rl:*") {
 				t.Errorf("no rate limit counter in %s after checks", url)

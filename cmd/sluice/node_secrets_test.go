@@ -86,7 +86,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}
@@ -117,7 +117,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		NotificationID string `json:"notification_id"`
 	}
 	_ = json.Unmarshal([]byte(body), &accepted)
-	eventually(t, 30*time.Second, "email, SMS and webhook each attempted", func() (bool, string) {
+	enginetest.EventuallyNil(t, 30*time.Second, "email, SMS and webhook each attempted", func() error {
 		_, body := do("GET", "/v1/notifications/"+accepted.NotificationID, apiKey, "")
 		var n struct {
 			Deliveries []struct {
@@ -132,7 +132,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 				tried++
 			}
 		}
-		return tried >= 3, body
+		return enginetest.State(tried >= 3, "%s", body)
 	})
 	_, r3 := do("GET", "/readyz", apiKey, "")
 	readyz = append(readyz, r3)

@@ -146,14 +146,14 @@ func TestTLSListeners(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || resp.TLS == nil || resp.ProtoMajor != 2 {
 			t.Errorf("GET /healthz over TLS = %d %s, TLS %v; want 200 over HTTP/2", resp.StatusCode, resp.Proto, resp.TLS != nil)
 		}
-		resp, err = http.Get("http://" + b.httpsAddr + "/healthz")
+		resp, err = apiClient.Get("http://" + b.httpsAddr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				t.Error("plain HTTP on the TLS listener answered 200")
 			}
 		}
-		old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: b.ca.Pool(), MaxVersion: tls.VersionTLS11}}}
+		old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: b.ca.Pool(), MaxVersion: tls.VersionTLS11}}, Timeout: 10 * time.Second}
 		if resp, err := old.Get(b.node.httpURL + "/healthz"); err == nil {
 			resp.Body.Close()
 			t.Error("TLS 1.1 accepted, want refused")
@@ -180,8 +180,8 @@ func TestTLSListeners(t *testing.T) {
 					t.Errorf("ShouldRateLimit = %v, want the connection refused (UNAVAILABLE)", err)
 				}
 				if !tt.ok { // logged once the server's handshake returned, maybe after the client saw the alert
-					eventually(t, 10*time.Second, "the failed handshake logged", func() (bool, string) {
-						return strings.Contains(b.logs.String(), "grpc tls handshake failed"), b.logs.String()
+					enginetest.EventuallyNil(t, 10*time.Second, "the failed handshake logged", func() error {
+						return enginetest.State(strings.Contains(b.logs.String(), "grpc tls handshake failed"), "%s", b.logs.String())
 					})
 				}
 			})
@@ -236,31 +236,31 @@ func TestTLSListeners(t *testing.T) {
 		}
 		second := b.ca.Server(t, "second")
 		second.Install(t, b.server.CertFile, b.server.KeyFile)
-		eventually(t, 10*time.Second, "a new gRPC connection served the second certificate", func() (bool, string) {
+		enginetest.EventuallyNil(t, 10*time.Second, "a new gRPC connection served the second certificate", func() error {
 			leaf, err := b.grpcLeaf(t, good)
 			if err != nil {
-				return false, err.Error()
+				return enginetest.State(false, "%s", err.Error())
 			}
-			return leaf.Subject.CommonName == "second", leaf.Subject.CommonName
+			return enginetest.State(leaf.Subject.CommonName == "second", "%s", leaf.Subject.CommonName)
 		})
-		eventually(t, 10*time.Second, "the metric to show the second certificate's expiry", func() (bool, string) {
+		enginetest.EventuallyNil(t, 10*time.Second, "the metric to show the second certificate's expiry", func() error {
 			resp, err := b.https().Get(b.node.httpURL + "/metrics")
 			if err != nil {
-				return false, err.Error()
+				return enginetest.State(false, "%s", err.Error())
 			}
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(resp.Body)
 			want := fmt.Sprintf(`sluice_tls_certificate_not_after_seconds{listener="grpc"} %g`, float64(second.Cert.NotAfter.Unix()))
-			return bytes.Contains(body, []byte(want)), want
+			return enginetest.State(bytes.Contains(body, []byte(want)), "%s", want)
 		})
-		eventually(t, 10*time.Second, "a new HTTPS connection served the second certificate", func() (bool, string) {
+		enginetest.EventuallyNil(t, 10*time.Second, "a new HTTPS connection served the second certificate", func() error {
 			resp, err := b.https().Get(b.node.httpURL + "/healthz")
 			if err != nil {
-				return false, err.Error()
+				return enginetest.State(false, "%s", err.Error())
 			}
 			resp.Body.Close()
 			cn := resp.TLS.PeerCertificates[0].Subject.CommonName
-			return cn == "second", cn
+			return enginetest.State(cn == "second", "%s", cn)
 		})
 	})
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // apiCall sends a JSON request with key (none when empty) and decodes the
@@ -27,7 +29,7 @@ func apiCall(t *testing.T, n *testNode, method, path, key string, body any, want
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -65,7 +67,7 @@ func seedDashboard(t *testing.T, n *testNode) string {
 			}
 			req, _ := http.NewRequest("GET", n.httpURL+"/"+l.Code, nil)
 			req.Header.Set("User-Agent", ua)
-			resp, err := (&http.Client{Transport: apiTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+			resp, err := noFollow.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +89,7 @@ type seededNotifications struct {
 // outbox, and bob one on the webhook channel to a receiver answering 410
 // Gone: permanent, so the orders delivery is dead-lettered on its first
 // attempt, with no retry to wait for. It waits for both outcomes.
-func seedNotifications(t *testing.T, n *testNode, key string, hook *hookServer) seededNotifications {
+func seedNotifications(t *testing.T, n *testNode, key string, hook *enginetest.WebhookReceiver) seededNotifications {
 	t.Helper()
 	var s seededNotifications
 	var acc struct {
@@ -101,21 +103,21 @@ func seedNotifications(t *testing.T, n *testNode, key string, hook *hookServer) 
 		"data": map[string]any{"order": "#43", "name": "Bob"}, "channels": []string{"webhook"}}, http.StatusAccepted, &acc)
 	s.dead = acc.NotificationID
 
-	eventually(t, 20*time.Second, "ann's notification sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 20*time.Second, "ann's notification sent", func() error {
 		var rec notificationBody
 		apiCall(t, n, "GET", "/v1/notifications/"+s.sent, key, nil, http.StatusOK, &rec)
-		return rec.settled(), fmt.Sprint(rec)
+		return enginetest.State(rec.settled(), "%s", fmt.Sprint(rec))
 	})
-	eventually(t, 20*time.Second, "bob's dead letter", func() (bool, string) {
+	enginetest.EventuallyNil(t, 20*time.Second, "bob's dead letter", func() error {
 		var dl deadLettersBody
 		apiCall(t, n, "GET", "/v1/dead-letters", key, nil, http.StatusOK, &dl)
 		for _, d := range dl.Items {
 			if d.NotificationID == s.dead {
 				s.deadID = d.ID
-				return true, ""
+				return enginetest.State(true, "%s", "")
 			}
 		}
-		return false, fmt.Sprint(dl)
+		return enginetest.State(false, "%s", fmt.Sprint(dl))
 	})
 	return s
 }
@@ -151,7 +153,7 @@ func checkTraffic(t *testing.T, n *testNode, key string) {
 			req, _ := http.NewRequest("POST", n.httpURL+"/v1/ratelimit/check", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+key)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
+			if resp, err := apiClient.Do(req); err == nil {
 				resp.Body.Close()
 			}
 		}
@@ -173,7 +175,7 @@ func showPage(b *browser, t *testing.T, page, sel string) {
 // artifactsDir).
 func TestDashboardInBrowser(t *testing.T) {
 	b := newBrowser(t)
-	hook := newHookServer(t, http.StatusGone)
+	hook := enginetest.StartWebhookReceiver(t, http.StatusGone)
 	cfg := testConfig(t)
 	cfg.AllowPrivate = true // the webhook receiver is on loopback
 	n := startNode(t, cfg)
@@ -239,16 +241,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	showPage(b, t, "dead-letters", "#dead-letters")
 	row := fmt.Sprintf(`#dead-letters tr[data-id=%q]`, seeded.deadID)
 	b.run(t, "see the dead letter", waitText(row, seeded.dead), waitText(row, "410"), waitText(row, "bob"))
-	hook.setStatus(http.StatusNoContent) // the receiver is back
+	hook.SetStatus(http.StatusNoContent) // the receiver is back
 	b.run(t, "replay it", chromedp.Click(chromedp.CSS(row+" button.replay")),
 		waitText("#replay-result", "Replayed 1 dead letter."), waitText(row, "replayed"))
 	b.screenshot(t, "03-dead-letters")
 	b.noErrors(t, "dead letters")
-	eventually(t, 20*time.Second, "the replayed delivery sent", func() (bool, string) {
+	enginetest.EventuallyNil(t, 20*time.Second, "the replayed delivery sent", func() error {
 		var rec notificationBody
 		apiCall(t, n, "GET", "/v1/notifications/"+seeded.dead, key, nil, http.StatusOK, &rec)
 		d := rec.Deliveries[0]
-		return d.Status == "sent" && d.Attempts == 2, fmt.Sprint(rec)
+		return enginetest.State(d.Status == "sent" && d.Attempts == 2, "%s", fmt.Sprint(rec))
 	})
 	var dl deadLettersBody
 	apiCall(t, n, "GET", "/v1/dead-letters", key, nil, http.StatusOK, &dl)
@@ -257,7 +259,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("dead letter %s has no replayed_at after the click", d.ID)
 		}
 	}
-	if unique, total := hook.counts(); unique != 1 || total != 2 {
+	if unique, total := hook.Counts(); unique != 1 || total != 2 {
 		t.Errorf("webhook receiver saw %d ids in %d requests, want 1 id twice (the 410, then the replay)", unique, total)
 	}
 

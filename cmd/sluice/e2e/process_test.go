@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -35,16 +35,26 @@ type child struct {
 // address.
 func startChild(t *testing.T, dataDir string, extra ...string) *child {
 	t.Helper()
-	args := append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
-		"--data-dir", dataDir, "--log-format", "json"}, extra...)
-	cmd := exec.Command(sluiceBinary(t), args...)
-	cmd.Env = append(os.Environ(), "SLUICE_DATABASE_URL=", "SLUICE_NATS_URL=", "SLUICE_REDIS_URL=")
-	stderr, err := cmd.StderrPipe()
+	c, err := tryStartChild(t, sluiceBinary(t), dataDir, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// tryStartChild is startChild returning its error, for any goroutine:
+// the caller builds the binary (sluiceBinary) on the test's goroutine.
+func tryStartChild(t *testing.T, binary, dataDir string, extra ...string) (*child, error) {
+	args := append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--data-dir", dataDir, "--log-format", "json"}, extra...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "SLUICE_DATABASE_URL=", "SLUICE_NATS_URL=", "SLUICE_REDIS_URL=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c := &child{cmd: cmd, logs: &bytes.Buffer{}, exited: make(chan error, 1)}
 	addr := make(chan [2]string, 1)
@@ -72,35 +82,52 @@ func startChild(t *testing.T, dataDir string, extra ...string) *child {
 	select {
 	case a := <-addr:
 		c.httpURL, c.grpcAddr = "http://"+a[0], a[1]
+		return c, nil
 	case err := <-c.exited:
-		t.Fatalf("sluice serve exited before serving: %v\n%s", err, c.logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("sluice serve did not start within 60s\n%s", c.logs)
+		logMu.Lock()
+		defer logMu.Unlock()
+		return nil, fmt.Errorf("sluice serve exited before serving: %v\n%s", err, c.logs)
+	case <-time.After(2 * time.Minute):
+		logMu.Lock()
+		defer logMu.Unlock()
+		return nil, fmt.Errorf("sluice serve did not start within 2m\n%s", c.logs)
 	}
-	return c
 }
 
+// request sends method path to the child with body (JSON unless empty)
+// and the API key (unless empty), and returns the status and body; it
+// fails the test when the request fails, so only the test's goroutine
+// calls it (others call try).
 func (c *child) request(t *testing.T, method, path, key, body string) (int, []byte) {
 	t.Helper()
+	code, b, err := c.try(method, path, key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, b
+}
+
+// try is request returning its error, for any goroutine.
+func (c *child) try(method, path, key, body string) (int, []byte, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, c.httpURL+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // TestKillNineKeepsRecords acknowledges records, kills the process with
@@ -122,8 +149,10 @@ func TestKillNineKeepsRecords(t *testing.T) {
 	acked := make(chan string, n)
 	for i := range n {
 		wg.Go(func() {
-			code, body := c.request(t, "POST", "/v1/keys", admin.Key, fmt.Sprintf(`{"name":"k%d","scopes":["notify:send"]}`, i))
-			if code == 201 {
+			code, body, err := c.try("POST", "/v1/keys", admin.Key, fmt.Sprintf(`{"name":"k%d","scopes":["notify:send"]}`, i))
+			if err != nil {
+				t.Errorf("create key %d: %v", i, err)
+			} else if code == 201 {
 				var k struct{ ID string }
 				_ = json.Unmarshal(body, &k)
 				acked <- k.ID

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -7,7 +7,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
+
+// outboxBody is a page of GET /v1/outbox.
+type outboxBody struct {
+	Items []struct {
+		NotificationID string `json:"notification_id"`
+		Channel        string
+		Subject, Body  string
+		CreatedAt      time.Time `json:"created_at"`
+	}
+}
 
 // TestKillNineInsideDigestWindowAndEscalation kills a process with SIGKILL
 // while a digest's window is open and an escalation's timer is pending,
@@ -43,10 +55,10 @@ func TestKillNineInsideDigestWindowAndEscalation(t *testing.T) {
 	// the restart is the escalation of a delivery that was made. An email
 	// still pending at the kill would wait for its claim to lapse, and the
 	// timer could fire first.
-	eventually(t, 30*time.Second, "u2's email before the kill", func() (bool, string) {
+	enginetest.EventuallyNil(t, 30*time.Second, "u2's email before the kill", func() error {
 		var out outboxBody
 		_ = json.Unmarshal(must(c, "GET", "/v1/outbox?user_id=u2&limit=100", "", 200), &out)
-		return len(out.Items) == 1, fmt.Sprint(out.Items)
+		return enginetest.State(len(out.Items) == 1, "%s", fmt.Sprint(out.Items))
 	})
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -61,9 +73,9 @@ func TestKillNineInsideDigestWindowAndEscalation(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, 30*time.Second, "the digest and the escalated SMS after the restart", func() (bool, string) {
+	enginetest.EventuallyNil(t, 30*time.Second, "the digest and the escalated SMS after the restart", func() error {
 		news, alerts := outbox("u1"), outbox("u2")
-		return len(news.Items) >= 1 && len(alerts.Items) >= 2, fmt.Sprint(news.Items, alerts.Items)
+		return enginetest.State(len(news.Items) >= 1 && len(alerts.Items) >= 2, "%s", fmt.Sprint(news.Items, alerts.Items))
 	})
 	if news := outbox("u1"); len(news.Items) != 1 || news.Items[0].Body != "3 news:\n- a\n- b\n- c" {
 		t.Errorf("u1's outbox = %+v; want one digest of the 3 events", news.Items)

@@ -1,7 +1,8 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,13 +45,15 @@ func startNodes(t *testing.T, n int, redisURL string, extra ...string) *cluster 
 		"--ratelimit-nodes", strconv.Itoa(n), "--ratelimit-refresh", "1h"}, extra...)
 	c.nodes = make([]*child, n)
 	var wg sync.WaitGroup
+	bin := sluiceBinary(t)
+	errs := make([]error, n)
 	for i := range c.nodes {
 		dir := t.TempDir()
-		wg.Go(func() { c.nodes[i] = startChild(t, dir, flags...) })
+		wg.Go(func() { c.nodes[i], errs[i] = tryStartChild(t, bin, dir, flags...) })
 	}
 	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -81,10 +84,19 @@ func warnings(log string, n int) string {
 // call sends one JSON request to node i and decodes the answer.
 func (c *cluster) call(t *testing.T, i int, method, path, body string) (int, map[string]any) {
 	t.Helper()
-	code, raw := c.nodes[i].request(t, method, path, "", body)
+	code, out, err := c.try(i, method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, out
+}
+
+// try is call returning its error, for any goroutine.
+func (c *cluster) try(i int, method, path, body string) (int, map[string]any, error) {
+	code, raw, err := c.nodes[i].try(method, path, "", body)
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
-	return code, out
+	return code, out, err
 }
 
 // propagation polls every node but from until cond holds on each, and
@@ -105,7 +117,7 @@ func (c *cluster) propagation(t *testing.T, from int, start time.Time, what stri
 			deadline := start.Add(10 * time.Second)
 			for time.Now().Before(deadline) {
 				req, _ := http.NewRequest(method, n.httpURL+path, nil)
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := apiClient.Do(req)
 				if err == nil {
 					raw, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
@@ -134,8 +146,9 @@ func (c *cluster) propagation(t *testing.T, from int, start time.Time, what stri
 func TestThreeNodes(t *testing.T) {
 	t.Parallel()
 	secret := webhook.NewSecret()
-	hook := newHookServer(t, http.StatusOK)
-	hook.verify, _ = webhook.DecodeSecret(secret)
+	hook := enginetest.StartWebhookReceiver(t, http.StatusOK)
+	key, _ := webhook.DecodeSecret(secret)
+	hook.Verify(key)
 	c := startCluster(t, "--allow-private-targets", "--webhook-secret", secret)
 	t.Run("notifications", func(t *testing.T) { threeNodeNotifications(t, c, hook) })
 
@@ -156,9 +169,9 @@ func TestThreeNodes(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 180 {
 		wg.Go(func() {
-			code, body := c.call(t, i%3, "POST", "/v1/ratelimit/check", `{"policy":"sixty","key":"k60"}`)
-			if code != 200 {
-				t.Errorf("check = %d %v", code, body)
+			code, body, err := c.try(i%3, "POST", "/v1/ratelimit/check", `{"policy":"sixty","key":"k60"}`)
+			if err != nil || code != 200 {
+				t.Errorf("check = %d %v %v", code, body, err)
 			}
 			if body["allowed"] == true {
 				allowed.Add(1)
@@ -206,9 +219,9 @@ func TestThreeNodes(t *testing.T) {
 // threeNodeNotifications posts notifications round robin to the three
 // nodes (the workers of all three consume the same queues) and counts what
 // the receivers got: every webhook once, every email once in the outbox.
-func threeNodeNotifications(t *testing.T, c *cluster, hook *hookServer) {
+func threeNodeNotifications(t *testing.T, c *cluster, hook *enginetest.WebhookReceiver) {
 	const users, total = 10, 150
-	webhookUsers(t, c.nodes[0].httpURL, hook, users)
+	hook.RouteUsers(t, c.nodes[0].httpURL, users)
 	var ids []string
 	for i := range total {
 		code, body := c.call(t, i%3, "POST", "/v1/notifications",
@@ -219,10 +232,10 @@ func threeNodeNotifications(t *testing.T, c *cluster, hook *hookServer) {
 		ids = append(ids, body["notification_id"].(string))
 	}
 	start := time.Now()
-	dups := allReceived(t, hook, ids, 60*time.Second)
+	dups := hook.AllReceived(t, ids, 60*time.Second)
 	received := time.Since(start)
 	emails := map[string]int{}
-	eventually(t, 30*time.Second, "every email in the outbox", func() (bool, string) {
+	enginetest.EventuallyNil(t, 30*time.Second, "every email in the outbox", func() error {
 		clear(emails)
 		for u := range users {
 			code, raw := c.nodes[u%3].request(t, "GET", fmt.Sprintf("/v1/outbox?user_id=u%d&limit=200", u), "", "")
@@ -233,13 +246,13 @@ func threeNodeNotifications(t *testing.T, c *cluster, hook *hookServer) {
 				}
 			}
 			if code != 200 || json.Unmarshal(raw, &page) != nil {
-				return false, fmt.Sprint("outbox ", code, string(raw))
+				return enginetest.State(false, "%s", fmt.Sprint("outbox ", code, string(raw)))
 			}
 			for _, it := range page.Items {
 				emails[it.NotificationID+":"+it.Channel]++
 			}
 		}
-		return len(emails) == total, fmt.Sprintf("%d of %d emails", len(emails), total)
+		return enginetest.State(len(emails) == total, "%d of %d emails", len(emails), total)
 	})
 	dupEmails := 0
 	for _, n := range emails {
