@@ -25,11 +25,6 @@ var apiTransport = apiValidator.Transport(http.DefaultTransport)
 // instead of hanging it.
 var apiClient = &http.Client{Transport: apiTransport, Timeout: time.Minute}
 
-// noFollow is apiClient without following redirects, to see a short
-// link's answer itself.
-var noFollow = &http.Client{Transport: apiTransport, Timeout: time.Minute,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
 func TestMain(m *testing.M) {
 	http.DefaultClient.Transport = apiTransport
 	code := m.Run()
