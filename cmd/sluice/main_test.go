@@ -13,8 +13,8 @@ import (
 
 // apiValidator checks every exchange these tests make through
 // http.DefaultClient (the commands run in-process), apiClient (get, call,
-// send, child.request ...) or apiTransport against the OpenAPI document the nodes serve; TestMain
-// fails the run if any disagreed, and reports the count.
+// send ...) or apiTransport against the OpenAPI document the nodes serve;
+// TestMain fails the run if any disagreed, and reports the count.
 var apiValidator = apitest.Must(httpapi.OpenAPI("http://127.0.0.1:8080"))
 
 // apiTransport is the validating transport, for the tests' own clients.
