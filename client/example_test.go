@@ -49,7 +49,7 @@ func ExampleClient_SendCampaign() {
 }
 
 // standIn answers a few routes as a Sluice server would, for the examples
-// (cmd/sluice/client_test.go runs every call against a real node).
+// (cmd/sluice/cmd_client_test.go runs every call against a real node).
 func standIn() *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/links", func(w http.ResponseWriter, r *http.Request) {

@@ -36,14 +36,25 @@ type environment struct {
 	getenv         func(string) string
 }
 
+// commands is every command of the binary, by name. The node's wiring is in
+// the node*.go files, the commands' bodies in cmd_*.go.
 var commands = map[string]command{
-	"serve":   {"run the HTTP API, gRPC rate limit service and workers", runServe},
-	"migrate": {"apply pending database migrations and exit", runMigrate},
-	"keys":    {"manage API keys: keys create|list|revoke", runKeys},
-	"check":   {"check and consume a rate limit key on a running server", runCheck},
-	"version": {"print the version, VCS revision and Go version of this build", runVersion},
-	"shorten": {"ask a running server for a short link: shorten URL", runShorten},
-	"bench":   {"drive load at a server (or an in-process node) and print latency figures", runBench},
+	// The node, and what runs beside it on the node's host.
+	"serve":       {"run the HTTP API, gRPC rate limit service and workers", runServe},
+	"migrate":     {"apply pending database migrations and exit", runMigrate},
+	"keys":        {"manage API keys: keys create|list|revoke", runKeys},
+	"healthcheck": {"exit 0 when the local node is ready (GET /readyz), for container health checks", runHealthcheck},
+	"version":     {"print the version, VCS revision and Go version of this build", runVersion},
+	"bench":       {"drive load at a server (or an in-process node) and print latency figures", runBench},
+	// Clients of a running server (--server, --api-key).
+	"check":         {"check and consume a rate limit key on a running server", runCheck},
+	"send":          {"send one notification: send --user u1 --type otp --data code=123456", runSend},
+	"campaign":      {"send a notification to every user of a CSV: campaign send --type flash_sale --users users.csv", runCampaign},
+	"notifications": {"follow or cancel notifications on a running server: notifications get|cancel ID", runNotifications},
+	"events":        {"manage status event subscriptions on a running server: events create|list|get|delete|recover", runEvents},
+	"inbox":         {"read and change users' in-app inboxes on a running server: inbox list|read|unread|archive|read-all|token|revoke-tokens", runInbox},
+	"shorten":       {"ask a running server for a short link: shorten URL", runShorten},
+	"links":         {"manage short links on a running server: links get|rules|stats|qr|convert", runLinks},
 }
 
 func main() {

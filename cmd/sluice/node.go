@@ -64,7 +64,7 @@ type node struct {
 	// serving, when not nil, is told the bound addresses once Run serves.
 	serving listening
 
-	// events is the status events service (cmd/sluice/events.go).
+	// events is the status events service (cmd/sluice/node_events.go).
 	events *statusEvents
 }
 
@@ -231,14 +231,14 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 			"create a key with `sluice keys create --scope admin`")
 	}
 
-	grpcOpts, err := n.grpcServerOptions() // TLS, client certificates (tls.go)
+	grpcOpts, err := n.grpcServerOptions() // TLS, client certificates (node_tls.go)
 	if err != nil {
 		return nil, fmt.Errorf("grpc tls: %w", err)
 	}
 	n.grpc, n.health = newGRPCServer(envoy, cfg.GRPCReflection, grpcOpts...)
 
 	if cfg.Gateway.Listen != "" {
-		gwTLS, err := n.gatewayTLS() // with --gateway-tls-cert-file or --tls-cert-file (tls.go)
+		gwTLS, err := n.gatewayTLS() // with --gateway-tls-cert-file or --tls-cert-file (node_tls.go)
 		if err != nil {
 			return nil, fmt.Errorf("gateway tls: %w", err)
 		}
@@ -296,7 +296,7 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("http listen: %w", err)
 	}
-	if ln, err = n.httpTLS(ln); err != nil { // with --tls-cert-file (tls.go)
+	if ln, err = n.httpTLS(ln); err != nil { // with --tls-cert-file (node_tls.go)
 		return "", fmt.Errorf("http tls: %w", err)
 	}
 	hs := &http.Server{

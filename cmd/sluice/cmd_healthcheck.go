@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// runHealthcheck is `sluice healthcheck`: it asks the node configured by
+// the same flags, SLUICE_* variables and --config file as `serve` (its
+// --http-addr, on loopback when that listens on every address) for
+// /readyz, or /healthz with --live, and exits 0 on 200, 1 otherwise.
+// Distroless and scratch images have no curl; a Dockerfile HEALTHCHECK
+// runs this.
+//
+// With --tls-cert-file it asks over HTTPS and, by default, accepts only
+// the certificate in that file (the node reloads it at every handshake,
+// so that is the one it serves), whatever names it holds. --ca-file
+// verifies the chain and name instead (--server-name, else the host
+// dialed); --insecure-skip-verify checks nothing, for a loopback address
+// only.
+func runHealthcheck(ctx context.Context, env *environment, args []string) error {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	live := fs.Bool("live", false, "ask /healthz (the process is alive) instead of /readyz (every engine reachable)")
+	timeout := fs.Duration("timeout", 3*time.Second, "longest wait for the answer")
+	var hc clientTLS
+	fs.StringVar(&hc.caFile, "ca-file", "", "with --tls-cert-file: PEM certificate authorities the node's certificate must chain to (default: accept exactly the certificate in --tls-cert-file)")
+	fs.StringVar(&hc.serverName, "server-name", "", "with --ca-file: the name the node's certificate must hold (default: the host dialed)")
+	fs.BoolVar(&hc.skipVerify, "insecure-skip-verify", false, "with --tls-cert-file: do not check the node's certificate (loopback addresses only)")
+	cfg, _, err := loadConfig(env, fs, args)
+	if err != nil {
+		return err
+	}
+	path := "/readyz"
+	if *live {
+		path = "/healthz"
+	}
+	addr := loopbackAddr(cfg.HTTPAddr)
+	client, scheme, err := healthClient(&hc, cfg.TLSCertFile, addr)
+	if err != nil {
+		return err
+	}
+	url := scheme + "://" + addr + path
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	fmt.Fprintf(env.stdout, "%s %s\n", path, resp.Status)
+	return nil
+}
+
+// loopbackAddr turns a listen address into one to dial from the same host:
+// an unspecified host (":8080", "0.0.0.0:8080", "[::]:8080") becomes
+// loopback.
+func loopbackAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// healthClient returns the HTTP client and scheme to ask addr with:
+// plain HTTP when certFile (the node's --tls-cert-file) is empty, else h's
+// checks, or by default the node's own certificate pinned.
+func healthClient(h *clientTLS, certFile, addr string) (*http.Client, string, error) {
+	if certFile == "" {
+		return http.DefaultClient, "http", nil
+	}
+	var cfg *tls.Config
+	if h.skipVerify || h.caFile != "" {
+		var err error
+		if cfg, err = h.config(addr); err != nil {
+			return nil, "", err
+		}
+	} else {
+		want, err := firstCertificate(certFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--tls-cert-file: %w", err)
+		}
+		// The node's own certificate, pinned: no chain or name to check.
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
+				return fmt.Errorf("the node serves a certificate other than the one in %s", certFile)
+			}
+			return nil
+		}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}, "https", nil
+}
+
+// firstCertificate returns the DER of the first certificate in a PEM file.
+func firstCertificate(file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, fmt.Errorf("%s holds no PEM certificate", file)
+		}
+		if block.Type == "CERTIFICATE" {
+			return block.Bytes, nil
+		}
+	}
+}

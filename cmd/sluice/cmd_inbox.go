@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+var inboxSubcommands = map[string]subcommand{
+	"list":          {"USER [--limit N] [--cursor C] [--archived]: print a page of the inbox as JSON", inboxList},
+	"read":          {"USER MESSAGE_ID: mark a message read", inboxMark(client.InboxRead)},
+	"unread":        {"USER MESSAGE_ID: mark a message unread", inboxMark(client.InboxUnread)},
+	"archive":       {"USER MESSAGE_ID: archive a message (and mark it read)", inboxMark(client.InboxArchive)},
+	"read-all":      {"USER: mark every message read", inboxReadAll},
+	"token":         {"USER [--ttl 24h] [-v]: mint a token that opens the user's inbox; prints the token (-v: the page URL and expiry too)", inboxTokenCmd},
+	"revoke-tokens": {"USER: revoke every inbox token of the user minted so far (every node within 10s)", inboxRevoke},
+}
+
+func runInbox(ctx context.Context, env *environment, args []string) error {
+	return runGroup(ctx, env, "inbox", inboxSubcommands, args)
+}
+
+func inboxList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	limit := fs.Int("limit", 0, "messages per page, 1 to 200 (default 50)")
+	cursor := fs.String("cursor", "", "the next_cursor of the previous page")
+	archived := fs.Bool("archived", false, "list the archived messages instead")
+	pos, err := parseArgs(fs, args, "USER")
+	if err != nil {
+		return err
+	}
+	p, err := newClient().Inbox(ctx, pos[0], client.InboxQuery{Limit: *limit, Cursor: *cursor, Archived: *archived})
+	if err != nil {
+		return err
+	}
+	return printJSON(env.stdout, p)
+}
+
+func inboxMark(a client.InboxAction) func(context.Context, *environment, *flag.FlagSet, []string) error {
+	return func(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+		newClient := clientFlags(fs, env)
+		pos, err := parseArgs(fs, args, "USER", "MESSAGE_ID")
+		if err != nil {
+			return err
+		}
+		_, unread, err := newClient().MarkInboxMessage(ctx, pos[0], pos[1], a)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "unread %d\n", unread)
+		return nil
+	}
+}
+
+func inboxReadAll(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	pos, err := parseArgs(fs, args, "USER")
+	if err != nil {
+		return err
+	}
+	changed, unread, err := newClient().ReadAllInbox(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "changed %d, unread %d\n", changed, unread)
+	return nil
+}
+
+func inboxTokenCmd(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	ttl := fs.Duration("ttl", 0, "the token's lifetime, 1m to 8784h (default the server's 24h)")
+	verbose := fs.Bool("v", false, "print the inbox page's URL and the expiry too")
+	pos, err := parseArgs(fs, args, "USER")
+	if err != nil {
+		return err
+	}
+	t, err := newClient().InboxToken(ctx, pos[0], *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, t.Token)
+	if *verbose {
+		fmt.Fprintf(env.stderr, "%s (expires %s)\n", t.URL, t.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"))
+	}
+	return nil
+}
+
+func inboxRevoke(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	pos, err := parseArgs(fs, args, "USER")
+	if err != nil {
+		return err
+	}
+	if err := newClient().RevokeInboxTokens(ctx, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stderr, "revoked every inbox token of %s\n", pos[0])
+	return nil
+}

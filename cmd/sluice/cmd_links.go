@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+var linkSubcommands = map[string]subcommand{
+	"get":     {"CODE: print the link with its statistics as JSON", linksGet},
+	"rules":   {"CODE --file rules.json: replace the link's redirect rules ({\"rules\": [...]} or a bare list; [] removes them)", linksRules},
+	"stats":   {"CODE [--from T] [--to T] [--by hour|day] [--group country|device|os|referrer|language|source|target]: print clicks and conversions as JSON", linksStats},
+	"qr":      {"CODE --out FILE [--format png|svg] [--size 256]: write the link's QR code", linksQR},
+	"convert": {"--click-id ID --event sale [--value 30]: record a conversion against a click", linksConvert},
+}
+
+func runLinks(ctx context.Context, env *environment, args []string) error {
+	return runGroup(ctx, env, "links", linkSubcommands, args)
+}
+
+func linksGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	pos, err := parseArgs(fs, args, "CODE")
+	if err != nil {
+		return err
+	}
+	l, err := newClient().Link(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printJSON(env.stdout, l)
+}
+
+// maxRulesFile bounds a rules file; the server takes at most 32 KiB.
+const maxRulesFile = 1 << 20
+
+func linksRules(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	file := fs.String("file", "", "JSON file of the rules: {\"rules\": [...]} or a bare list (required; - reads stdin)")
+	pos, err := parseArgs(fs, args, "CODE")
+	if err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("--file is required")
+	}
+	var in io.Reader = os.Stdin
+	if *file != "-" {
+		f, err := os.Open(*file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	raw, err := io.ReadAll(io.LimitReader(in, maxRulesFile+1))
+	if err != nil {
+		return err
+	}
+	if len(raw) > maxRulesFile {
+		return fmt.Errorf("%s: over %d bytes", *file, maxRulesFile)
+	}
+	rules, err := decodeRules(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *file, err)
+	}
+	l, err := newClient().PutLinkRules(ctx, pos[0], rules)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stderr, "%d rules on %s\n", len(l.Rules), l.Code)
+	return printJSON(env.stdout, l)
+}
+
+// decodeRules reads {"rules": [...]} (the API's body) or a bare list,
+// refusing unknown fields as the server does.
+func decodeRules(raw []byte) ([]client.LinkRule, error) {
+	raw = bytes.TrimSpace(raw)
+	strict := func(v any) error {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		return dec.Decode(v)
+	}
+	if len(raw) > 0 && raw[0] == '[' {
+		var rules []client.LinkRule
+		return rules, strict(&rules)
+	}
+	var body struct {
+		Rules *[]client.LinkRule `json:"rules"`
+	}
+	if err := strict(&body); err != nil {
+		return nil, err
+	}
+	if body.Rules == nil {
+		return nil, errors.New(`want {"rules": [...]} or a list of rules`)
+	}
+	return *body.Rules, nil
+}
+
+func linksStats(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	from := fs.String("from", "", "start, RFC 3339 or a duration back from now (168h); default 7 days before --to")
+	to := fs.String("to", "", "end, RFC 3339 or a duration back from now; default now")
+	by := fs.String("by", "", "bucket: hour or day (default day)")
+	group := fs.String("group", "", "dimension: country, device, os, referrer, language, source or target (default country)")
+	pos, err := parseArgs(fs, args, "CODE")
+	if err != nil {
+		return err
+	}
+	q := client.StatsQuery{By: *by, Group: *group}
+	now := time.Now()
+	if q.From, err = parseWhen(*from, now); err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	if q.To, err = parseWhen(*to, now); err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	s, err := newClient().LinkStats(ctx, pos[0], q)
+	if err != nil {
+		return err
+	}
+	return printJSON(env.stdout, s)
+}
+
+// parseWhen reads an RFC 3339 time or a duration before now; "" is the
+// zero time (the server's default).
+func parseWhen(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("want an RFC 3339 time or a duration back from now, not %q", v)
+	}
+	return now.Add(-d), nil
+}
+
+func linksQR(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	out := fs.String("out", "", "file to write the image to (required; - writes stdout)")
+	format := fs.String("format", "", "png or svg (default png)")
+	size := fs.Int("size", 0, "side in pixels, 64 to 2048 (default 256)")
+	pos, err := parseArgs(fs, args, "CODE")
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("--out is required")
+	}
+	img, ctype, err := newClient().LinkQR(ctx, pos[0], client.QROptions{Format: *format, Size: *size})
+	if err != nil {
+		return err
+	}
+	if *out == "-" {
+		_, err = env.stdout.Write(img)
+		return err
+	}
+	if err := os.WriteFile(*out, img, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stderr, "wrote %s (%s, %d bytes)\n", *out, ctype, len(img))
+	return nil
+}
+
+func linksConvert(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env)
+	clickID := fs.String("click-id", "", "the sluice_cid the redirect appended to the target (required)")
+	event := fs.String("event", "", "what happened, e.g. lead or sale (required)")
+	value := fs.Float64("value", 0, "its worth, in a currency of your choosing")
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if *clickID == "" || *event == "" {
+		return errors.New("--click-id and --event are required")
+	}
+	c, err := newClient().RecordConversion(ctx, client.ConversionRequest{ClickID: *clickID, Event: *event, Value: *value})
+	if err != nil {
+		return err
+	}
+	if c.Duplicate {
+		fmt.Fprintf(env.stderr, "recorded before: %s for this click id is unchanged\n", c.Event)
+	}
+	return printJSON(env.stdout, c)
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+// clientFlags registers --server, --api-key and the TLS flags of an
+// https:// server (--ca-file, --server-name, --insecure-skip-verify) and
+// returns a constructor for the client they name (flags, then
+// SLUICE_SERVER / SLUICE_API_KEY). Bad TLS flags fail its first call.
+func clientFlags(fs *flag.FlagSet, env *environment) func() *client.Client {
+	server := fs.String("server", "", "Sluice server URL (default $SLUICE_SERVER or "+client.DefaultServer+")")
+	key := fs.String("api-key", "", "API key (default $SLUICE_API_KEY)")
+	var ct clientTLS
+	ct.register(fs, "", "an https:// --server", false)
+	return func() *client.Client {
+		return ct.client(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
+	}
+}
+
+// dataFlags collects repeated --data key=value pairs.
+type dataFlags map[string]any
+
+func (d dataFlags) String() string { return fmt.Sprint(map[string]any(d)) }
+func (d dataFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, not %q", v)
+	}
+	d[k] = val
+	return nil
+}
+
+// listFlag collects repeated or comma-separated values.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+func runSend(ctx context.Context, env *environment, args []string) error {
+	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	newClient := clientFlags(fs, env)
+	user := fs.String("user", "", "user id (required)")
+	typ := fs.String("type", "", "notification type, e.g. otp or order.shipped (required)")
+	reqID := fs.String("request-id", "", "idempotency key: the same value on every retry of one event")
+	expiresIn := fs.Duration("expires-in", 0, "drop the notification if not sent within this long")
+	data := dataFlags{}
+	fs.Var(data, "data", "template data as key=value (repeatable)")
+	var channels listFlag
+	fs.Var(&channels, "channel", "narrow to these channels (repeatable or comma-separated)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user == "" || *typ == "" {
+		return errors.New("--user and --type are required")
+	}
+	n := client.Notification{RequestID: *reqID, UserID: *user, Type: *typ, Data: data, Channels: channels}
+	if *expiresIn > 0 {
+		t := time.Now().Add(*expiresIn).UTC()
+		n.ExpiresAt = &t
+	}
+	a, err := newClient().Send(ctx, n)
+	if err != nil {
+		return err
+	}
+	if a.Duplicate {
+		fmt.Fprintf(env.stderr, "request id %s was sent before; nothing new was sent\n", *reqID)
+	}
+	fmt.Fprintln(env.stdout, a.NotificationID)
+	return nil
+}
+
+func runCampaign(ctx context.Context, env *environment, args []string) error {
+	if len(args) == 0 || args[0] != "send" {
+		return errors.New("want: campaign send --type TYPE --users FILE.csv [--data key=value] [--campaign ID]")
+	}
+	fs := flag.NewFlagSet("campaign send", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	newClient := clientFlags(fs, env)
+	typ := fs.String("type", "", "notification type, e.g. flash_sale (required)")
+	users := fs.String("users", "", "CSV file: a user id per row, in the first column; with a header row naming user_id, the other columns become template data (required; - reads stdin)")
+	campaign := fs.String("campaign", "", "campaign id; request ids are <campaign>:<user>, so running the same campaign again sends nothing twice (default: type and today's date)")
+	batch := fs.Int("batch", 500, "notifications per request (at most 1000)")
+	workers := fs.Int("concurrency", 4, "requests in flight")
+	expiresIn := fs.Duration("expires-in", 0, "drop notifications not sent within this long")
+	data := dataFlags{}
+	fs.Var(data, "data", "template data for everyone as key=value (repeatable)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *typ == "" || *users == "" {
+		return errors.New("--type and --users are required")
+	}
+	if *batch < 1 || *batch > 1000 || *workers < 1 {
+		return errors.New("--batch must be 1 to 1000 and --concurrency at least 1")
+	}
+	if *campaign == "" {
+		*campaign = *typ + "-" + time.Now().UTC().Format("20060102")
+	}
+	var in io.Reader = os.Stdin
+	if *users != "-" {
+		f, err := os.Open(*users)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	ns, err := client.ReadCampaignCSV(in, *typ, *campaign, data)
+	if err != nil {
+		return err
+	}
+	if *expiresIn > 0 {
+		t := time.Now().Add(*expiresIn).UTC()
+		for i := range ns {
+			ns[i].ExpiresAt = &t
+		}
+	}
+	return sendCampaign(ctx, env, newClient(), ns, *batch, *workers)
+}
+
+// sendCampaign posts ns in batches with a progress bar on stderr and a
+// summary at the end. Items refused by the server are counted, and the
+// first few reasons shown; a failed request fails the command.
+func sendCampaign(ctx context.Context, env *environment, c *client.Client, ns []client.Notification, batch, workers int) error {
+	var done atomic.Int64
+	start := time.Now()
+	stopBar := progressBar(env.stderr, int64(len(ns)), &done, start)
+	res, sendErr := c.SendCampaign(ctx, ns, client.CampaignOptions{Batch: batch, Workers: workers,
+		Progress: func(n int) { done.Store(int64(n)) }})
+	stopBar()
+	elapsed := time.Since(start)
+	fmt.Fprintf(env.stdout, "sent %d of %d in %s (%.0f/s): %d accepted, %d duplicates, %d refused\n",
+		res.Done, len(ns), elapsed.Round(time.Millisecond), float64(res.Done)/max(elapsed.Seconds(), 1e-9),
+		res.Accepted, res.Duplicates, res.Refused)
+	for _, r := range res.Refusals {
+		fmt.Fprintln(env.stdout, "  refused:", r.Error())
+	}
+	return sendErr
+}
+
+// progressBar redraws a bar on w every 200ms until the returned stop is
+// called, which draws it a last time.
+func progressBar(w io.Writer, total int64, done *atomic.Int64, start time.Time) (stop func()) {
+	draw := func() {
+		n := done.Load()
+		const width = 30
+		filled := int(float64(width) * float64(n) / float64(max(total, 1)))
+		rate := float64(n) / max(time.Since(start).Seconds(), 1e-9)
+		fmt.Fprintf(w, "\r[%s%s] %d/%d %3.0f%% %.0f/s", strings.Repeat("#", filled), strings.Repeat(" ", width-filled),
+			n, total, 100*float64(n)/float64(max(total, 1)), rate)
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				draw()
+			}
+		}
+	})
+	return func() {
+		close(quit)
+		wg.Wait()
+		draw()
+		fmt.Fprintln(w)
+	}
+}
