@@ -58,17 +58,26 @@ func (g *Gateway) withUsage(next http.Handler) http.Handler {
 		if u.routed && u.route.CostFromResponse != nil {
 			m.field = u.route.CostFromResponse.JSON
 		}
+		// Deferred: the reverse proxy aborts with a panic
+		// (http.ErrAbortHandler) when the client hangs up mid-response,
+		// and the leases must come back then too; the panic goes on.
+		defer g.settle(r, u, m)
 		next.ServeHTTP(m, r)
-		if u.id == "" {
-			return
-		}
-		cost := g.cost(u, m)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
-		defer cancel()
-		if _, err := g.svc.Settle(ctx, u.id, cost); err != nil {
-			g.log.Warn("gateway could not settle a reservation; it keeps its estimate", slog.String("path", r.URL.Path), slog.Any("error", err))
-		}
 	})
+}
+
+// settle settles u's reservation, if decide took one, with the cost of
+// the response in m, which has ended (or been aborted).
+func (g *Gateway) settle(r *http.Request, u *usage, m *meter) {
+	if u.id == "" {
+		return
+	}
+	cost := g.cost(u, m)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
+	defer cancel()
+	if _, err := g.svc.Settle(ctx, u.id, cost); err != nil {
+		g.log.Warn("gateway could not settle a reservation; it keeps its estimate", slog.String("path", r.URL.Path), slog.Any("error", err))
+	}
 }
 
 // counting reports whether u's route counts only some statuses.

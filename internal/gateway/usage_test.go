@@ -65,7 +65,15 @@ func (u *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func setupUsage(t *testing.T, cfg config.Gateway, policies ...limits.NamedPolicy) (*httptest.Server, *llm, *ratelimittest.Clock) {
 	t.Helper()
 	up := &llm{slow: make(chan struct{}), arrived: make(chan struct{}, 1)}
-	us := httptest.NewServer(up)
+	gs, clock := setupUpstream(t, cfg, up, policies...)
+	return gs, up, clock
+}
+
+// setupUpstream runs a gateway in front of upstream, on a real listener,
+// on a clock the test moves.
+func setupUpstream(t *testing.T, cfg config.Gateway, upstream http.Handler, policies ...limits.NamedPolicy) (*httptest.Server, *ratelimittest.Clock) {
+	t.Helper()
+	us := httptest.NewServer(upstream)
 	t.Cleanup(us.Close)
 	_, rules := openRules(t)
 	clock := ratelimittest.NewClock(ratelimittest.Epoch)
@@ -86,7 +94,7 @@ func setupUsage(t *testing.T, cfg config.Gateway, policies ...limits.NamedPolicy
 	}
 	gs := httptest.NewServer(g)
 	t.Cleanup(gs.Close)
-	return gs, up, clock
+	return gs, clock
 }
 
 // A per-minute token budget charged from the response holds to within
