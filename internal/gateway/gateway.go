@@ -148,6 +148,15 @@ func New(opts Options) (*Gateway, error) {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		// The request body is still being forwarded when the upstream's
+		// answer starts (a stream begun before the body was read, or the
+		// proxy's last read of it, the one that sees its end): without
+		// full duplex, net/http drains and closes the body when the
+		// response's headers go out, under the proxy's feet, which then
+		// drops the upstream connection and cuts the response short.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	if rt, ok := g.route(r); ok && rt.Streaming {
 		// Exempt from Serve's read and write timeouts, explicitly.
 		rc := http.NewResponseController(w)
