@@ -3,13 +3,10 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -141,7 +138,7 @@ func (g *Gateway) cost(u *usage, m *meter) int64 {
 	if u.metered() {
 		c := u.route.CostFromResponse
 		cost = max(c.Estimate, 1)
-		if v, ok := responseCost(c, m); ok {
+		if v, st := responseCost(c, m); st == costFound {
 			cost = v
 		}
 	}
@@ -160,46 +157,14 @@ func cmpOr(a, b int) int {
 
 // responseCost reads the cost from the response's header (or trailer) or
 // its JSON body.
-func responseCost(c *config.CostFromResponse, m *meter) (int64, bool) {
+func responseCost(c *config.CostFromResponse, m *meter) (int64, costState) {
 	if c.Header != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(m.Header().Get(c.Header)), 10, 64)
-		return n, err == nil && n >= 0
+		return parseCost(m.Header().Get(c.Header))
 	}
 	if m.sse {
-		return m.last, m.found
+		return m.last, m.state
 	}
 	return fieldOf(m.buf.Bytes(), c.JSON)
-}
-
-// fieldOf returns the number at dotted path in a JSON document.
-func fieldOf(doc []byte, path string) (int64, bool) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return 0, false
-	}
-	for part := range strings.SplitSeq(path, ".") {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return 0, false
-		}
-		if v, ok = obj[part]; !ok {
-			return 0, false
-		}
-	}
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0, false
-	}
-	if i, err := n.Int64(); err == nil {
-		return i, i >= 0
-	}
-	f, err := n.Float64()
-	if err != nil || f < 0 || f >= 1<<53 {
-		return 0, false
-	}
-	return int64(math.Ceil(f)), true
 }
 
 // meter passes a response through, keeping its status and, when a JSON
@@ -213,7 +178,7 @@ type meter struct {
 	skip   bool // not JSON, or too long: nothing to find
 	buf    bytes.Buffer
 	last   int64
-	found  bool
+	state  costState // of the last event that carried the field
 }
 
 func (m *meter) WriteHeader(code int) {
@@ -261,8 +226,8 @@ func (m *meter) events() {
 				payload = append(append(payload, bytes.TrimPrefix(d, []byte(" "))...), '\n')
 			}
 		}
-		if v, ok := fieldOf(payload, m.field); ok {
-			m.last, m.found = v, true
+		if v, st := fieldOf(payload, m.field); st != costMissing {
+			m.last, m.state = v, st
 		}
 		m.buf.Next(i + n)
 	}

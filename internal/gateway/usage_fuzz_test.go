@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // FuzzMeter feeds arbitrary response bodies, in two writes, through the
@@ -26,7 +27,7 @@ func FuzzMeter(f *testing.F) {
 		if got := rec.Body.String(); got != string(body) {
 			t.Fatalf("body passed through as %q, want %q", got, body)
 		}
-		if v, ok := responseCost(&config.CostFromResponse{JSON: m.field}, m); ok && v < 0 {
+		if v, st := responseCost(&config.CostFromResponse{JSON: m.field}, m); st == costFound && (v < 0 || v > ratelimit.MaxUsageCost) {
 			t.Fatalf("cost %d, want none or at least 0", v)
 		}
 	})
