@@ -73,6 +73,11 @@ type Options struct {
 	// next handshake. It should offer "h2" and "http/1.1" (NextProtos).
 	// If nil, Serve serves plain HTTP.
 	TLS *tls.Config
+	// UsageUnreadable, if set, counts a response of a cost_from_response
+	// route whose cost could not be read (it keeps its estimate): its
+	// route's path and why ("encoding", "corrupt", "too_large",
+	// "invalid").
+	UsageUnreadable func(route, reason string)
 }
 
 // Gateway is the rate limiting reverse proxy, an http.Handler. It is safe
@@ -92,6 +97,7 @@ type Gateway struct {
 	// writeTimeout bounds a non-streaming request's upstream call.
 	writeTimeout time.Duration
 	warned       sync.Map // policy names already reported unknown
+	onUnreadable func(route, reason string)
 }
 
 // New builds the gateway; it fails on an invalid upstream.
@@ -104,7 +110,7 @@ func New(opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
 	}
 	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
-		http: opts.HTTP, tls: opts.TLS}
+		http: opts.HTTP, tls: opts.TLS, onUnreadable: opts.UsageUnreadable}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -66,6 +66,7 @@ func (g *Gateway) withUsage(next http.Handler) http.Handler {
 // settle settles u's reservation, if decide took one, with the cost of
 // the response in m, which has ended (or been aborted).
 func (g *Gateway) settle(r *http.Request, u *usage, m *meter) {
+	m.finish()
 	if u.id == "" {
 		return
 	}
@@ -138,14 +139,26 @@ func (g *Gateway) cost(u *usage, m *meter) int64 {
 	if u.metered() {
 		c := u.route.CostFromResponse
 		cost = max(c.Estimate, 1)
-		if v, st := responseCost(c, m); st == costFound {
+		switch v, st := responseCost(c, m); {
+		case st == costFound:
 			cost = v
+		case st == costInvalid:
+			g.unreadable(u.route.Path, unreadableInvalid)
+		case m.unreadable != "":
+			g.unreadable(u.route.Path, m.unreadable)
 		}
 	}
 	if u.counting() && !slices.Contains(u.route.CountStatuses, status) {
 		return 0
 	}
 	return cost
+}
+
+// unreadable counts a metered response whose cost could not be read.
+func (g *Gateway) unreadable(route, reason string) {
+	if g.onUnreadable != nil {
+		g.onUnreadable(route, reason)
+	}
 }
 
 func cmpOr(a, b int) int {
@@ -179,6 +192,10 @@ type meter struct {
 	buf    bytes.Buffer
 	last   int64
 	state  costState // of the last event that carried the field
+	// dec decodes a compressed body for the meter (decode.go); the
+	// fields above are then its goroutine's until finish.
+	dec        *decoder
+	unreadable string // why the body could not be read, if it could not
 }
 
 func (m *meter) WriteHeader(code int) {
@@ -187,6 +204,11 @@ func (m *meter) WriteHeader(code int) {
 		ct, _, _ := mime.ParseMediaType(m.Header().Get("Content-Type"))
 		m.sse = ct == "text/event-stream"
 		m.skip = m.field == "" || (!m.sse && ct != "application/json" && !strings.HasSuffix(ct, "+json"))
+		if encs, ok := encodings(m.Header()); !m.skip && !ok {
+			m.skip, m.unreadable = true, unreadableEncoding
+		} else if !m.skip && len(encs) > 0 {
+			m.dec = newDecoder(encs, m.consume)
+		}
 	}
 	m.ResponseWriter.WriteHeader(code)
 }
@@ -195,17 +217,42 @@ func (m *meter) Write(b []byte) (int, error) {
 	if m.status == 0 {
 		m.WriteHeader(http.StatusOK)
 	}
-	if !m.skip {
-		m.buf.Write(b)
-		if m.sse {
-			m.events()
-		}
-		if m.buf.Len() > maxMetered {
-			m.buf.Reset()
-			m.skip = !m.sse
-		}
+	switch {
+	case m.skip:
+	case m.dec != nil:
+		m.dec.write(b)
+	case !m.consume(b):
+		m.skip = true
 	}
 	return m.ResponseWriter.Write(b)
+}
+
+// consume meters b, the next bytes of the (decoded) body, reporting
+// false when the rest is of no use: a JSON document over maxMetered.
+func (m *meter) consume(b []byte) bool {
+	m.buf.Write(b)
+	if m.sse {
+		m.events()
+	}
+	if m.buf.Len() > maxMetered {
+		m.buf.Reset()
+		if !m.sse {
+			m.unreadable = unreadableTooLarge
+			return false
+		}
+	}
+	return true
+}
+
+// finish ends the metering once the response has ended (or was
+// aborted): it waits for the decoder, if any.
+func (m *meter) finish() {
+	if m.dec != nil {
+		if fail := m.dec.close(); fail != "" && m.unreadable == "" {
+			m.unreadable = fail
+		}
+		m.dec = nil
+	}
 }
 
 // events consumes the complete events in buf.

@@ -73,6 +73,13 @@ func setupUsage(t *testing.T, cfg config.Gateway, policies ...limits.NamedPolicy
 // on a clock the test moves.
 func setupUpstream(t *testing.T, cfg config.Gateway, upstream http.Handler, policies ...limits.NamedPolicy) (*httptest.Server, *ratelimittest.Clock) {
 	t.Helper()
+	return setupUpstreamOpts(t, cfg, upstream, func(*gateway.Options) {}, policies...)
+}
+
+// setupUpstreamOpts is setupUpstream with the gateway's options changed
+// by edit.
+func setupUpstreamOpts(t *testing.T, cfg config.Gateway, upstream http.Handler, edit func(*gateway.Options), policies ...limits.NamedPolicy) (*httptest.Server, *ratelimittest.Clock) {
+	t.Helper()
 	us := httptest.NewServer(upstream)
 	t.Cleanup(us.Close)
 	_, rules := openRules(t)
@@ -88,7 +95,9 @@ func setupUpstream(t *testing.T, cfg config.Gateway, upstream http.Handler, poli
 		}
 	}
 	cfg.Upstream = us.URL
-	g, err := gateway.New(gateway.Options{Config: cfg, Limits: svc})
+	opts := gateway.Options{Config: cfg, Limits: svc}
+	edit(&opts)
+	g, err := gateway.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
