@@ -162,6 +162,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// response's headers go out, under the proxy's feet, which then
 		// drops the upstream connection and cuts the response short.
 		_ = http.NewResponseController(w).EnableFullDuplex()
+		// The proxy's Transport may still be reading the body when the
+		// handler returns (its last read, after the upstream's answer
+		// ended); the server must not be reading the connection then.
+		b := &handlerBody{rc: r.Body}
+		r.Body = b
+		defer b.shut()
 	}
 	if rt, ok := g.route(r); ok && rt.Streaming {
 		// Exempt from Serve's read and write timeouts, explicitly.

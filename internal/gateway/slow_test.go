@@ -24,6 +24,12 @@ var shortHTTP = config.HTTP{ReadHeaderTimeout: 200 * time.Millisecond, ReadTimeo
 // through Serve, with the listener limits of shortHTTP.
 func serve(t *testing.T, cfg config.Gateway, upstream http.Handler) string {
 	t.Helper()
+	return serveHTTP(t, cfg, upstream, shortHTTP)
+}
+
+// serveHTTP is serve with the listener limits of limits.
+func serveHTTP(t *testing.T, cfg config.Gateway, upstream http.Handler, limits config.HTTP) string {
+	t.Helper()
 	us := &http.Server{Handler: upstream}
 	uln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,7 +41,7 @@ func serve(t *testing.T, cfg config.Gateway, upstream http.Handler) string {
 	var g *gateway.Gateway
 	setupOpts(t, cfg, map[string]int64{"free": 1000}, func(o *gateway.Options) {
 		o.Config.Upstream = cfg.Upstream
-		o.HTTP = shortHTTP
+		o.HTTP = limits
 		var err error
 		if g, err = gateway.New(*o); err != nil {
 			t.Fatal(err)

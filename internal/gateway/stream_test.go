@@ -65,8 +65,8 @@ var wantStream = func() string {
 func TestStreamedPostsArriveWhole(t *testing.T) {
 	t.Parallel()
 	up := &sseUpstream{}
-	addr := serve(t, config.Gateway{AnonymousPolicy: "free",
-		Routes: []config.GatewayRoute{{Path: "/v1/", Streaming: true}}}, up)
+	addr := serveHTTP(t, config.Gateway{AnonymousPolicy: "free",
+		Routes: []config.GatewayRoute{{Path: "/v1/", Streaming: true}}}, up, config.HTTP{}) // the default timeouts
 	client := &http.Client{Timeout: 20 * time.Second}
 	post := func(i int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
