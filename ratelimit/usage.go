@@ -25,6 +25,12 @@ const (
 	ChargeOnSettle ChargeMode = "on_settle"
 )
 
+// MaxUsageCost is the largest cost a usage reservation can be settled
+// with (2^53-1: the stores keep every quantity exact in a float64, as
+// Redis's Lua computes). A caller holding a larger measured cost settles
+// with MaxUsageCost rather than failing and keeping the estimate.
+const MaxUsageCost = maxExact - 1
+
 // DefaultReservationTTL is how long a usage reservation may be settled
 // when UsageOptions.TTL is 0.
 const DefaultReservationTTL = 5 * time.Minute

@@ -243,7 +243,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 			return nil, fmt.Errorf("gateway tls: %w", err)
 		}
 		if n.gateway, err = gateway.New(gateway.Options{Config: gatewayConfig(cfg.Gateway), TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP.Apply, Logger: log,
-			TLS: gwTLS}); err != nil {
+			TLS: gwTLS, UsageUnreadable: metrics.NewGatewayUsageUnreadable(n.reg)}); err != nil {
 			return nil, err
 		}
 	}

@@ -75,6 +75,11 @@ type Options struct {
 	// next handshake. It should offer "h2" and "http/1.1" (NextProtos).
 	// If nil, Serve serves plain HTTP.
 	TLS *tls.Config
+	// UsageUnreadable, if set, counts a response of a cost_from_response
+	// route whose cost could not be read (it keeps its estimate): its
+	// route's path and why ("encoding", "corrupt", "too_large",
+	// "invalid").
+	UsageUnreadable func(route, reason string)
 }
 
 // Gateway is the rate limiting reverse proxy, an http.Handler. It is safe
@@ -94,6 +99,7 @@ type Gateway struct {
 	// writeTimeout bounds a non-streaming request's upstream call.
 	writeTimeout time.Duration
 	warned       sync.Map // policy names already reported unknown
+	onUnreadable func(route, reason string)
 }
 
 // New builds the gateway; it fails on an invalid upstream.
@@ -106,7 +112,7 @@ func New(opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
 	}
 	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
-		http: opts.HTTP, tls: opts.TLS}
+		http: opts.HTTP, tls: opts.TLS, onUnreadable: opts.UsageUnreadable}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -157,6 +163,21 @@ func (g *Gateway) applyHTTP(hs *http.Server) {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		// The request body is still being forwarded when the upstream's
+		// answer starts (a stream begun before the body was read, or the
+		// proxy's last read of it, the one that sees its end): without
+		// full duplex, net/http drains and closes the body when the
+		// response's headers go out, under the proxy's feet, which then
+		// drops the upstream connection and cuts the response short.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		// The proxy's Transport may still be reading the body when the
+		// handler returns (its last read, after the upstream's answer
+		// ended); the server must not be reading the connection then.
+		b := &handlerBody{rc: r.Body}
+		r.Body = b
+		defer b.shut()
+	}
 	if rt, ok := g.route(r); ok && rt.Streaming {
 		// Exempt from Serve's read and write timeouts, explicitly.
 		rc := http.NewResponseController(w)

@@ -29,6 +29,12 @@ func shortLimits(hs *http.Server) {
 // through Serve, with the listener limits of shortHTTP.
 func serve(t *testing.T, cfg gateway.Config, upstream http.Handler) string {
 	t.Helper()
+	return serveHTTP(t, cfg, upstream, shortLimits)
+}
+
+// serveHTTP is serve with the listener limits of limits.
+func serveHTTP(t *testing.T, cfg gateway.Config, upstream http.Handler, limits func(*http.Server)) string {
+	t.Helper()
 	us := &http.Server{Handler: upstream}
 	uln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +46,7 @@ func serve(t *testing.T, cfg gateway.Config, upstream http.Handler) string {
 	var g *gateway.Gateway
 	setupOpts(t, cfg, map[string]int64{"free": 1000}, func(o *gateway.Options) {
 		o.Config.Upstream = cfg.Upstream
-		o.HTTP = shortLimits
+		o.HTTP = limits
 		var err error
 		if g, err = gateway.New(*o); err != nil {
 			t.Fatal(err)

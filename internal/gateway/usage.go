@@ -3,13 +3,10 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -57,17 +54,27 @@ func (g *Gateway) withUsage(next http.Handler) http.Handler {
 		if u.routed && u.route.CostFromResponse != nil {
 			m.field = u.route.CostFromResponse.JSON
 		}
+		// Deferred: the reverse proxy aborts with a panic
+		// (http.ErrAbortHandler) when the client hangs up mid-response,
+		// and the leases must come back then too; the panic goes on.
+		defer g.settle(r, u, m)
 		next.ServeHTTP(m, r)
-		if u.id == "" {
-			return
-		}
-		cost := g.cost(u, m)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
-		defer cancel()
-		if _, err := g.svc.Settle(ctx, u.id, cost); err != nil {
-			g.log.Warn("gateway could not settle a reservation; it keeps its estimate", slog.String("path", r.URL.Path), slog.Any("error", err))
-		}
 	})
+}
+
+// settle settles u's reservation, if decide took one, with the cost of
+// the response in m, which has ended (or been aborted).
+func (g *Gateway) settle(r *http.Request, u *usage, m *meter) {
+	m.finish()
+	if u.id == "" {
+		return
+	}
+	cost := g.cost(u, m)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
+	defer cancel()
+	if _, err := g.svc.Settle(ctx, u.id, cost); err != nil {
+		g.log.Warn("gateway could not settle a reservation; it keeps its estimate", slog.String("path", r.URL.Path), slog.Any("error", err))
+	}
 }
 
 // counting reports whether u's route counts only some statuses.
@@ -131,14 +138,26 @@ func (g *Gateway) cost(u *usage, m *meter) int64 {
 	if u.metered() {
 		c := u.route.CostFromResponse
 		cost = max(c.Estimate, 1)
-		if v, ok := responseCost(c, m); ok {
+		switch v, st := responseCost(c, m); {
+		case st == costFound:
 			cost = v
+		case st == costInvalid:
+			g.unreadable(u.route.Path, unreadableInvalid)
+		case m.unreadable != "":
+			g.unreadable(u.route.Path, m.unreadable)
 		}
 	}
 	if u.counting() && !slices.Contains(u.route.CountStatuses, status) {
 		return 0
 	}
 	return cost
+}
+
+// unreadable counts a metered response whose cost could not be read.
+func (g *Gateway) unreadable(route, reason string) {
+	if g.onUnreadable != nil {
+		g.onUnreadable(route, reason)
+	}
 }
 
 func cmpOr(a, b int) int {
@@ -150,46 +169,14 @@ func cmpOr(a, b int) int {
 
 // responseCost reads the cost from the response's header (or trailer) or
 // its JSON body.
-func responseCost(c *CostFromResponse, m *meter) (int64, bool) {
+func responseCost(c *CostFromResponse, m *meter) (int64, costState) {
 	if c.Header != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(m.Header().Get(c.Header)), 10, 64)
-		return n, err == nil && n >= 0
+		return parseCost(m.Header().Get(c.Header))
 	}
 	if m.sse {
-		return m.last, m.found
+		return m.last, m.state
 	}
 	return fieldOf(m.buf.Bytes(), c.JSON)
-}
-
-// fieldOf returns the number at dotted path in a JSON document.
-func fieldOf(doc []byte, path string) (int64, bool) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return 0, false
-	}
-	for part := range strings.SplitSeq(path, ".") {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return 0, false
-		}
-		if v, ok = obj[part]; !ok {
-			return 0, false
-		}
-	}
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0, false
-	}
-	if i, err := n.Int64(); err == nil {
-		return i, i >= 0
-	}
-	f, err := n.Float64()
-	if err != nil || f < 0 || f >= 1<<53 {
-		return 0, false
-	}
-	return int64(math.Ceil(f)), true
 }
 
 // meter passes a response through, keeping its status and, when a JSON
@@ -203,7 +190,11 @@ type meter struct {
 	skip   bool // not JSON, or too long: nothing to find
 	buf    bytes.Buffer
 	last   int64
-	found  bool
+	state  costState // of the last event that carried the field
+	// dec decodes a compressed body for the meter (decode.go); the
+	// fields above are then its goroutine's until finish.
+	dec        *decoder
+	unreadable string // why the body could not be read, if it could not
 }
 
 func (m *meter) WriteHeader(code int) {
@@ -212,6 +203,11 @@ func (m *meter) WriteHeader(code int) {
 		ct, _, _ := mime.ParseMediaType(m.Header().Get("Content-Type"))
 		m.sse = ct == "text/event-stream"
 		m.skip = m.field == "" || (!m.sse && ct != "application/json" && !strings.HasSuffix(ct, "+json"))
+		if encs, ok := encodings(m.Header()); !m.skip && !ok {
+			m.skip, m.unreadable = true, unreadableEncoding
+		} else if !m.skip && len(encs) > 0 {
+			m.dec = newDecoder(encs, m.consume)
+		}
 	}
 	m.ResponseWriter.WriteHeader(code)
 }
@@ -220,17 +216,42 @@ func (m *meter) Write(b []byte) (int, error) {
 	if m.status == 0 {
 		m.WriteHeader(http.StatusOK)
 	}
-	if !m.skip {
-		m.buf.Write(b)
-		if m.sse {
-			m.events()
-		}
-		if m.buf.Len() > maxMetered {
-			m.buf.Reset()
-			m.skip = !m.sse
-		}
+	switch {
+	case m.skip:
+	case m.dec != nil:
+		m.dec.write(b)
+	case !m.consume(b):
+		m.skip = true
 	}
 	return m.ResponseWriter.Write(b)
+}
+
+// consume meters b, the next bytes of the (decoded) body, reporting
+// false when the rest is of no use: a JSON document over maxMetered.
+func (m *meter) consume(b []byte) bool {
+	m.buf.Write(b)
+	if m.sse {
+		m.events()
+	}
+	if m.buf.Len() > maxMetered {
+		m.buf.Reset()
+		if !m.sse {
+			m.unreadable = unreadableTooLarge
+			return false
+		}
+	}
+	return true
+}
+
+// finish ends the metering once the response has ended (or was
+// aborted): it waits for the decoder, if any.
+func (m *meter) finish() {
+	if m.dec != nil {
+		if fail := m.dec.close(); fail != "" && m.unreadable == "" {
+			m.unreadable = fail
+		}
+		m.dec = nil
+	}
 }
 
 // events consumes the complete events in buf.
@@ -251,8 +272,8 @@ func (m *meter) events() {
 				payload = append(append(payload, bytes.TrimPrefix(d, []byte(" "))...), '\n')
 			}
 		}
-		if v, ok := fieldOf(payload, m.field); ok {
-			m.last, m.found = v, true
+		if v, st := fieldOf(payload, m.field); st != costMissing {
+			m.last, m.state = v, st
 		}
 		m.buf.Next(i + n)
 	}

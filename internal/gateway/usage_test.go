@@ -64,7 +64,22 @@ func (u *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func setupUsage(t *testing.T, cfg gateway.Config, policies ...limits.NamedPolicy) (*httptest.Server, *llm, *ratelimittest.Clock) {
 	t.Helper()
 	up := &llm{slow: make(chan struct{}), arrived: make(chan struct{}, 1)}
-	us := httptest.NewServer(up)
+	gs, clock := setupUpstream(t, cfg, up, policies...)
+	return gs, up, clock
+}
+
+// setupUpstream runs a gateway in front of upstream, on a real listener,
+// on a clock the test moves.
+func setupUpstream(t *testing.T, cfg gateway.Config, upstream http.Handler, policies ...limits.NamedPolicy) (*httptest.Server, *ratelimittest.Clock) {
+	t.Helper()
+	return setupUpstreamOpts(t, cfg, upstream, func(*gateway.Options) {}, policies...)
+}
+
+// setupUpstreamOpts is setupUpstream with the gateway's options changed
+// by edit.
+func setupUpstreamOpts(t *testing.T, cfg gateway.Config, upstream http.Handler, edit func(*gateway.Options), policies ...limits.NamedPolicy) (*httptest.Server, *ratelimittest.Clock) {
+	t.Helper()
+	us := httptest.NewServer(upstream)
 	t.Cleanup(us.Close)
 	_, rules := openRules(t)
 	clock := ratelimittest.NewClock(ratelimittest.Epoch)
@@ -79,13 +94,15 @@ func setupUsage(t *testing.T, cfg gateway.Config, policies ...limits.NamedPolicy
 		}
 	}
 	cfg.Upstream = us.URL
-	g, err := gateway.New(gateway.Options{Config: cfg, Limits: svc})
+	opts := gateway.Options{Config: cfg, Limits: svc}
+	edit(&opts)
+	g, err := gateway.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := httptest.NewServer(g)
 	t.Cleanup(gs.Close)
-	return gs, up, clock
+	return gs, clock
 }
 
 // A per-minute token budget charged from the response holds to within

@@ -60,11 +60,17 @@ type Middleware struct {
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var held *ratelimit.UsageReservation // concurrency leases (lease.go)
+		// Deferred, so the slots are freed however the response ends: a
+		// handler's panic too (httputil.ReverseProxy panics with
+		// http.ErrAbortHandler when the client hangs up mid-response),
+		// which goes on after.
+		defer func() {
+			if held != nil {
+				_ = held.Cancel(context.WithoutCancel(r.Context()))
+			}
+		}()
 		if m.admit(w, r, &held) {
 			next.ServeHTTP(w, r)
-		}
-		if held != nil { // the response has ended: free its slots
-			_ = held.Cancel(context.WithoutCancel(r.Context()))
 		}
 	})
 }
