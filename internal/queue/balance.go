@@ -115,8 +115,8 @@ func (q *NotifyQueue) handOver(ctx context.Context, l *lane, i int, r *keyedRunn
 }
 
 // pinCheck is how often a node checks a partition it owns for a pin that
-// no node uses (see watchPin); deadPinCheck is how often it checks, for
-// up to pinnedTTL, one it took over from a node presumed dead.
+// no node uses (see watchPin); deadPinCheck is how often it first
+// checks one it took over from a node presumed dead (see unpinDead).
 const (
 	pinCheck     = pullExpiry
 	deadPinCheck = 100 * time.Millisecond
@@ -135,9 +135,9 @@ const (
 //
 // With fromDead (the partition was a node's that is presumed dead), it
 // first unpins the partition whenever it is pinned while no job of it
-// has reached this node yet (see unpinDead): the
-// pin is the dead node's (the server may pin a stale pull request of the
-// dead node again after an unpin, hence the repeats). An unpin that
+// has reached this node yet (see unpinDead): the pin is the dead node's
+// (the server may pin a stale pull request of the dead node again after
+// an unpin, hence the repeats). An unpin that
 // races with this node's own fresh pin costs a new pin, nothing more:
 // only this node pulls the partition.
 func (q *NotifyQueue) watchPin(ctx context.Context, l *lane, i int, fromDead bool) {
