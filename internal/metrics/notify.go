@@ -18,8 +18,16 @@ func NewDeliveries(reg prometheus.Registerer) func(notify.Observation) {
 		Help:    "Time from acceptance to a delivery's sent (or final) outcome, by category.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 	}, []string{"category", "status"})
-	reg.MustRegister(outcomes, latency)
+	takenOver := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_notify_claims_taken_over_total",
+		Help: "Deliveries whose lapsed claim a worker took over (the worker holding it stopped renewing it mid-call): each may have gone to its provider twice.",
+	}, []string{"channel", "category"})
+	reg.MustRegister(outcomes, latency, takenOver)
 	return func(o notify.Observation) {
+		if o.TakenOver {
+			takenOver.WithLabelValues(string(o.Channel), string(o.Category)).Inc()
+			return
+		}
 		outcomes.WithLabelValues(string(o.Channel), string(o.Category), string(o.Status)).Inc()
 		if o.Status != notify.StatusSuppressed && o.Status != notify.StatusQueued && o.Status != notify.StatusCanceled {
 			latency.WithLabelValues(string(o.Category), string(o.Status)).Observe(o.Latency.Seconds())

@@ -51,15 +51,19 @@ func (s *Service) begin(ctx context.Context, j Job) (*attempt, error) {
 	return a, nil
 }
 
-// callContext is the context of the attempt's provider calls: once the
-// delivery is claimed, the calls end well before the claim lapses, so no
-// other worker takes the delivery over while one is in flight.
-func (a *attempt) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// callContext is the context of the attempt's provider calls, and the
+// function to call once they are over. Once the delivery is claimed, the
+// claim's lease is renewed while the calls run (see renewClaim), and the
+// calls end well before ClaimFor, so no other worker takes the delivery
+// over while one is in flight; a claim found taken over cuts them off.
+func (a *attempt) callContext(ctx context.Context) (context.Context, func()) {
 	if a.claim.Owner == "" {
 		return ctx, func() {}
 	}
 	// (A duration, not claim.Until: the clock may be a test's.)
-	return context.WithTimeout(ctx, a.s.opts.ClaimFor*3/4)
+	callCtx, cancel := context.WithTimeout(ctx, a.s.opts.ClaimFor*3/4)
+	stop := a.s.renewClaim(callCtx, cancel, a.claim)
+	return callCtx, func() { stop(); cancel() }
 }
 
 // settle records what the attempt's provider calls came to: sent; back in

@@ -70,6 +70,13 @@ type Options struct {
 	// record the outcome; after it, another worker may take the delivery
 	// over (its worker is presumed dead). If zero, twice SendTimeout.
 	ClaimFor time.Duration
+	// ClaimLease is how long a claim holds past its worker's last
+	// renewal: the worker renews it every third of the lease while its
+	// provider calls run (never past ClaimFor from the claim), so the
+	// claim of a worker that died lapses within the lease and another
+	// copy of the job takes the delivery over. If zero,
+	// DefaultClaimLease (at most ClaimFor).
+	ClaimLease time.Duration
 	// CacheTTL bounds how stale cached settings and templates may be on
 	// nodes other than the one that changed them. If zero, 5 seconds.
 	CacheTTL time.Duration
@@ -115,6 +122,10 @@ const (
 	logKeyError        = "error"
 )
 
+// DefaultClaimLease is Options.ClaimLease when unset: a renewal every
+// second, and a dead worker's claim over within 3 s of its last one.
+const DefaultClaimLease = 3 * time.Second
+
 // DefaultDedupeTimeout is how long a request waits for the request_id fast
 // path (Options.DedupeTimeout) before going on without it.
 const DefaultDedupeTimeout = 250 * time.Millisecond
@@ -142,6 +153,7 @@ func NewService(opts Options) *Service {
 	opts.RecoveryAfter = cmp.Or(opts.RecoveryAfter, time.Minute)
 	opts.SendTimeout = cmp.Or(opts.SendTimeout, 15*time.Second)
 	opts.ClaimFor = cmp.Or(opts.ClaimFor, 2*opts.SendTimeout)
+	opts.ClaimLease = min(cmp.Or(opts.ClaimLease, DefaultClaimLease), opts.ClaimFor)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
 	opts.DedupeTimeout = cmp.Or(opts.DedupeTimeout, DefaultDedupeTimeout)
 	log := opts.Logger
@@ -429,4 +441,9 @@ type Observation struct {
 	// Latency is the time from acceptance to this outcome (zero for
 	// suppressions, which happen at acceptance).
 	Latency time.Duration
+	// TakenOver marks, instead of an outcome, a delivery whose lapsed
+	// claim this worker took over (Status is empty): the worker that held
+	// it stopped renewing it mid-call, so that call may have reached the
+	// provider and the delivery may go out twice.
+	TakenOver bool
 }

@@ -36,6 +36,13 @@ type Store interface {
 	// concurrent claims of one delivery, on any number of nodes, exactly
 	// one wins. A store that queues writes serves c.Urgent ones first.
 	ClaimDelivery(ctx context.Context, c Claim) (bool, error)
+	// ExtendClaim moves the lapse of a delivery's claim to c.Until, while the delivery is still sending under c.Owner's claim,
+	// and reports whether it did: false when another worker took the
+	// lapsed claim over, or the outcome is stored. A worker renews its
+	// claim this way while its provider call runs, so a claim lasts a
+	// short lease past its worker's last renewal. A store that queues
+	// writes serves c.Urgent ones first.
+	ExtendClaim(ctx context.Context, c Claim) (bool, error)
 	// FinishAttempt records an attempt's outcome on a delivery that still
 	// has a.Prev attempts and is queued, or sending under the claim
 	// a.Claim: status, attempts, error, the next attempt's time, a.Outbox,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
@@ -64,9 +65,9 @@ func (s *Service) Process(ctx context.Context, j Job) error {
 			return ignoreSettled(err)
 		}
 	}
-	callCtx, cancel := a.callContext(ctx)
-	defer cancel()
+	callCtx, done := a.callContext(ctx)
 	a.sent = s.deliver(callCtx, j, d, st, p, m)
+	done()
 	a.sent.hops = s.recordHops(j, d, p, a.sent)
 	return a.settle(ctx)
 }
@@ -107,11 +108,18 @@ var ErrInFlight = errors.New("delivery in flight")
 // ErrInFlight when another copy of the job won it.
 func (s *Service) claim(ctx context.Context, j Job, d Delivery) (Claim, error) {
 	now := s.now()
-	c := Claim{Key: j.Key(), Prev: d.Attempts, Owner: newID("clm_", now), At: now, Until: now.Add(s.opts.ClaimFor),
+	c := Claim{Key: j.Key(), Prev: d.Attempts, Owner: newID("clm_", now), At: now, Until: now.Add(s.opts.ClaimLease),
 		Urgent: j.Category.Urgent()}
 	ok, err := s.opts.Store.ClaimDelivery(ctx, c)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim delivery %s: %w", j.Key(), err)
+	}
+	if ok && d.Status == StatusSending {
+		s.log.Warn("took over the lapsed claim of a delivery; the call of the worker that held it may have reached the provider",
+			logKeyNotification, j.NotificationID, logKeyChannel, j.Channel, "claim_until", d.ClaimUntil)
+		if s.opts.Observe != nil {
+			s.opts.Observe(Observation{Channel: j.Channel, Category: j.Category, TakenOver: true})
+		}
 	}
 	if !ok {
 		if s.settled(ctx, j) { // canceled, or finished by another copy
@@ -120,6 +128,48 @@ func (s *Service) claim(ctx context.Context, j Job, d Delivery) (Claim, error) {
 		return Claim{}, fmt.Errorf("%w: %s was claimed by another worker", ErrInFlight, j.Key())
 	}
 	return c, nil
+}
+
+// renewClaim renews c every third of the claim lease until the returned
+// stop is called or ctx ends, never past ClaimFor from the claim; when
+// the claim is found lost (another worker took it over after a renewal
+// failed to land in time) it cancels the call with cancel. stop waits for
+// a renewal under way.
+func (s *Service) renewClaim(ctx context.Context, cancel context.CancelFunc, c Claim) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(s.opts.ClaimLease / 3)
+		defer tick.Stop()
+		limit := c.At.Add(s.opts.ClaimFor)
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if c.Until = s.now().Add(s.opts.ClaimLease); c.Until.After(limit) {
+				c.Until = limit
+			}
+			ok, err := s.opts.Store.ExtendClaim(ctx, c)
+			if err != nil {
+				s.log.Debug("could not renew a delivery's claim; trying again", logKeyNotification, c.Key.NotificationID, logKeyError, err)
+				continue
+			}
+			if !ok {
+				s.log.Warn("a delivery's claim was taken over during its provider call; cutting the call off",
+					logKeyNotification, c.Key.NotificationID, logKeyChannel, c.Key.Channel)
+				cancel()
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // needsClaim reports whether an attempt at j through p claims the delivery

@@ -23,9 +23,22 @@ import (
 // pause, not the order: two nodes pulling one partition are still served
 // one at a time by the pin, and a partition nobody pulls waits until the
 // lists agree again (within presenceTimeout). A node alone holds every
-// partition; the partitions of a node that died are pulled by the others
-// once it is presumed dead, and served to them once the server unpins it
-// after pinnedTTL without pulls.
+// partition.
+//
+// A node that died (killed, its host lost) says no goodbye: the others
+// presume it dead once they have not heard it for presenceTimeout, and the
+// new owner of each of its partitions pulls it. The server, though, keeps
+// the partition pinned to the dead node's client until pinnedTTL without
+// pulls, 15 s in which an OTP would wait; so the new owner unpins it at
+// once (see watchPin), and the server pins the new owner's pull next. This
+// cannot put one user's jobs on two live nodes: the pin is the dead
+// node's, which runs nothing. The jobs it held come back when their ack
+// wait lapses (3 s for critical streams) and their delivery claims lapse
+// (notify.Options.ClaimLease), the notify service's claim keeping a
+// delivery from being sent twice unless the dead node's call may have
+// reached the provider. The price is for a node presumed dead that was
+// alive (cut off from NATS for presenceTimeout while a job ran): that
+// user's next job may then run beside it.
 
 // handOverPoll is how often a partition being handed over checks whether
 // the jobs this node holds of it are done.
@@ -42,7 +55,18 @@ func (q *NotifyQueue) partition(ctx context.Context, l *lane, i int, r *keyedRun
 		return q.consume(ctx, l, i, r)
 	}
 	mine := func(view []string) bool { return view[owner(view, l.index, i)] == m.self }
-	for m.wait(ctx, mine) {
+	var before []string // the last view in which the partition was not this node's
+	acquire := func(view []string) bool {
+		if mine(view) {
+			return true
+		}
+		before = view
+		return false
+	}
+	for m.wait(ctx, acquire) {
+		// Taken over from a node presumed dead: its pin is to be dropped.
+		fromDead := before != nil && m.presumedDead(before[owner(before, l.index, i)])
+		before = nil
 		l.holds[i].Store(true)
 		pctx, cancel := context.WithCancel(ctx)
 		released := make(chan struct{})
@@ -53,7 +77,7 @@ func (q *NotifyQueue) partition(ctx context.Context, l *lane, i int, r *keyedRun
 			}
 		}()
 		watched := make(chan struct{})
-		go func() { defer close(watched); q.watchPin(pctx, l, i) }()
+		go func() { defer close(watched); q.watchPin(pctx, l, i, fromDead) }()
 		pin = q.consume(pctx, l, i, r)
 		cancel()
 		<-released
@@ -91,8 +115,12 @@ func (q *NotifyQueue) handOver(ctx context.Context, l *lane, i int, r *keyedRunn
 }
 
 // pinCheck is how often a node checks a partition it owns for a pin that
-// no node uses (see watchPin).
-const pinCheck = pullExpiry
+// no node uses (see watchPin); deadPinCheck is how often it first
+// checks one it took over from a node presumed dead (see unpinDead).
+const (
+	pinCheck     = pullExpiry
+	deadPinCheck = 100 * time.Millisecond
+)
 
 // watchPin unpins partition i of l, which this node owns and pulls, when
 // the server keeps it pinned to a client that is not served: nats-server
@@ -104,12 +132,24 @@ const pinCheck = pullExpiry
 // none received here, no node holds a job of the partition, so unpinning
 // it cannot put a user's jobs on two nodes; the server then pins one of
 // this node's requests. It returns when ctx ends.
-func (q *NotifyQueue) watchPin(ctx context.Context, l *lane, i int) {
+//
+// With fromDead (the partition was a node's that is presumed dead), it
+// first unpins the partition whenever it is pinned while no job of it
+// has reached this node yet (see unpinDead): the pin is the dead node's
+// (the server may pin a stale pull request of the dead node again after
+// an unpin, hence the repeats). An unpin that
+// races with this node's own fresh pin costs a new pin, nothing more:
+// only this node pulls the partition.
+func (q *NotifyQueue) watchPin(ctx context.Context, l *lane, i int, fromDead bool) {
+	name := l.consumers[i].Durable
+	seen := l.received[i].Load()
+	if fromDead {
+		q.unpinDead(ctx, l, i, seen)
+		seen = l.received[i].Load()
+	}
 	tick := time.NewTicker(pinCheck)
 	defer tick.Stop()
-	name := l.consumers[i].Durable
 	var suspect string // the pin seen unserved at the last check
-	seen := l.received[i].Load()
 	for {
 		select {
 		case <-ctx.Done():
@@ -139,5 +179,34 @@ func (q *NotifyQueue) watchPin(ctx context.Context, l *lane, i int) {
 			stalled = ""
 		}
 		suspect = stalled
+	}
+}
+
+// unpinDead unpins partition i of l, taken over from a node presumed
+// dead, whenever it is pinned while this node has received nothing of it
+// since it had received seen jobs, checking every deadPinCheck, then less
+// often; it gives up after the dead node's last pull requests have
+// expired (pullExpiry: no pin can go to it after that), or when ctx ends.
+func (q *NotifyQueue) unpinDead(ctx context.Context, l *lane, i int, seen int64) {
+	name := l.consumers[i].Durable
+	deadline := time.Now().Add(pullExpiry + time.Second)
+	for wait := deadPinCheck; l.received[i].Load() == seen && time.Now().Before(deadline); wait = min(2*wait, 5*deadPinCheck) {
+		c, err := l.str.Consumer(ctx, name)
+		if err == nil && l.received[i].Load() == seen {
+			for _, g := range c.CachedInfo().PriorityGroups {
+				if g.Group != pinGroup || g.PinnedClientID == "" {
+					continue
+				}
+				q.log.Info("queue: unpinning a partition of a node presumed dead", "stream", q.streamName(l.key), "consumer", name)
+				if err := l.str.UnpinConsumer(ctx, name, pinGroup); err != nil {
+					q.log.Debug("queue: unpin", "consumer", name, logKeyError, err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
 }

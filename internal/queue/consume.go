@@ -61,7 +61,7 @@ func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 			// comes straight back to it, and may then run after the
 			// user's next job, once another node has the partition.
 			stop := make(chan struct{})
-			r := newKeyedRunner(l.workers, q.o.AckWait/3, stop, func(t task) { q.handleMsg(jobCtx, ctx, t, handle) })
+			r := newKeyedRunner(l.workers, l.consumers[0].AckWait/3, stop, func(t task) { q.handleMsg(jobCtx, ctx, t, handle) })
 			var pulls sync.WaitGroup
 			pins := make([]string, len(l.consumers))
 			for i := range l.consumers {
@@ -288,11 +288,12 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 }
 
 // Asking again in place. inFlightPoll is how often a copy of a job whose
-// delivery another worker has claimed asks again; a job that failed
+// delivery another worker has claimed asks again (the claim of a worker
+// that died lapses within seconds: the copy takes it over soon after); a job that failed
 // otherwise (the store unreachable) is tried again after retryPauseMin,
 // doubling up to retryPauseMax, for up to retryInPlace in all.
 const (
-	inFlightPoll  = time.Second
+	inFlightPoll  = 250 * time.Millisecond
 	retryPauseMin = 250 * time.Millisecond
 	retryPauseMax = 2 * time.Second
 	retryInPlace  = 30 * time.Second

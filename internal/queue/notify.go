@@ -25,7 +25,8 @@ type NotifyOptions struct {
 	// the user id. If zero, 8. See NotifyQueue.
 	Partitions int
 	// AckWait is how long a job may stay unacknowledged before JetStream
-	// delivers it again. If zero, 30 seconds.
+	// delivers it again. If zero, 30 seconds; critical streams use at
+	// most 3 seconds, so a dead node's OTPs come back within their budget.
 	AckWait time.Duration
 	// Duplicates is JetStream's deduplication window for Nats-Msg-Id.
 	// If zero, 2 minutes.
@@ -226,6 +227,11 @@ const (
 	consumerName = "workers" // the shared consumer, and the partition consumers' prefix
 	pinGroup     = "sluice"
 	pinnedTTL    = 15 * time.Second
+	// criticalAckWait caps the ack wait of critical streams: the jobs a
+	// node held when it died come back to the others this long after its
+	// last in-progress acknowledgement (sent every third of it), within an
+	// OTP's budget.
+	criticalAckWait = 3 * time.Second
 )
 
 // consumerConfigs returns the consumers of k's stream: one per partition
@@ -234,9 +240,13 @@ const (
 // unacknowledged, so a stream's partitions together hold as many as the
 // shared consumer.
 func (q *NotifyQueue) consumerConfigs(k streamKey, workers int) []jetstream.ConsumerConfig {
+	ackWait := q.o.AckWait
+	if k.cat == notify.Critical {
+		ackWait = min(ackWait, criticalAckWait)
+	}
 	base := jetstream.ConsumerConfig{
 		AckPolicy:  jetstream.AckExplicitPolicy,
-		AckWait:    q.o.AckWait,
+		AckWait:    ackWait,
 		MaxDeliver: -1,
 		// Zero: as many as the stream. When the stream's replicas change,
 		// the server moves the consumers along (a consumer with more

@@ -13,12 +13,12 @@ import (
 )
 
 // Presence timings. A running queue announces itself every
-// presenceInterval; a peer not heard for presenceTimeout is taken for
-// dead. presenceTimeout is well under pinnedTTL, so a dead node's
-// partitions are pulled by the others before the server unpins them.
+// presenceInterval; a peer not heard for presenceTimeout (five
+// announcements missed) is presumed dead, so a killed node's partitions
+// are taken over within about 3 s of its death (see balance.go).
 const (
-	presenceInterval = time.Second
-	presenceTimeout  = 3*presenceInterval + presenceInterval/2
+	presenceInterval = 500 * time.Millisecond
+	presenceTimeout  = 5 * presenceInterval
 )
 
 // Presence announcements: "<kind> <node id>".
@@ -36,12 +36,13 @@ type members struct {
 
 	mu      sync.Mutex
 	seen    map[string]time.Time // peer -> when last heard
+	dead    map[string]time.Time // peer -> when presumed dead (not heard, no goodbye), for pinnedTTL
 	view    []string             // sorted node ids, self included
 	changed chan struct{}        // closed, and replaced, when view changes
 }
 
 func newMembers(self string) *members {
-	return &members{self: self, seen: map[string]time.Time{}, view: []string{self}, changed: make(chan struct{})}
+	return &members{self: self, seen: map[string]time.Time{}, dead: map[string]time.Time{}, view: []string{self}, changed: make(chan struct{})}
 }
 
 // heard records that peer id was alive at t.
@@ -49,6 +50,7 @@ func (m *members) heard(id string, t time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen[id] = t
+	delete(m.dead, id)
 	m.update()
 }
 
@@ -67,6 +69,12 @@ func (m *members) expire(now time.Time) {
 	for id, t := range m.seen {
 		if now.Sub(t) > presenceTimeout {
 			delete(m.seen, id)
+			m.dead[id] = now
+		}
+	}
+	for id, t := range m.dead {
+		if now.Sub(t) > pinnedTTL {
+			delete(m.dead, id)
 		}
 	}
 	m.update()
@@ -85,6 +93,16 @@ func (m *members) update() {
 	m.view = view
 	close(m.changed)
 	m.changed = make(chan struct{})
+}
+
+// presumedDead reports whether peer id left the view because it was not
+// heard within presenceTimeout (rather than saying goodbye), less than
+// pinnedTTL ago.
+func (m *members) presumedDead(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.dead[id]
+	return ok
 }
 
 // current returns the sorted node ids and a channel closed at the next

@@ -316,35 +316,6 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 	return ok, mapErr(err, "finish delivery attempt")
 }
 
-// ClaimDelivery implements notify.Store, group-committed: one conditional
-// UPDATE, so of concurrent claims exactly one changes the row.
-func (db *DB) ClaimDelivery(ctx context.Context, c notify.Claim) (bool, error) {
-	update, err := db.writeStmt(ctx, db.Rebind(claimDeliveryUpdate))
-	if err != nil {
-		return false, err
-	}
-	at := c.At.UnixMicro()
-	args := []any{c.Owner, c.Until.UnixMicro(), at, c.Key.NotificationID, string(c.Key.Channel), c.Prev, at, at}
-	var ok bool
-	fn := func(ctx context.Context, tx *sql.Tx) error {
-		ok = false
-		res, err := update.exec(ctx, tx, args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		ok = err == nil && n > 0
-		return err
-	}
-	var pg pgWrite
-	if db.dialect == DialectPostgres {
-		q := db.Rebind(`WITH u AS (` + claimDeliveryUpdate + ` RETURNING 1) SELECT count(*) FROM u`)
-		pg = pgCount(q, args, func(updated int64) { ok = updated > 0 })
-	}
-	err = db.pipelinedBatch(ctx, c.Urgent, fn, pg)
-	return ok, mapErr(err, "claim delivery")
-}
-
 // DueDeliveries implements notify.Store.
 func (db *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]notify.Job, error) {
 	return db.jobs(ctx, "due deliveries", `SELECT `+jobColumns+` FROM deliveries d JOIN notifications n ON n.id = d.notification_id

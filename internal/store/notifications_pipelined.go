@@ -29,6 +29,10 @@ const (
 	claimDeliveryUpdate = `UPDATE deliveries SET status = 'sending', claim_owner = ?, claim_until = ?, updated_at = ?
 		WHERE notification_id = ? AND channel = ? AND attempts = ?
 		AND ((status = 'queued' AND (next_attempt_at IS NULL OR next_attempt_at <= ?)) OR (status = 'sending' AND claim_until <= ?))`
+	// extendClaimUpdate moves a held claim's lapse on; a claim another
+	// worker took over (or an outcome stored) updates nothing.
+	extendClaimUpdate = `UPDATE deliveries SET claim_until = ?
+		WHERE notification_id = ? AND channel = ? AND status = 'sending' AND claim_owner = ?`
 	deadLetterColumns = `id, notification_id, channel, user_id, error, attempts, created_at`
 )
 

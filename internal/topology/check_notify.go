@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -66,9 +67,12 @@ func acceptedNotify(o Op) bool {
 //     a retry on purpose (docs/notifications.md, "Ordering, and its
 //     trade-off with retries"). A delivery handed to another node after
 //     its node died is not a retry (no attempt failed) and stays judged.
-//   - OTPp99: the 99th percentile (nearest rank) of first Deliver Start
-//     minus accepted Notify End, over the delivered notifications of
-//     Category "critical" accepted in the row.
+//   - OTPp99 and OTPMax: the 99th percentile (nearest rank) and the
+//     maximum of first Deliver Start minus accepted Notify End, over the
+//     delivered notifications of Category "critical" accepted in the row.
+//     A p99 over b.OTPp99, or a maximum over b.OTPMax (each when set), is
+//     a violation; its sentence gives the slowest OTP's timeline: when it
+//     was accepted and through which node, and when it was delivered.
 func checkNotifications(r *run) {
 	ns, find := r.notifications()
 	for _, n := range ns {
@@ -265,6 +269,11 @@ func (r *run) checkOrder(ns []*notification) {
 
 func (r *run) otpLatency(ns []*notification) {
 	perRow := make([][]time.Duration, len(r.rows))
+	type slow struct {
+		n       *notification
+		deliver Op
+	}
+	slowest := make([]slow, len(r.rows))
 	for _, n := range ns {
 		if n.accepted.Category != "critical" {
 			continue
@@ -278,12 +287,33 @@ func (r *run) otpLatency(ns []*notification) {
 		if first.Start.IsZero() {
 			continue
 		}
+		took := first.Start.Sub(n.accepted.End)
 		for _, i := range r.rowsAt(n.accepted.Start) {
-			perRow[i] = append(perRow[i], first.Start.Sub(n.accepted.End))
+			perRow[i] = append(perRow[i], took)
+			if s := slowest[i]; s.n == nil || took > s.deliver.Start.Sub(s.n.accepted.End) {
+				slowest[i] = slow{n, first}
+			}
 		}
 	}
 	for i, ls := range perRow {
 		r.rows[i].OTPp99 = percentile(ls, 0.99)
+		if len(ls) > 0 {
+			r.rows[i].OTPMax = slices.Max(ls)
+		}
+		over := ""
+		switch row := r.rows[i]; {
+		case r.bounds.OTPp99 > 0 && row.OTPp99 > r.bounds.OTPp99:
+			over = fmt.Sprintf("p99 %s over the bound of %s", row.OTPp99, r.bounds.OTPp99)
+		case r.bounds.OTPMax > 0 && row.OTPMax > r.bounds.OTPMax:
+			over = fmt.Sprintf("slowest %s over the bound of %s", row.OTPMax, r.bounds.OTPMax)
+		default:
+			continue
+		}
+		s := slowest[i]
+		r.violate("OTP latency %s: %s over %d OTPs; slowest %s (user %q seq %d) accepted via %s at %s, delivered on %s at %s, %s later",
+			r.where(i), over, len(ls), s.n.key, s.n.accepted.User, s.n.accepted.Seq, cmp.Or(s.n.accepted.Via, "?"),
+			s.n.accepted.End.UTC().Format(time.RFC3339Nano), s.deliver.Channel, s.deliver.Start.UTC().Format(time.RFC3339Nano),
+			s.deliver.Start.Sub(s.n.accepted.End))
 	}
 }
 

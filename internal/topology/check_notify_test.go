@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -8,7 +9,7 @@ import (
 func TestCheckNotifications(t *testing.T) {
 	t.Parallel()
 	only := func(r Row) Row {
-		return Row{Fault: r.Fault, Lost: r.Lost, Duplicated: r.Duplicated, OrderViolations: r.OrderViolations, OTPp99: r.OTPp99}
+		return Row{Fault: r.Fault, Lost: r.Lost, Duplicated: r.Duplicated, OrderViolations: r.OrderViolations, OTPp99: r.OTPp99, OTPMax: r.OTPMax}
 	}
 	kill := mkFault("kill -9 node 2", 1000, 2000)
 	inFlight := Bounds{InFlight: 2}
@@ -138,7 +139,7 @@ func TestCheckNotifications(t *testing.T) {
 				notify(0, "n1", 1), statusOp("n1", "sent"), deliver(60, "n1"),
 				notify(20, "n2", 2, func(o *Op) { o.Category = "critical" }), statusOp("n2", "sent"), deliver(40, "n2"),
 			},
-			rows: []Row{{Fault: NoFault, OTPp99: 10 * time.Millisecond}},
+			rows: []Row{{Fault: NoFault, OTPp99: 10 * time.Millisecond, OTPMax: 10 * time.Millisecond}},
 		},
 		{
 			name:   "inversions counted by pair, in the fault's row",
@@ -184,7 +185,48 @@ func TestCheckNotifications(t *testing.T) {
 				ops = append(ops, notify(6000, "order", 12), statusOp("order", "sent"), deliver(9000, "order"))
 				return ops
 			}(),
-			rows: []Row{{Fault: kill.Name, OTPp99: 100 * time.Millisecond}, {Fault: NoFault, OTPp99: 7 * time.Millisecond}},
+			rows: []Row{{Fault: kill.Name, OTPp99: 100 * time.Millisecond, OTPMax: 100 * time.Millisecond},
+				{Fault: NoFault, OTPp99: 7 * time.Millisecond, OTPMax: 7 * time.Millisecond}},
+		},
+		{
+			name:   "OTP p99 over its bound during a kill: the row fails, naming the slowest OTP's timeline",
+			faults: []Fault{kill},
+			bounds: Bounds{OTPp99: OTPBoundP99, OTPMax: OTPBoundMax},
+			ops: func() []Op {
+				var ops []Op
+				for i := range 10 { // accepted during the kill; two of ten wait out a pin
+					id := string(rune('a' + i))
+					took := 20
+					if i >= 8 {
+						took = 6000 + i*100
+					}
+					n := notify(1000+i*5, id, i+1, func(o *Op) { o.Category = "critical"; o.End = o.Start })
+					ops = append(ops, n, statusOp(id, "sent"), deliver(1000+i*5+took, id))
+				}
+				return ops
+			}(),
+			rows: []Row{{Fault: kill.Name, OTPp99: 6900 * time.Millisecond, OTPMax: 6900 * time.Millisecond}, {Fault: NoFault}},
+			violations: []string{`OTP latency during "kill -9 node 2": p99 6.9s over the bound of 5s over 10 OTPs; ` +
+				`slowest j (user "u" seq 10) accepted via ? at 2026-12-01T10:00:01.045Z, delivered on webhook at 2026-12-01T10:00:07.945Z, 6.9s later`},
+		},
+		{
+			name:   "one OTP past the maximum fails the row even with the p99 within bound",
+			bounds: Bounds{OTPp99: OTPBoundP99, OTPMax: OTPBoundMax},
+			ops: func() []Op {
+				var ops []Op
+				for i := range 200 {
+					id := fmt.Sprintf("o%03d", i)
+					took := 30
+					if i == 0 {
+						took = 12_000
+					}
+					n := notify(i*10, id, i+1, func(o *Op) { o.Category = "critical"; o.End = o.Start; o.User = id })
+					ops = append(ops, n, statusOp(id, "sent"), deliver(i*10+took, id))
+				}
+				return ops
+			}(),
+			rows:       []Row{{Fault: NoFault, OTPp99: 30 * time.Millisecond, OTPMax: 12 * time.Second}},
+			violations: []string{`OTP latency outside faults: slowest 12s over the bound of 10s over 200 OTPs; slowest o000`},
 		},
 	}, only)
 }

@@ -94,7 +94,7 @@ func TestTopology(t *testing.T) {
 	w.readClicks(context.Background(), clicksTimeout)
 	t.Logf("final reads: %s", time.Since(readStart).Round(time.Millisecond))
 
-	s := Summarize(h, Bounds{FaultGrace: faultGrace, InFlight: inFlight, ClickLoss: clickLoss})
+	s := Summarize(h, Bounds{FaultGrace: faultGrace, InFlight: inFlight, ClickLoss: clickLoss, OTPp99: OTPBoundP99, OTPMax: OTPBoundMax})
 	var table bytes.Buffer
 	if err := s.WriteTable(&table); err != nil {
 		t.Errorf("write table: %v", err)

@@ -45,6 +45,30 @@ func (s suite) notificationClaims(t *testing.T) {
 	if err != nil || d.Status != notify.StatusSending || !d.ClaimUntil.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("claimed delivery = %+v, %v; want sending until t0+30s", d, err)
 	}
+	// Renewals: the owner moves the lapse on; anyone else changes nothing.
+	extend := func(owner string, until time.Time) bool {
+		t.Helper()
+		ok, err := db.ExtendClaim(ctx, notify.Claim{Key: email, Owner: owner, Until: until})
+		if err != nil {
+			t.Fatalf("ExtendClaim(%s): %v", owner, err)
+		}
+		return ok
+	}
+	if extend("b", t0.Add(time.Hour)) {
+		t.Error("renewed another worker's claim")
+	}
+	if !extend("a", t0.Add(40*time.Second)) {
+		t.Fatal("the owner could not renew its claim")
+	}
+	if claim(email, "b", 0, t0.Add(30*time.Second)) {
+		t.Error("took over a renewed claim before its new lapse")
+	}
+	if d, _ := db.Delivery(ctx, email); !d.ClaimUntil.Equal(t0.Add(40 * time.Second)) {
+		t.Fatalf("renewed claim lapses at %v, want t0+40s", d.ClaimUntil)
+	}
+	if !extend("a", t0.Add(30*time.Second)) {
+		t.Fatal("the owner could not move its claim's lapse back")
+	}
 	if jobs, _ := db.StaleDeliveries(ctx, notify.Email, notify.Orders, t0.Add(30*time.Second), 10); len(jobs) != 0 {
 		t.Errorf("StaleDeliveries = %v; a held claim is not stale", jobs)
 	}
@@ -71,6 +95,9 @@ func (s suite) notificationClaims(t *testing.T) {
 	}
 	if d, _ := db.Delivery(ctx, email); d.Status != notify.StatusSent || !d.ClaimUntil.IsZero() {
 		t.Errorf("finished delivery = %+v; want sent, no claim", d)
+	}
+	if ok, err := db.ExtendClaim(ctx, notify.Claim{Key: email, Owner: "b", Until: t0.Add(time.Hour)}); err != nil || ok {
+		t.Errorf("ExtendClaim of a sent delivery = %v, %v; want false", ok, err)
 	}
 	if claim(email, "c", 1, t0.Add(time.Hour)) {
 		t.Error("claimed a sent delivery")
