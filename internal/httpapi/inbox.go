@@ -128,14 +128,17 @@ func (s *Server) handleInbox(pattern string, scope auth.Scope, h inboxHandler) {
 	s.routes = append(s.routes, route{pattern: pattern, scope: scope})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		user := r.PathValue("id")
-		tok, err := s.inboxAuth(r, user, scope)
+		_, err := s.inboxAuth(r, user, scope)
 		if err == nil && s.opts.Inbox == nil {
 			err = errNoInbox()
 		}
 		if err == nil {
-			if tok.used {
-				r = r.WithContext(context.WithValue(r.Context(), inboxTokenKey{}, tok))
-			}
+			// A long-lived answer (the stream) asks again, as it runs,
+			// whether what admitted it still does.
+			r = withReauth(r, func(r *http.Request) error {
+				_, err := s.inboxAuth(r, user, scope)
+				return err
+			})
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 			err = h(s.opts.Inbox, user, w, r)
 		}
@@ -151,10 +154,6 @@ type inboxTokenUse struct {
 	used bool
 	gen  int64
 }
-
-// inboxTokenKey keys the request's inboxTokenUse in its context, for the
-// stream to check the token again as it runs.
-type inboxTokenKey struct{}
 
 func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) (inboxTokenUse, error) {
 	tok := r.URL.Query().Get("token")
