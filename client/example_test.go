@@ -79,7 +79,7 @@ func standIn() *httptest.Server {
 		_ = json.NewEncoder(w).Encode(map[string]any{"click_id": in.ClickID, "event": in.Event, "value": in.Value, "at": time.Now()})
 	})
 	mux.HandleFunc("POST /v1/users/{id}/inbox-token", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"user_id": r.PathValue("id"), "token": "ibx1.dTE.1764550000.Q2x", "url": "https://sho.rt/ui/inbox#t=ibx1.dTE.1764550000.Q2x"})
+		_ = json.NewEncoder(w).Encode(map[string]any{"user_id": r.PathValue("id"), "token": "ibx2.dTE.1764550000.0.Q2x", "url": "https://sho.rt/ui/inbox#t=ibx2.dTE.1764550000.0.Q2x"})
 	})
 	revoked := false
 	mux.HandleFunc("DELETE /v1/users/{id}/inbox-tokens", func(w http.ResponseWriter, r *http.Request) {

@@ -182,7 +182,7 @@ func TestClientNotifications(t *testing.T) {
 	}
 
 	tok, err := c.InboxToken(ctx, "u1", time.Hour)
-	if err != nil || !strings.HasPrefix(tok.Token, "ibx1.") || tok.UserID != "u1" || !strings.HasSuffix(tok.URL, "#t="+tok.Token) ||
+	if err != nil || !strings.HasPrefix(tok.Token, "ibx2.") || tok.UserID != "u1" || !strings.HasSuffix(tok.URL, "#t="+tok.Token) ||
 		tok.ExpiresAt.Before(time.Now().Add(59*time.Minute)) {
 		t.Fatalf("InboxToken = %+v, %v", tok, err)
 	}
@@ -350,7 +350,7 @@ func TestNotifyCLI(t *testing.T) {
 	}
 	code, out, errs = runCLI(t, env, "inbox", "token", "u7", "--ttl", "1h", "-v")
 	tok := strings.TrimSpace(out)
-	if code != 0 || !strings.HasPrefix(tok, "ibx1.") || !strings.Contains(errs, "/ui/inbox#t="+tok) {
+	if code != 0 || !strings.HasPrefix(tok, "ibx2.") || !strings.Contains(errs, "/ui/inbox#t="+tok) {
 		t.Fatalf("inbox token = %d %q %q", code, out, errs)
 	}
 	userEnv := map[string]string{"SLUICE_SERVER": n.httpURL, "SLUICE_API_KEY": tok}

@@ -226,9 +226,13 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		InboxHeartbeat: cfg.Notify.Inbox.Heartbeat,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
-		log.Warn("no API keys configured: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins; " +
-			"a reverse proxy on this host makes every client it forwards look local unless it is in --trusted-proxies and names the client; " +
-			"create a key with `sluice keys create --scope admin`")
+		if ever, err := n.db.APIKeyEverCreated(ctx); err == nil && ever {
+			log.Warn(httpapi.ClosedWarning)
+		} else if err == nil {
+			log.Warn("no API key created yet: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins, until the first key is created; " +
+				"a reverse proxy on this host makes every client it forwards look local unless it is in --trusted-proxies and names the client; " +
+				"create a key with `sluice keys create --scope admin`")
+		}
 	}
 
 	grpcOpts, err := n.grpcServerOptions() // TLS, client certificates (node_tls.go)

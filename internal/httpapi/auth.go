@@ -17,6 +17,9 @@ import (
 type KeyStore interface {
 	APIKeyByHash(ctx context.Context, hash string) (auth.Key, error)
 	CountActiveAPIKeys(ctx context.Context) (int, error)
+	// APIKeyEverCreated reports whether a key was ever created: keyless
+	// mode ends with the first key, for good.
+	APIKeyEverCreated(ctx context.Context) (bool, error)
 	CreateAPIKey(ctx context.Context, k auth.Key) error
 	ListAPIKeys(ctx context.Context) ([]auth.Key, error)
 	RevokeAPIKey(ctx context.Context, id string) error
@@ -74,10 +77,12 @@ func newAuthenticator(keys KeyStore, now func() time.Time, secret []byte) *authe
 }
 
 // authorize admits r for scope or returns an Unauthorized/Forbidden error.
-// With no active key stored, only loopback clients naming a loopback or
-// allowed host are served (hosts.go), as a caller with the zero Key (see
-// callerOf); browsers among them only from the same origin, so a web page
-// cannot drive a keyless local server. Without a
+// Until the first key is ever created (keyless mode), only loopback
+// clients naming a loopback or allowed host are served (hosts.go), as a
+// caller with the zero Key (see callerOf); browsers among them only from
+// the same origin, so a web page cannot drive a keyless local server.
+// Once a key has existed, revoking every key leaves the API closed, never
+// keyless again. Without a
 // bearer key, a dashboard session cookie stands for its key (session.go).
 func (a *authenticator) authorize(r *http.Request, scope auth.Scope) (auth.Key, error) {
 	ctx := r.Context()
@@ -194,15 +199,18 @@ func callerOf(r *http.Request) auth.Key {
 	return k
 }
 
+// keysConfigured reports whether keyless mode is over: a key was ever
+// created (revoked since or not). Once true it stays true, and is not
+// asked again.
 func (a *authenticator) keysConfigured(ctx context.Context) (bool, error) {
 	now := a.now()
 	a.mu.Lock()
-	if !a.anyKeysAt.IsZero() && now.Sub(a.anyKeysAt) < authCacheTTL {
+	if a.anyKeys || !a.anyKeysAt.IsZero() && now.Sub(a.anyKeysAt) < authCacheTTL {
 		defer a.mu.Unlock()
 		return a.anyKeys, nil
 	}
 	a.mu.Unlock()
-	n, err := a.keys.CountActiveAPIKeys(ctx)
+	ever, err := a.keys.APIKeyEverCreated(ctx)
 	if err != nil {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -212,9 +220,9 @@ func (a *authenticator) keysConfigured(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	a.mu.Lock()
-	a.anyKeys, a.anyKeysAt = n > 0, now
+	a.anyKeys, a.anyKeysAt = ever, now
 	a.mu.Unlock()
-	return n > 0, nil
+	return ever, nil
 }
 
 // forget drops cached state so changes made through this server apply at once.

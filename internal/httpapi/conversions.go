@@ -20,7 +20,9 @@ type conversionResponse struct {
 }
 
 // createConversion answers POST /v1/conversions: 201 for a new
-// conversion, 200 with the first one for a repeat of (click_id, event).
+// conversion, 200 with the first one for a repeat of (click_id, event),
+// 404 when the click id's link is not one the caller may write, 409 for a
+// new event past the click id's bound.
 func (s *Server) createConversion(w http.ResponseWriter, r *http.Request) error {
 	x, err := s.linkExtras()
 	if err != nil {
@@ -30,7 +32,7 @@ func (s *Server) createConversion(w http.ResponseWriter, r *http.Request) error 
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	c, created, err := x.Convert(r.Context(), req.ClickID, req.Event, req.Value)
+	c, created, err := x.Convert(r.Context(), linkCaller(r), req.ClickID, req.Event, req.Value)
 	if err != nil {
 		return err
 	}

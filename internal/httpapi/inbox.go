@@ -35,54 +35,57 @@ func errNoInbox() error {
 
 const (
 	// inboxTokenPrefix tells an inbox token from an API key in a bearer
-	// header.
-	inboxTokenPrefix  = "ibx1."
-	defaultInboxTTL   = 24 * time.Hour
-	maxInboxTTL       = 366 * 24 * time.Hour
-	defaultInboxLimit = 50
-	maxInboxLimit     = 200
+	// header; legacyInboxTokenPrefix is that of the first form, refused.
+	inboxTokenPrefix       = "ibx2."
+	legacyInboxTokenPrefix = "ibx1."
+	defaultInboxTTL        = 24 * time.Hour
+	maxInboxTTL            = 366 * 24 * time.Hour
+	defaultInboxLimit      = 50
+	maxInboxLimit          = 200
 )
 
-// Inbox tokens: "ibx1." base64url(user id) "." expiry (Unix seconds) "."
-// HMAC under the server secret, purpose "inbox": the preference links'
-// signing, for another purpose, so neither token opens the other's page.
-// A token minted after its user's tokens were revoked carries the user's
-// token generation (internal/inbox/tokens.go) before the HMAC, which
-// covers it: "ibx1." user "." expiry "." generation "." HMAC. Tokens of
-// generation 0 keep the first form, so those minted before revocation
-// existed stay valid until revoked.
+// Inbox tokens: "ibx2." base64url(user id) "." expiry (Unix seconds) "."
+// generation "." HMAC under the server secret, purpose "inbox": the
+// preference links' signing, for another purpose, so neither token opens
+// the other's page. The generation is the user's token generation when
+// the token was minted (internal/inbox/tokens.go). The HMAC covers the
+// form's version and its every field, always the same number of them
+// (inboxTokenFields), so no token of one shape or version verifies as
+// another: the first form ("ibx1.", with the generation left out at 0)
+// signed a varying number of fields, and is refused.
 func (s signer) inboxToken(user string, expires time.Time, gen int64) string {
 	u := base64.RawURLEncoding.EncodeToString([]byte(user))
 	exp := strconv.FormatInt(expires.Unix(), 10)
-	if gen == 0 {
-		return inboxTokenPrefix + u + "." + exp + "." + s.sign("inbox", user, exp)
-	}
 	g := strconv.FormatInt(gen, 10)
-	return inboxTokenPrefix + u + "." + exp + "." + g + "." + s.sign("inbox", user, exp, g)
+	return inboxTokenPrefix + u + "." + exp + "." + g + "." + s.sign("inbox", inboxTokenVersion, user, exp, g)
 }
+
+// inboxTokenVersion is signed first in every inbox token's HMAC; the
+// form has inboxTokenFields dot-separated parts after its prefix.
+const (
+	inboxTokenVersion = "v2"
+	inboxTokenFields  = 4
+)
 
 func (s signer) parseInboxToken(tok string, now time.Time) (user string, gen int64, ok bool) {
 	rest, found := strings.CutPrefix(tok, inboxTokenPrefix)
 	parts := strings.Split(rest, ".")
-	if !found || (len(parts) != 3 && len(parts) != 4) {
+	if !found || len(parts) != inboxTokenFields {
 		return "", 0, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
 	if err != nil || len(raw) == 0 {
 		return "", 0, false
 	}
-	signed, mac := parts[1:len(parts)-1], parts[len(parts)-1]
-	if !s.verify(mac, "inbox", append([]string{string(raw)}, signed...)...) {
+	if !s.verify(parts[3], "inbox", inboxTokenVersion, string(raw), parts[1], parts[2]) {
 		return "", 0, false
 	}
 	unix, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || !now.Before(time.Unix(unix, 0)) {
 		return "", 0, false
 	}
-	if len(parts) == 4 {
-		if gen, err = strconv.ParseInt(parts[2], 10, 64); err != nil || gen < 1 {
-			return "", 0, false
-		}
+	if gen, err = strconv.ParseInt(parts[2], 10, 64); err != nil || gen < 0 {
+		return "", 0, false
 	}
 	return string(raw), gen, true
 }
@@ -128,14 +131,17 @@ func (s *Server) handleInbox(pattern string, scope auth.Scope, h inboxHandler) {
 	s.routes = append(s.routes, route{pattern: pattern, scope: scope})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		user := r.PathValue("id")
-		tok, err := s.inboxAuth(r, user, scope)
+		_, err := s.inboxAuth(r, user, scope)
 		if err == nil && s.opts.Inbox == nil {
 			err = errNoInbox()
 		}
 		if err == nil {
-			if tok.used {
-				r = r.WithContext(context.WithValue(r.Context(), inboxTokenKey{}, tok))
-			}
+			// A long-lived answer (the stream) asks again, as it runs,
+			// whether what admitted it still does.
+			r = withReauth(r, func(r *http.Request) error {
+				_, err := s.inboxAuth(r, user, scope)
+				return err
+			})
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 			err = h(s.opts.Inbox, user, w, r)
 		}
@@ -152,13 +158,9 @@ type inboxTokenUse struct {
 	gen  int64
 }
 
-// inboxTokenKey keys the request's inboxTokenUse in its context, for the
-// stream to check the token again as it runs.
-type inboxTokenKey struct{}
-
 func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) (inboxTokenUse, error) {
 	tok := r.URL.Query().Get("token")
-	if b, ok := bearer(r); ok && tok == "" && strings.HasPrefix(b, inboxTokenPrefix) {
+	if b, ok := bearer(r); ok && tok == "" && (strings.HasPrefix(b, inboxTokenPrefix) || strings.HasPrefix(b, legacyInboxTokenPrefix)) {
 		tok = b
 	}
 	if tok == "" {
@@ -167,6 +169,8 @@ func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) (inbo
 	}
 	owner, gen, ok := s.auth.signer.parseInboxToken(tok, s.opts.Now())
 	switch {
+	case !ok && strings.HasPrefix(tok, legacyInboxTokenPrefix):
+		return inboxTokenUse{}, apperr.New(apperr.Unauthorized, "this inbox token is of a form no longer accepted; ask for a new one")
 	case !ok:
 		return inboxTokenUse{}, apperr.New(apperr.Unauthorized, "this inbox token is invalid or has expired; ask for a new one")
 	case owner != user:

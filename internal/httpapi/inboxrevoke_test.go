@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"log/slog"
 	"net/http/httptest"
 	"strconv"
@@ -134,13 +135,16 @@ func TestInboxTokenRevokeCacheTTL(t *testing.T) {
 }
 
 // TestInboxTokenGenerationIsSigned: the generation a token carries is
-// under its signature, and only one form of a token of generation 0 is
-// valid.
+// under its signature, with the form's version and a fixed field count:
+// neither a token of the first form (a varying field count, no version)
+// nor a field moved from one part to another verifies.
 func TestInboxTokenGenerationIsSigned(t *testing.T) {
 	t.Parallel()
 	s := signer{key: []byte("0123456789abcdef0123456789abcdef")}
 	now := time.Now()
 	exp := now.Add(time.Hour)
+	e := strconv.FormatInt(exp.Unix(), 10)
+	u1 := base64.RawURLEncoding.EncodeToString([]byte("u1"))
 	tests := []struct {
 		name    string
 		tok     string
@@ -149,10 +153,11 @@ func TestInboxTokenGenerationIsSigned(t *testing.T) {
 	}{
 		{"generation 0", s.inboxToken("u1", exp, 0), 0, true},
 		{"generation 2", s.inboxToken("u1", exp, 2), 2, true},
-		{"generation 2 raised to 3", strings.Replace(s.inboxToken("u1", exp, 2), ".2.", ".3.", 1), 0, false},
-		{"generation 2 dropped", dropGeneration(s.inboxToken("u1", exp, 2)), 0, false},
-		{"generation 0 written out", s.inboxToken("u1", exp, 0)[:len(s.inboxToken("u1", exp, 0))-len(s.sign("inbox", "u1", strconv.FormatInt(exp.Unix(), 10)))] +
-			"0." + s.sign("inbox", "u1", strconv.FormatInt(exp.Unix(), 10), "0"), 0, false},
+		{"generation 2 raised to 3", strings.Replace(s.inboxToken("u1", exp, 2), "."+e+".2.", "."+e+".3.", 1), 0, false},
+		{"generation dropped", dropGeneration(s.inboxToken("u1", exp, 2)), 0, false},
+		{"first form, generation 0", legacyInboxTokenPrefix + u1 + "." + e + "." + s.sign("inbox", "u1", e), 0, false},
+		{"first form, generation 2", legacyInboxTokenPrefix + u1 + "." + e + ".2." + s.sign("inbox", "u1", e, "2"), 0, false},
+		{"first form's MAC under the new prefix", inboxTokenPrefix + u1 + "." + e + ".2." + s.sign("inbox", "u1", e, "2"), 0, false},
 		{"expired", s.inboxToken("u1", now.Add(-time.Second), 2), 0, false},
 		{"five parts", s.inboxToken("u1", exp, 2) + ".x", 0, false},
 	}
@@ -164,8 +169,37 @@ func TestInboxTokenGenerationIsSigned(t *testing.T) {
 	}
 }
 
-// dropGeneration removes the generation part of a 4-part token.
+// dropGeneration removes the generation part of a token.
 func dropGeneration(tok string) string {
 	parts := strings.Split(tok, ".")
 	return strings.Join(append(parts[:3], parts[4:]...), ".")
+}
+
+// TestInboxTokenOfTheFirstFormRefused: a token of the first form, whose
+// MAC did not bind its field count (so a user id holding a NUL could
+// shift the fields of one token into another's), signed under this very
+// server's secret, is 401 on a real listener, in the query and as a
+// bearer; a token minted now works.
+func TestInboxTokenOfTheFirstFormRefused(t *testing.T) {
+	t.Parallel()
+	b := setupInbox(t, inbox.Options{}, nil)
+	sender := b.addKey(t, auth.ScopeNotifySend)
+	ts := httptest.NewServer(b.srv)
+	t.Cleanup(ts.Close)
+	e := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	s := b.srv.auth.signer
+	old := legacyInboxTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte("u1")) + "." + e + "." + s.sign("inbox", "u1", e)
+	if st, _, body := wire(t, "GET", ts.URL+"/v1/users/u1/inbox?token="+old, "", "", nil); st != 401 || !strings.Contains(string(body), "no longer accepted") {
+		t.Errorf("a first-form token in the query: %d %s, want 401", st, body)
+	}
+	if st, _, body := wire(t, "GET", ts.URL+"/v1/users/u1/inbox", old, "", nil); st != 401 || !strings.Contains(string(body), "no longer accepted") {
+		t.Errorf("a first-form token as a bearer: %d %s, want 401", st, body)
+	}
+	fresh := b.token(t, sender, "u1", "")
+	if !strings.HasPrefix(fresh, inboxTokenPrefix) {
+		t.Errorf("a new token %q lacks the prefix %q", fresh, inboxTokenPrefix)
+	}
+	if st, _, body := wire(t, "GET", ts.URL+"/v1/users/u1/inbox", fresh, "", nil); st != 200 {
+		t.Errorf("a new token: %d %s, want 200", st, body)
+	}
 }

@@ -30,8 +30,9 @@ const (
 // events with the count alone, and comment heartbeats. A client that
 // reconnects with Last-Event-ID (or ?last_event_id=) first gets the
 // messages it missed, from the store. The stream ends when the client
-// goes, when it falls too far behind (it reconnects and catches up) and
-// when the server shuts down.
+// goes, when it falls too far behind (it reconnects and catches up), when
+// the server shuts down, and at the first heartbeat after what opened it
+// stopped authorising it (see stillAdmitted).
 func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	last := int64(-1) // the seq of the last message sent; -1: none yet
@@ -140,12 +141,11 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 		case <-ctx.Done():
 			return nil
 		case <-heartbeat.C:
-			// A stream opened with an inbox token ends once the token is
-			// revoked (as this node knows it: within the cache TTL).
-			if tok, ok := ctx.Value(inboxTokenKey{}).(inboxTokenUse); ok {
-				if apperr.Is(s.inboxTokenCurrent(ctx, user, tok), apperr.Unauthorized) {
-					return nil
-				}
+			// The stream ends once what opened it no longer would: its
+			// inbox token expired or revoked (as this node knows it:
+			// within the cache TTL), its API key or session's key revoked.
+			if !stillAdmitted(r) {
+				return nil
 			}
 			err = send([]byte(": keepalive\n\n"))
 		case e, ok := <-sub.C:

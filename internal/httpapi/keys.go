@@ -54,10 +54,20 @@ func (s *Server) registerKeys() {
 			return err
 		}
 		s.auth.forget()
+		if n, err := s.opts.Keys.CountActiveAPIKeys(r.Context()); err == nil && n == 0 {
+			s.log.Warn(ClosedWarning)
+		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})
 }
+
+// ClosedWarning is what a node logs when every API key it had is revoked
+// (at the revocation, and at start while it stays so): the API is closed
+// to every caller, loopback ones too, until a key is created against the
+// database.
+const ClosedWarning = "every API key has been revoked: the API is closed to every caller (keyless loopback access ended with the first key); " +
+	"create an admin key with `sluice keys create --scope admin` against this node's database"
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	var req keyRequest

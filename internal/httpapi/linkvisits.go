@@ -16,7 +16,7 @@ type LinkExtras interface {
 	Visit(ctx context.Context, t shorten.Target) (shorten.Target, error)
 	NewClickID(linkID int64) (string, error)
 	Stats(ctx context.Context, caller shorten.Caller, code string, from, to time.Time, by time.Duration, group shorten.Dim) (shorten.LinkStats, error)
-	Convert(ctx context.Context, clickID, event string, value float64) (shorten.Conversion, bool, error)
+	Convert(ctx context.Context, caller shorten.Caller, clickID, event string, value float64) (shorten.Conversion, bool, error)
 }
 
 func (s *Server) linkExtras() (LinkExtras, error) {

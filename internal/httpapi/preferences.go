@@ -102,12 +102,12 @@ func (s *Server) signedPageLink(w http.ResponseWriter, r *http.Request, def, max
 	user := r.PathValue("id")
 	expires := s.opts.Now().Add(ttl).Truncate(time.Second)
 	tok := sign(user, expires)
-	base := s.opts.UI.PublicURL
-	if base == "" {
-		base = "http://" + r.Host
+	base, err := s.pageBase(r)
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"user_id": user, "url": strings.TrimRight(base, "/") + "/ui/" + page + "#t=" + tok,
+		"user_id": user, "url": base + "/ui/" + page + "#t=" + tok,
 		"token": tok, "expires_at": expires.UTC(),
 	})
 	return nil

@@ -131,6 +131,7 @@ type sessionJSON struct {
 	Name      string     `json:"name,omitempty"`
 	Scopes    []string   `json:"scopes"`
 	Keyless   bool       `json:"keyless"`
+	Closed    bool       `json:"closed,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	CSRFToken string     `json:"csrf_token,omitempty"`
 }
@@ -192,6 +193,11 @@ func (s *Server) currentSession(w http.ResponseWriter, r *http.Request) error {
 	// Not signed in is an answer, not an error: the page shows its sign-in
 	// form.
 	signedOut := sessionJSON{Scopes: []string{}}
+	// Closed: every key has been revoked, so signing in cannot work until
+	// one is created on the node (the page says so).
+	if n, err := s.opts.Keys.CountActiveAPIKeys(r.Context()); err == nil && n == 0 {
+		signedOut.Closed = true
+	}
 	ss, ok := s.auth.sessionFrom(r)
 	if !ok {
 		writeJSON(w, http.StatusOK, signedOut)

@@ -32,25 +32,34 @@ type ConversionStore interface {
 	// RecordConversion stores c against link c.LinkID, with the link's
 	// notification id, once per (click id, event): created is false, and
 	// out the conversion first stored, when the pair was already recorded.
-	// A link that does not exist is an apperr NotFound error.
+	// A link that does not exist is an apperr NotFound error; a new event
+	// for a click id that has MaxClickEvents already, an apperr Conflict.
 	RecordConversion(ctx context.Context, c Conversion) (out Conversion, created bool, err error)
+	// LinkByID returns the link with id, or an apperr NotFound error.
+	LinkByID(ctx context.Context, id int64) (Link, error)
 	// NotificationConversions sums the conversions of a notification's links.
 	NotificationConversions(ctx context.Context, notificationID string) (ConversionTotal, error)
 }
 
-// Bounds of a conversion.
+// Bounds of a conversion: its event name's length, its value, and how
+// many event names one click id may have conversions of.
 const (
 	maxEventLen        = 64
 	MaxConversionValue = 1e12
+	MaxClickEvents     = 10
 )
 
 // Convert records that the click with clickID led to event, worth value.
-// Holding the click id is the authority: it is unguessable and signed, and
-// a link made for a notification has no owner to check. An id this server
-// did not make, or of a link since deleted, is an Unprocessable error
-// naming click_id; the same (click id, event) again returns the first
-// conversion with created false, so a retried call counts once.
-func (s *Service) Convert(ctx context.Context, clickID, event string, value float64) (Conversion, bool, error) {
+// The click id only names the link (it is in every redirect's Location, so
+// anyone who followed the link holds one): the caller must be allowed to
+// write that link, as for its other writes; a link made for a
+// notification has no owner, so only an admin may. A link the caller may
+// not write, or since deleted, is NotFound, as reads answer; an id this
+// server did not make is an Unprocessable error naming click_id. The same
+// (click id, event) again returns the first conversion with created
+// false, so a retried call counts once; a click id has conversions of at
+// most MaxClickEvents event names, a new one past that is a Conflict.
+func (s *Service) Convert(ctx context.Context, caller Caller, clickID, event string, value float64) (Conversion, bool, error) {
 	cs, ok := s.store.(ConversionStore)
 	if !ok {
 		return Conversion{}, false, apperr.New(apperr.Unavailable, "this store keeps no conversions")
@@ -70,11 +79,23 @@ func (s *Service) Convert(ctx context.Context, clickID, event string, value floa
 	if err := apperr.Fields(apperr.Unprocessable, "the conversion is invalid", fields); err != nil {
 		return Conversion{}, false, err
 	}
+	errNotFound := apperr.New(apperr.NotFound, "no link of this click id found")
+	l, err := cs.LinkByID(ctx, linkID)
+	switch {
+	case apperr.Is(err, apperr.NotFound):
+		return Conversion{}, false, errNotFound
+	case err != nil:
+		return Conversion{}, false, fmt.Errorf("read the click's link: %w", err)
+	case !caller.owns(l): // an unowned (notification) link: admins only
+		return Conversion{}, false, errNotFound
+	}
 	c := Conversion{ClickID: clickID, Event: event, Value: value, At: s.now().UTC().Truncate(time.Microsecond), LinkID: linkID}
 	out, created, err := cs.RecordConversion(ctx, c)
 	if apperr.Is(err, apperr.NotFound) {
-		return Conversion{}, false, &apperr.Error{Code: apperr.Unprocessable, Message: "the conversion is invalid",
-			Fields: []apperr.FieldError{{Field: "click_id", Detail: "its link no longer exists"}}}
+		return Conversion{}, false, errNotFound
+	}
+	if apperr.Is(err, apperr.Conflict) {
+		return Conversion{}, false, err
 	}
 	if err != nil {
 		return Conversion{}, false, fmt.Errorf("record conversion: %w", err)

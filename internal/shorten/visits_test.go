@@ -161,7 +161,7 @@ func TestConversionCreditsTheNotification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, created, err := b.svc.Convert(ctx, id, "sale", 42)
+	c, created, err := b.svc.Convert(ctx, shorten.Caller{Admin: true}, id, "sale", 42)
 	if err != nil || !created || c.NotificationID != "ntf_7" || c.LinkID != l.ID {
 		t.Fatalf("Convert = %+v, %v, %v; want a conversion of the link credited to ntf_7", c, created, err)
 	}
@@ -176,7 +176,7 @@ func TestConversionCreditsTheNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := b.svc.NewClickID(l.ID)
-	if _, _, err := b.svc.Convert(ctx, other, "sale", 1); !apperr.Is(err, apperr.Unprocessable) {
-		t.Errorf("Convert on a deleted link = %v, want Unprocessable", err)
+	if _, _, err := b.svc.Convert(ctx, shorten.Caller{Admin: true}, other, "sale", 1); !apperr.Is(err, apperr.NotFound) {
+		t.Errorf("Convert on a deleted link = %v, want NotFound", err)
 	}
 }

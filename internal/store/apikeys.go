@@ -33,9 +33,23 @@ func (db *DB) CreateAPIKey(ctx context.Context, k auth.Key) error {
 	if err != nil {
 		return fmt.Errorf("encode scopes: %w", err)
 	}
-	_, err = db.exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.Name, k.Prefix, k.Hash, string(js), toMicros(k.CreatedAt), toMicros(k.RevokedAt))
-	return mapErr(err, "create api key")
+	return db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			k.ID, k.Name, k.Prefix, k.Hash, string(js), toMicros(k.CreatedAt), toMicros(k.RevokedAt)); err != nil {
+			return mapErr(err, "create api key")
+		}
+		_, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO api_keys_created (id, first_at) VALUES (1, ?)
+			ON CONFLICT (id) DO NOTHING`), toMicros(k.CreatedAt))
+		return mapErr(err, "mark an api key created")
+	})
+}
+
+// APIKeyEverCreated reports whether any API key was ever created in this
+// database, revoked since or not: the end of keyless mode for good.
+func (db *DB) APIKeyEverCreated(ctx context.Context) (bool, error) {
+	var n int
+	err := db.queryRow(ctx, `SELECT count(*) FROM api_keys_created`).Scan(&n)
+	return n > 0, mapErr(err, "check whether an api key was created")
 }
 
 // APIKeyByHash returns the key whose Hash is hash, revoked or not (callers

@@ -71,13 +71,15 @@ async function start() {
   if (!s.signed_in) {
     session = null;
     document.getElementById('who').textContent = '';
-    signInForm();
+    signInForm(s.closed
+      ? 'Every API key has been revoked, so the API is closed to every caller (keyless access ended with the first key). Create an admin key on the node with `sluice keys create --scope admin`, then paste it here.'
+      : undefined);
     return;
   }
   session = s;
   setCSRF(s.csrf_token);
   document.getElementById('who').textContent = s.keyless
-    ? 'keyless loopback access (no API key exists yet)'
+    ? 'keyless loopback access (no API key has been created yet)'
     : `${s.name || s.key_id} · ${s.scopes.join(', ')}`;
   route();
 }

@@ -141,6 +141,26 @@ func (s suite) apiKeyNotFound(t *testing.T) {
 	if n, err := db.CountActiveAPIKeys(ctx); err != nil || n != 0 {
 		t.Errorf("CountActiveAPIKeys on an empty table = %d, %v; want 0", n, err)
 	}
+	// The first key ends keyless mode for good: revoking it leaves the
+	// mark.
+	if ever, err := db.APIKeyEverCreated(ctx); err != nil || ever {
+		t.Errorf("APIKeyEverCreated on an empty table = %v, %v; want false", ever, err)
+	}
+	_, k, err := auth.NewKey("first", []auth.Scope{auth.ScopeAdmin}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RevokeAPIKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.CountActiveAPIKeys(ctx)
+	ever, err2 := db.APIKeyEverCreated(ctx)
+	if err != nil || err2 != nil || n != 0 || !ever {
+		t.Errorf("after the only key's revocation: %d active (%v), ever created %v (%v); want 0, true", n, err, ever, err2)
+	}
 }
 
 func (s suite) apiKeyListOrder(t *testing.T) {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -174,6 +175,26 @@ func (s suite) linkConversions(t *testing.T) {
 	}
 	if _, _, err := db.RecordConversion(ctx, shorten.Conversion{ClickID: "x", Event: "sale", At: t0, LinkID: 999_999}); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("RecordConversion(no such link) = %v, want NotFound", err)
+	}
+	if l, err := db.LinkByID(ctx, web.ID); err != nil || l.Code != web.Code || l.Owner != web.Owner {
+		t.Errorf("LinkByID = %+v, %v; want %+v", l, err, web)
+	}
+	if _, err := db.LinkByID(ctx, 999_999); !apperr.Is(err, apperr.NotFound) {
+		t.Errorf("LinkByID(no such link) = %v, want NotFound", err)
+	}
+	// A click id takes at most MaxClickEvents event names; repeats of
+	// those it has still answer.
+	for i := range shorten.MaxClickEvents {
+		c := shorten.Conversion{ClickID: "cid4", Event: fmt.Sprintf("e%d", i), At: t0, LinkID: web.ID}
+		if _, created, err := db.RecordConversion(ctx, c); err != nil || !created {
+			t.Fatalf("RecordConversion(%+v) = %v, %v", c, created, err)
+		}
+	}
+	if _, _, err := db.RecordConversion(ctx, shorten.Conversion{ClickID: "cid4", Event: "more", At: t0, LinkID: web.ID}); !apperr.Is(err, apperr.Conflict) {
+		t.Errorf("RecordConversion past MaxClickEvents = %v, want Conflict", err)
+	}
+	if _, created, err := db.RecordConversion(ctx, shorten.Conversion{ClickID: "cid4", Event: "e0", At: t0, LinkID: web.ID}); err != nil || created {
+		t.Errorf("a repeat past MaxClickEvents = %v, %v; want the first one back", created, err)
 	}
 	total, err := db.NotificationConversions(ctx, "ntf_1")
 	if err != nil || total != (shorten.ConversionTotal{Count: 3, Value: 20}) {
