@@ -12,46 +12,163 @@ import (
 	"sync"
 )
 
-// ReadCampaignCSV reads a campaign's users from CSV: a user id per row, in
-// the first column. When the first row's first cell is user_id, that row is
-// a header and the other columns of each row become template data named by
-// it, over data, which every notification gets. Rows with an empty first
-// cell are skipped. Each notification is of type typ with request id
-// "<campaign>:<user>", so sending the same campaign again sends nothing
-// twice. A CSV with no users is an error.
+// ReadCampaignCSV reads a campaign's users from CSV, and refuses the whole
+// file, naming the line, before anything is sent when it is not one of
+// these two shapes:
+//
+//   - One column: a user id per line. A first line user_id is a header
+//     and skipped. A first line that only looks like a header (id, user,
+//     userid, uid, username...) is refused, since sending to a user
+//     called "id" is never what was meant; put a user_id line above it
+//     to send to such a user.
+//   - More columns: the first line is a header that names a user_id
+//     column (in any position). Every other column becomes template data
+//     of that row's notification, named by its header cell, over data,
+//     which every notification gets. A row with an empty user_id, or with
+//     more cells than the header, is refused; a shorter row leaves the
+//     missing columns to data.
+//
+// Header cells are matched without regard to case or surrounding spaces;
+// blank lines are skipped. Each notification is of type typ with request
+// id "<campaign>:<user>", so sending the same campaign again sends nothing
+// twice. A file with no users is an error.
 func ReadCampaignCSV(r io.Reader, typ, campaign string, data map[string]any) ([]Notification, error) {
+	rows, err := readRows(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("no users")
+	}
+	var users []campaignUser
+	if col := userIDColumn(rows[0].cells); col >= 0 {
+		users, err = headedUsers(rows, col)
+	} else {
+		users, err = userIDList(rows)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(users) == 0 {
+		return nil, errors.New("no users")
+	}
+	ns := make([]Notification, len(users))
+	for i, u := range users {
+		d := make(map[string]any, len(data)+len(u.data))
+		maps.Copy(d, data)
+		maps.Copy(d, u.data)
+		ns[i] = Notification{RequestID: campaign + ":" + u.id, UserID: u.id, Type: typ, Data: d}
+	}
+	return ns, nil
+}
+
+// csvRow is one non-blank record of a users file, with its line number.
+type csvRow struct {
+	line  int
+	cells []string
+}
+
+// campaignUser is one user of a campaign and the data of their row.
+type campaignUser struct {
+	id   string
+	data map[string]any
+}
+
+// readRows reads every record that has a non-blank cell, cells trimmed.
+func readRows(r io.Reader) ([]csvRow, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.TrimLeadingSpace = true
-	var header []string
-	var ns []Notification
-	for line := 1; ; line++ {
+	var rows []csvRow
+	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return rows, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("users csv: %w", err)
+			return nil, err
 		}
-		if len(rec) == 0 || strings.TrimSpace(rec[0]) == "" {
-			continue
+		line, _ := cr.FieldPos(0)
+		blank := true
+		for i := range rec {
+			rec[i] = strings.TrimSpace(rec[i])
+			blank = blank && rec[i] == ""
 		}
-		if line == 1 && strings.EqualFold(strings.TrimSpace(rec[0]), "user_id") {
-			header = rec
-			continue
+		if !blank {
+			rows = append(rows, csvRow{line: line, cells: rec})
 		}
-		user := strings.TrimSpace(rec[0])
-		d := make(map[string]any, len(data)+len(rec))
-		maps.Copy(d, data)
-		for i := 1; i < len(rec) && i < len(header); i++ {
-			d[strings.TrimSpace(header[i])] = rec[i]
-		}
-		ns = append(ns, Notification{RequestID: campaign + ":" + user, UserID: user, Type: typ, Data: d})
 	}
-	if len(ns) == 0 {
-		return nil, errors.New("users csv: no users")
+}
+
+// userIDColumn returns the index of the header cell user_id, or -1.
+func userIDColumn(header []string) int {
+	for i, c := range header {
+		if strings.EqualFold(c, "user_id") {
+			return i
+		}
 	}
-	return ns, nil
+	return -1
+}
+
+// headedUsers reads the rows after the header rows[0], whose column col
+// is user_id.
+func headedUsers(rows []csvRow, col int) ([]campaignUser, error) {
+	header := rows[0].cells
+	seen := make(map[string]bool, len(header))
+	for i, name := range header {
+		switch key := strings.ToLower(name); {
+		case name == "":
+			return nil, fmt.Errorf("line %d: column %d of the header has no name", rows[0].line, i+1)
+		case seen[key]:
+			return nil, fmt.Errorf("line %d: the header names column %q twice", rows[0].line, name)
+		default:
+			seen[key] = true
+		}
+	}
+	users := make([]campaignUser, 0, len(rows)-1)
+	for _, row := range rows[1:] {
+		if len(row.cells) > len(header) {
+			return nil, fmt.Errorf("line %d: %d cells, but the header names %d columns", row.line, len(row.cells), len(header))
+		}
+		if col >= len(row.cells) || row.cells[col] == "" {
+			return nil, fmt.Errorf("line %d: no user_id", row.line)
+		}
+		u := campaignUser{id: row.cells[col], data: make(map[string]any, len(row.cells)-1)}
+		for i, v := range row.cells {
+			if i != col {
+				u.data[header[i]] = v
+			}
+		}
+		users = append(users, u)
+	}
+	return users, nil
+}
+
+// userIDList reads a one-column file of user ids with no user_id header.
+func userIDList(rows []csvRow) ([]campaignUser, error) {
+	if first := rows[0]; len(first.cells) == 1 && looksLikeHeader(first.cells[0]) {
+		return nil, fmt.Errorf("line %d: %q looks like a header: name the column user_id (if %q is a user, put a line user_id above it)",
+			first.line, first.cells[0], first.cells[0])
+	}
+	users := make([]campaignUser, 0, len(rows))
+	for _, row := range rows {
+		if len(row.cells) > 1 {
+			return nil, fmt.Errorf("line %d: no user_id: a file with more than one column needs a header line naming user_id", row.line)
+		}
+		users = append(users, campaignUser{id: row.cells[0]})
+	}
+	return users, nil
+}
+
+// looksLikeHeader reports whether the first cell of a headerless file is
+// more likely a column name than a user id.
+func looksLikeHeader(cell string) bool {
+	key := strings.NewReplacer("_", "", "-", "", " ", "").Replace(strings.ToLower(cell))
+	switch key {
+	case "id", "ids", "uid", "user", "users", "userid", "userids", "username", "customer", "customerid", "recipient":
+		return true
+	}
+	return false
 }
 
 // CampaignOptions tune SendCampaign. The zero value sends 500

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,7 +23,7 @@ func TestReadCampaignCSV(t *testing.T) {
 	}{
 		{
 			name: "ids only",
-			csv:  "u1\n u2 \n\nu3,extra\n",
+			csv:  "u1\n u2 \n\n  \nu3\n",
 			want: []Notification{
 				{RequestID: "spring:u1", UserID: "u1", Type: "flash_sale", Data: map[string]any{"discount": "20%"}},
 				{RequestID: "spring:u2", UserID: "u2", Type: "flash_sale", Data: map[string]any{"discount": "20%"}},
@@ -30,16 +31,35 @@ func TestReadCampaignCSV(t *testing.T) {
 			},
 		},
 		{
+			name: "one column with its user_id header",
+			csv:  "user_id\nid\n",
+			want: []Notification{{RequestID: "spring:id", UserID: "id", Type: "flash_sale", Data: map[string]any{"discount": "20%"}}},
+		},
+		{
 			name: "header names the data, over the common data",
-			csv:  "User_ID, name, discount\nu1,Ann,30%\nu2,Bob\n,skipped,row\n",
+			csv:  "User_ID, name, discount\nu1,Ann,30%\nu2,Bob\n",
 			want: []Notification{
 				{RequestID: "spring:u1", UserID: "u1", Type: "flash_sale", Data: map[string]any{"discount": "30%", "name": "Ann"}},
 				{RequestID: "spring:u2", UserID: "u2", Type: "flash_sale", Data: map[string]any{"discount": "20%", "name": "Bob"}},
 			},
 		},
-		{name: "header only", csv: "user_id,name\n", wantErr: "users csv: no users"},
-		{name: "empty", csv: "", wantErr: "users csv: no users"},
-		{name: "bad quoting", csv: "u1\n\"u2\n", wantErr: "users csv: "},
+		{
+			name: "user_id in any column",
+			csv:  "name,user_id\nAnn,u1\n",
+			want: []Notification{{RequestID: "spring:u1", UserID: "u1", Type: "flash_sale", Data: map[string]any{"discount": "20%", "name": "Ann"}}},
+		},
+		{name: "two columns without user_id", csv: "id,name\nu1,Ann\n", wantErr: "line 1: no user_id"},
+		{name: "a second column further down", csv: "u1\nu2\n\nu3,extra\n", wantErr: "line 4: no user_id"},
+		{name: "a header look-alike", csv: "id\nu1\n", wantErr: `line 1: "id" looks like a header`},
+		{name: "Users look-alike", csv: "\nUser ID\nu1\n", wantErr: `line 2: "User ID" looks like a header`},
+		{name: "a row without a user", csv: "user_id,name\nu1,Ann\n,Bob\n", wantErr: "line 3: no user_id"},
+		{name: "a row too short for its user", csv: "name,user_id\nAnn,u1\nBob\n", wantErr: "line 3: no user_id"},
+		{name: "a row longer than the header", csv: "user_id,name\nu1,Ann,extra\n", wantErr: "line 2: 3 cells, but the header names 2 columns"},
+		{name: "an unnamed column", csv: "user_id,,name\nu1,x,Ann\n", wantErr: "line 1: column 2 of the header has no name"},
+		{name: "a column twice", csv: "user_id,name,Name\nu1,a,b\n", wantErr: `line 1: the header names column "Name" twice`},
+		{name: "header only", csv: "user_id,name\n", wantErr: "no users"},
+		{name: "empty", csv: "", wantErr: "no users"},
+		{name: "bad quoting", csv: "u1\n\"u2\n", wantErr: "parse error on line 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +97,44 @@ func FuzzReadCampaignCSV(f *testing.F) {
 				t.Errorf("ReadCampaignCSV(%q): notification %+v", in, n)
 			}
 		}
+		if err != nil || len(ns) == 0 {
+			return
+		}
+		// Nothing is dropped: every cell of a file it accepts is a user id,
+		// a header cell or a value in some notification's data.
+		want := 0
+		for _, n := range ns {
+			want += 1 + len(n.Data)
+		}
+		if cells, header := countCells(in); cells != want && cells != want+header {
+			t.Errorf("ReadCampaignCSV(%q) kept %d values of %d cells", in, want, cells)
+		}
 	})
+}
+
+// countCells counts the cells of a CSV file's non-blank records, and
+// those of the first one.
+func countCells(in string) (cells, first int) {
+	cr := csv.NewReader(strings.NewReader(in))
+	cr.FieldsPerRecord = -1
+	cr.TrimLeadingSpace = true
+	n := 0
+	for {
+		rec, err := cr.Read()
+		if err != nil {
+			return n, first
+		}
+		blank := true
+		for _, c := range rec {
+			blank = blank && strings.TrimSpace(c) == ""
+		}
+		if !blank && first == 0 {
+			first = len(rec)
+		}
+		if !blank {
+			n += len(rec)
+		}
+	}
 }
 
 // batchServer answers POST /v1/notifications/batch: items whose user id

@@ -61,6 +61,7 @@ type FieldError struct {
 }
 
 // Error is a problem+json answer from the server (or a non-JSON error body).
+// Its message starts with the status, e.g. "422 Unprocessable Entity: ...".
 type Error struct {
 	Status    int          `json:"status"`
 	Type      string       `json:"type"`
@@ -74,7 +75,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sluice: %d %s", e.Status, cmp.Or(e.Title, http.StatusText(e.Status)))
+	fmt.Fprintf(&b, "%d %s", e.Status, cmp.Or(e.Title, http.StatusText(e.Status)))
 	if e.Detail != "" {
 		b.WriteString(": " + e.Detail)
 	}

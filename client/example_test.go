@@ -199,5 +199,5 @@ func ExampleClient_RevokeInboxTokens() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// sluice: 401 Unauthorized: this inbox token has been revoked; ask for a new one
+	// 401 Unauthorized: this inbox token has been revoked; ask for a new one
 }

@@ -21,9 +21,9 @@ type StatsQuery struct {
 }
 
 // StatsBucket counts human clicks, bot hits and conversions; Start is zero
-// in totals.
+// in totals, and then left out of its JSON.
 type StatsBucket struct {
-	Start           time.Time `json:"start"`
+	Start           time.Time `json:"start,omitzero"`
 	Humans          int64     `json:"humans"`
 	Bots            int64     `json:"bots"`
 	Conversions     int64     `json:"conversions"`

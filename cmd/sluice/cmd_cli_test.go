@@ -74,7 +74,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 2, wantErrAll: []string{"unknown command"}},
 		{name: "serve help", args: []string{"help", "serve"}, wantErrAll: []string{"-http-addr", "SLUICE_HTTP_ADDR"}},
 		{name: "every config problem at once", args: []string{"serve", "--http-addr", "nope", "--log-level", "loud"},
-			env: map[string]string{"SLUICE_REDIS_URL": "ftp://x"}, wantCode: 1,
+			env: map[string]string{"SLUICE_REDIS_URL": "ftp://x"}, wantCode: 2,
 			wantErrAll: []string{"--http-addr", "--log-level", "--redis-url"}},
 	}
 	for _, tt := range tests {

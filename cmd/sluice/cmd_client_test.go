@@ -254,7 +254,7 @@ func TestLinksCLI(t *testing.T) {
 	if code != 0 || !strings.HasSuffix(strings.TrimSpace(out), "/once") || !strings.Contains(errs, "max visits 1") {
 		t.Fatalf("shorten --max-visits = %d %q %q", code, out, errs)
 	}
-	if code, _, errs := runCLI(t, env, "shorten", "https://example.com/x", "--max-visits", "-1"); code != 1 || !strings.Contains(errs, "--max-visits") {
+	if code, _, errs := runCLI(t, env, "shorten", "https://example.com/x", "--max-visits", "-1"); code != exitError || !strings.Contains(errs, "--max-visits") {
 		t.Errorf("negative --max-visits = %d %q", code, errs)
 	}
 	code, out, _ = runCLI(t, env, "links", "get", "once")
@@ -280,10 +280,10 @@ func TestLinksCLI(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(`{"rulez": []}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := runCLI(t, env, "links", "rules", "once", "--file", rules); code != 1 || !strings.Contains(errs, "rulez") {
+	if code, _, errs := runCLI(t, env, "links", "rules", "once", "--file", rules); code != exitError || !strings.Contains(errs, "rulez") {
 		t.Errorf("links rules (unknown field) = %d %q", code, errs)
 	}
-	if code, _, errs := runCLI(t, env, "links", "rules", "once"); code != 1 || !strings.Contains(errs, "--file is required") {
+	if code, _, errs := runCLI(t, env, "links", "rules", "once"); code != exitError || !strings.Contains(errs, "--file is required") {
 		t.Errorf("links rules without --file = %d %q", code, errs)
 	}
 
@@ -297,7 +297,7 @@ func TestLinksCLI(t *testing.T) {
 		code, out, errs := runCLI(t, env, "links", "stats", "once", "--from", "1h", "--by", "hour", "--group", "device")
 		return enginetest.State(code == 0 && strings.Contains(out, `"value": "mobile"`) && strings.Contains(out, `"conversions": 1`), "%s", out+errs)
 	})
-	if code, _, errs := runCLI(t, env, "links", "stats", "once", "--from", "yesterday"); code != 1 || !strings.Contains(errs, "--from") {
+	if code, _, errs := runCLI(t, env, "links", "stats", "once", "--from", "yesterday"); code != exitError || !strings.Contains(errs, "--from") {
 		t.Errorf("links stats --from yesterday = %d %q", code, errs)
 	}
 
@@ -308,13 +308,13 @@ func TestLinksCLI(t *testing.T) {
 	if b, err := os.ReadFile(qr); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("the QR file: %v, want an SVG", err)
 	}
-	if code, _, errs := runCLI(t, env, "links", "qr", "once"); code != 1 || !strings.Contains(errs, "--out is required") {
+	if code, _, errs := runCLI(t, env, "links", "qr", "once"); code != exitError || !strings.Contains(errs, "--out is required") {
 		t.Errorf("links qr without --out = %d %q", code, errs)
 	}
-	if code, _, errs := runCLI(t, env, "links", "frob"); code != 1 || !strings.Contains(errs, "unknown subcommand") || !strings.Contains(errs, "rules CODE --file") {
+	if code, _, errs := runCLI(t, env, "links", "frob"); code != exitError || !strings.Contains(errs, "unknown subcommand") || !strings.Contains(errs, "rules CODE --file") {
 		t.Errorf("links frob = %d %q", code, errs)
 	}
-	if code, _, errs := runCLI(t, env, "links", "get"); code != 1 || !strings.Contains(errs, "want CODE") {
+	if code, _, errs := runCLI(t, env, "links", "get"); code != exitError || !strings.Contains(errs, "want CODE") {
 		t.Errorf("links get without a code = %d %q", code, errs)
 	}
 }
@@ -391,7 +391,7 @@ func TestNotifyCLI(t *testing.T) {
 	if code, out, errs := runCLI(t, env, "events", "recover", sub.ID, "--since", "1h"); code != 0 || !strings.Contains(out, `"queued"`) {
 		t.Errorf("events recover = %d %q %q", code, out, errs)
 	}
-	if code, _, errs := runCLI(t, env, "events", "recover", sub.ID); code != 1 || !strings.Contains(errs, "--since is required") {
+	if code, _, errs := runCLI(t, env, "events", "recover", sub.ID); code != exitError || !strings.Contains(errs, "--since is required") {
 		t.Errorf("events recover without --since = %d %q", code, errs)
 	}
 	if code, _, errs := runCLI(t, env, "events", "delete", sub.ID); code != 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +28,15 @@ import (
 // verifies the chain and name instead (--server-name, else the host
 // dialed); --insecure-skip-verify checks nothing, for a loopback address
 // only.
-func runHealthcheck(ctx context.Context, env *environment, args []string) error {
+//
+// Every failure, an unreachable node included, exits 1: container
+// runtimes reserve the other codes.
+func runHealthcheck(ctx context.Context, env *environment, args []string) (err error) {
+	defer func() {
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			err = fmt.Errorf("%w: %w", errUnhealthy, err)
+		}
+	}()
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	live := fs.Bool("live", false, "ask /healthz (the process is alive) instead of /readyz (every engine reachable)")
 	timeout := fs.Duration("timeout", 3*time.Second, "longest wait for the answer")

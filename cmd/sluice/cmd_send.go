@@ -98,7 +98,7 @@ func runCampaign(ctx context.Context, env *environment, args []string) error {
 	fs.SetOutput(env.stderr)
 	newClient := clientFlags(fs, env)
 	typ := fs.String("type", "", "notification type, e.g. flash_sale (required)")
-	users := fs.String("users", "", "CSV file: a user id per row, in the first column; with a header row naming user_id, the other columns become template data (required; - reads stdin)")
+	users := fs.String("users", "", "CSV file of users (required; - reads stdin): one column of user ids (a first line user_id is skipped), or a header line naming user_id and other columns, which become each user's template data; a file of any other shape is refused before anything is sent")
 	campaign := fs.String("campaign", "", "campaign id; request ids are <campaign>:<user>, so running the same campaign again sends nothing twice (default: type and today's date)")
 	batch := fs.Int("batch", 500, "notifications per request (at most 1000)")
 	workers := fs.Int("concurrency", 4, "requests in flight")
@@ -128,7 +128,7 @@ func runCampaign(ctx context.Context, env *environment, args []string) error {
 	}
 	ns, err := client.ReadCampaignCSV(in, *typ, *campaign, data)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", *users, err)
 	}
 	if *expiresIn > 0 {
 		t := time.Now().Add(*expiresIn).UTC()
@@ -140,8 +140,9 @@ func runCampaign(ctx context.Context, env *environment, args []string) error {
 }
 
 // sendCampaign posts ns in batches with a progress bar on stderr and a
-// summary at the end. Items refused by the server are counted, and the
-// first few reasons shown; a failed request fails the command.
+// summary at the end. Items refused by the server are counted, the first
+// few reasons shown, and make the command a refusal (exit 1); a failed
+// request fails the command.
 func sendCampaign(ctx context.Context, env *environment, c *client.Client, ns []client.Notification, batch, workers int) error {
 	var done atomic.Int64
 	start := time.Now()
@@ -155,6 +156,9 @@ func sendCampaign(ctx context.Context, env *environment, c *client.Client, ns []
 		res.Accepted, res.Duplicates, res.Refused)
 	for _, r := range res.Refusals {
 		fmt.Fprintln(env.stdout, "  refused:", r.Error())
+	}
+	if sendErr == nil && res.Refused > 0 {
+		return fmt.Errorf("%w: %d of %d notifications", errRefused, res.Refused, len(ns))
 	}
 	return sendErr
 }

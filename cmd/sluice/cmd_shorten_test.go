@@ -30,8 +30,8 @@ func TestShortenEndToEnd(t *testing.T) {
 	if code, _, errs := runCLI(t, env, "shorten", "ftp://example.com/x"); code != 1 || !strings.Contains(errs, "url") {
 		t.Errorf("ftp target = %d %q, want the url refused", code, errs)
 	}
-	if code, _, _ := runCLI(t, env, "shorten"); code != 1 {
-		t.Errorf("shorten without a URL = %d, want 1", code)
+	if code, _, _ := runCLI(t, env, "shorten"); code != exitError {
+		t.Errorf("shorten without a URL = %d, want 2, a usage error", code)
 	}
 	_, generated, _ := runCLI(t, env, "shorten", "https://example.com/gen")
 	if c := path.Base(strings.TrimSpace(generated)); len(c) != 7 {

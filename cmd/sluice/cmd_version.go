@@ -19,10 +19,13 @@ var version = ""
 // build describes the running binary, from the build info the Go toolchain
 // embeds (runtime/debug.ReadBuildInfo) and the -X override above.
 type build struct {
-	Version   string // v1.2.3, or dev-<revision>[-dirty], or dev
-	Revision  string // VCS commit, or "unknown" (go build -buildvcs=false, or no checkout)
-	Time      string // commit time (RFC 3339), or "unknown"
-	Modified  bool   // the checkout had uncommitted changes
+	Version  string // v1.2.3, or dev-<revision>[-dirty], or dev
+	Revision string // VCS commit, or "unknown" (go build -buildvcs=false, or no checkout)
+	Time     string // commit time (RFC 3339), or "unknown"
+	Modified bool   // the checkout had uncommitted changes
+	// VCS is whether the build info says anything of the checkout
+	// (vcs.modified); without it, Modified is unknown, not false.
+	VCS       bool
 	GoVersion string
 }
 
@@ -38,7 +41,7 @@ func readBuild() build {
 			case "vcs.time":
 				b.Time = s.Value
 			case "vcs.modified":
-				b.Modified = s.Value == "true"
+				b.Modified, b.VCS = s.Value == "true", true
 			}
 		}
 	}
@@ -66,7 +69,9 @@ func runVersion(_ context.Context, env *environment, _ []string) error {
 	fmt.Fprintln(env.stdout, "sluice", b.Version)
 	fmt.Fprintln(env.stdout, "  revision:", b.Revision)
 	fmt.Fprintln(env.stdout, "  built from a commit of:", b.Time)
-	fmt.Fprintln(env.stdout, "  modified:", b.Modified)
+	if b.VCS { // else nobody knows: say nothing rather than "false"
+		fmt.Fprintln(env.stdout, "  modified:", b.Modified)
+	}
 	fmt.Fprintln(env.stdout, "  go:", strings.TrimPrefix(b.GoVersion, "go"), runtime.GOOS+"/"+runtime.GOARCH)
 	return nil
 }

@@ -84,15 +84,11 @@ func run(ctx context.Context, args []string, env *environment) int {
 		return 2
 	}
 	err := cmd.run(ctx, env, args[1:])
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	default:
+	code := exitCode(err)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(env.stderr, "sluice %s: %v\n", args[0], err)
-		return 1
 	}
+	return code
 }
 
 func usage(w io.Writer) {

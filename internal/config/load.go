@@ -2,12 +2,14 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -159,10 +161,10 @@ func lookupEnv(getenv func(string) string, name string) (string, bool) {
 func loadFile(cfg *Config, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config file: %w", err)
+		return fmt.Errorf("configuration file: %w", err)
 	}
 	if err := decodeYAML(cfg, b); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return fmt.Errorf("configuration file %s: %w", path, err)
 	}
 	return nil
 }
@@ -173,9 +175,58 @@ func decodeYAML(cfg *Config, b []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file is an empty configuration
-		return err
+		return yamlProblem(err)
 	}
 	return nil
+}
+
+var (
+	yamlUnknownKey = regexp.MustCompile(`(?s)^(line \d+): field (\S+) not found in type .*$`)
+	yamlWrongType  = regexp.MustCompile(`(?s)^(line \d+): cannot unmarshal !!(\w+) (?:(.*) )?into (.*)$`)
+)
+
+// yamlProblem rewords the YAML decoder's errors for a person who wrote
+// the file, not the Go types it is read into: "line 3: unknown key
+// \"lgo_level\"" instead of "field lgo_level not found in type
+// config.Config".
+func yamlProblem(err error) error {
+	te, ok := errors.AsType[*yaml.TypeError](err)
+	if !ok {
+		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		if g := yamlUnknownKey.FindStringSubmatch(m); g != nil {
+			m = fmt.Sprintf("%s: unknown key %q", g[1], g[2])
+		} else if g := yamlWrongType.FindStringSubmatch(m); g != nil {
+			m = fmt.Sprintf("%s: %s is not %s", g[1], cmp.Or(g[3], "a "+yamlTags[g[2]]), yamlKind(g[4]))
+		}
+		msgs[i] = m
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// yamlTags names the YAML tags of values that come without their text.
+var yamlTags = map[string]string{"seq": "list", "map": "mapping", "str": "string", "int": "number", "bool": "boolean", "float": "number"}
+
+// yamlKind names the kind of value a Go type reads, for yamlProblem.
+func yamlKind(goType string) string {
+	switch {
+	case goType == "time.Duration":
+		return "a duration like 30s or 5m"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "string":
+		return "a string"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	default:
+		return "a mapping of keys"
+	}
 }
 
 func setField(v reflect.Value, s string) error {

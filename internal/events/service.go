@@ -192,7 +192,7 @@ func (s *Service) checkURL(raw string) string {
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if name, blocked := netguard.Blocked(ip); blocked {
-			return "must be globally reachable, not " + name
+			return "must be globally reachable, not in the " + strings.ToLower(strings.Trim(name, `"`)) + " range"
 		}
 	}
 	return ""

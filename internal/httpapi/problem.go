@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,15 +32,28 @@ type Problem struct {
 // members are.
 func (p Problem) MarshalJSON() ([]byte, error) {
 	type plain Problem
-	b, err := json.Marshal(plain(p))
+	b, err := marshalUnescaped(plain(p))
 	if err != nil || len(p.Ext) == 0 {
 		return b, err
 	}
-	ext, err := json.Marshal(p.Ext)
+	ext, err := marshalUnescaped(p.Ext)
 	if err != nil {
 		return nil, err
 	}
 	return append(append(b[:len(b)-1], ','), ext[1:]...), nil
+}
+
+// marshalUnescaped is json.Marshal without its HTML escaping: problem
+// details are read by people ("Authorization: Bearer <key>"), and a
+// problem+json body is never inlined in HTML.
+func marshalUnescaped(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 type problemKind struct {
@@ -89,17 +103,21 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	if p.Instance == "" && r != nil {
 		p.Instance = r.URL.Path
 	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		body = []byte(`{"type":"` + ProblemBase + `internal-error","title":"Internal Server Error","status":500}`)
+	// Not json.Marshal: it writes < > & as \u003c... (see marshalUnescaped).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		buf.Reset()
+		buf.WriteString(`{"type":"` + ProblemBase + `internal-error","title":"Internal Server Error","status":500}` + "\n")
 		p.Status = http.StatusInternalServerError
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	h.Del("Content-Encoding")
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }
 
 // StatusClientClosedRequest is the status recorded (in the access log and

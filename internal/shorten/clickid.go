@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -71,18 +72,44 @@ func (s *Service) verifyClickID(id string) (int64, error) {
 	return int64(binary.BigEndian.Uint64(b[:8])), nil
 }
 
-// WithClickID returns target with sluice_cid=id added to its query (any
-// value already there is replaced, so a visitor cannot plant one).
+// WithClickID returns target with sluice_cid=id appended to its query,
+// before any fragment, and every other byte of target as it was: signed
+// URLs and odd encodings survive, since the query is never decoded and
+// re-encoded. A sluice_cid already in the query (copied from an earlier
+// redirect, say) is cut out, so the target carries exactly one click id,
+// the one this redirect made.
 func WithClickID(target, id string) string {
-	u, err := url.Parse(target)
-	if err != nil {
-		return target // validated at creation; not reached
+	rest, frag, hasFrag := strings.Cut(target, "#")
+	if hasFrag {
+		frag = "#" + frag
 	}
-	q := u.Query()
-	q.Set(ClickIDParam, id)
-	u.RawQuery = q.Encode()
-	if strings.HasSuffix(target, "#") && u.Fragment == "" {
-		return u.String() + "#"
+	path, query, _ := strings.Cut(rest, "?")
+	if query != "" {
+		segs := strings.Split(query, "&")
+		kept := slices.DeleteFunc(slices.Clone(segs), isClickIDParam)
+		if len(kept) != len(segs) {
+			query = strings.Join(kept, "&")
+		}
 	}
-	return u.String()
+	var b strings.Builder
+	b.Grow(len(target) + len(ClickIDParam) + len(id) + 3)
+	b.WriteString(path)
+	b.WriteByte('?')
+	b.WriteString(query)
+	if query != "" && !strings.HasSuffix(query, "&") {
+		b.WriteByte('&')
+	}
+	b.WriteString(ClickIDParam + "=" + url.QueryEscape(id))
+	b.WriteString(frag)
+	return b.String()
+}
+
+// isClickIDParam reports whether one key=value segment of a query is a
+// sluice_cid parameter, however its key is escaped.
+func isClickIDParam(seg string) bool {
+	key, _, _ := strings.Cut(seg, "=")
+	if k, err := url.QueryUnescape(key); err == nil {
+		key = k
+	}
+	return key == ClickIDParam
 }

@@ -60,6 +60,8 @@ function signInForm(message) {
   mount(main, h('div', {class: 'card signin'},
     h('h1', {}, 'Sign in'),
     h('p', {class: 'muted'}, message || 'Paste an API key. The dashboard keeps a session cookie, not the key, and can do what the key\'s scopes allow.'),
+    h('p', {class: 'muted', id: 'key-hint'}, 'No key yet? On the node, run ', h('code', {}, 'sluice keys create --scope admin'),
+      ' (with the node\'s --data-dir or --database-url); it prints the key once.'),
     form));
   input.focus();
 }

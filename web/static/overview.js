@@ -1,4 +1,5 @@
-// Overview: live rates drawn from /v1/stats, polled every few seconds.
+// Overview: totals (the tiles) and live rates (the charts) drawn from
+// /v1/stats, polled every few seconds.
 
 import {h, mount, problemBox, fmtNum} from './dom.js';
 import {lineChart, colors} from './chart.js';
@@ -13,13 +14,13 @@ export function render(main, ctx) {
   const status = h('div');
   mount(main,
     h('h1', {}, 'Overview'),
-    h('p', {class: 'muted'}, `Rates per second on this node, from its counters polled every ${POLL_MS / 1000} s.`),
+    h('p', {class: 'muted', id: 'overview-legend'}, `Tiles: totals on this node since it started. Charts: rates per second, from its counters polled every ${POLL_MS / 1000} s.`),
     status, tiles,
     h('div', {class: 'grid'},
-      h('div', {class: 'card'}, h('h2', {}, 'Rate limit checks per policy (allowed / refused)'), checks),
-      h('div', {class: 'card'}, h('h2', {}, 'Notifications accepted'), accepted),
-      h('div', {class: 'card'}, h('h2', {}, 'Deliveries sent or delivered, per channel'), delivered),
-      h('div', {class: 'card'}, h('h2', {}, 'Deliveries failed, dead or expired, per channel'), failed)));
+      h('div', {class: 'card'}, h('h2', {}, 'Rate limit checks per second, per policy (allowed / refused)'), checks),
+      h('div', {class: 'card'}, h('h2', {}, 'Notifications accepted per second'), accepted),
+      h('div', {class: 'card'}, h('h2', {}, 'Deliveries sent or delivered per second, per channel'), delivered),
+      h('div', {class: 'card'}, h('h2', {}, 'Deliveries failed, dead or expired per second, per channel'), failed)));
 
   const poller = new Poller(p => {
     mount(status, p.error ? problemBox(p.error) : null);
@@ -47,11 +48,11 @@ export function render(main, ctx) {
     const tile = (k, v) => h('div', {class: 'tile'}, h('div', {class: 'v'}, v), h('div', {class: 'k'}, k));
     const storeUp = p.latest() && p.latest().samples.find(s => s.name === 'sluice_ratelimit_store_up');
     mount(tiles,
-      tile('checks allowed', fmtNum(sum('sluice_ratelimit_checks_total', l => l.result === 'allowed'))),
-      tile('checks refused', fmtNum(sum('sluice_ratelimit_checks_total', l => l.result !== 'allowed'))),
-      tile('deliveries sent', fmtNum(sum('sluice_notify_deliveries_total', l => DELIVERED.includes(l.status)))),
-      tile('deliveries failed', fmtNum(sum('sluice_notify_deliveries_total', l => FAILED.includes(l.status)))),
-      tile('redirects', fmtNum(sum('sluice_links_redirects_total', l => l.result === 'found'))),
+      tile('checks allowed (total)', fmtNum(sum('sluice_ratelimit_checks_total', l => l.result === 'allowed'))),
+      tile('checks refused (total)', fmtNum(sum('sluice_ratelimit_checks_total', l => l.result !== 'allowed'))),
+      tile('deliveries sent (total)', fmtNum(sum('sluice_notify_deliveries_total', l => DELIVERED.includes(l.status)))),
+      tile('deliveries failed (total)', fmtNum(sum('sluice_notify_deliveries_total', l => FAILED.includes(l.status)))),
+      tile('redirects (total)', fmtNum(sum('sluice_links_redirects_total', l => l.result === 'found'))),
       tile('rate limit store', storeUp ? (storeUp.value ? 'up' : 'DOWN (local fallback)') : '–'));
   });
   ctx.onStop(poller.start());
