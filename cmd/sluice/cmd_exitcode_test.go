@@ -96,8 +96,8 @@ func TestExitCodesOfLocalCommands(t *testing.T) {
 		}
 	}
 	usage := [][]string{{"check"}, {"send", "--nope"}, {"links", "frob"}, {"shorten"}, {"keys", "create"}, {"campaign", "send", "--type", "x", "--users", "/nonexistent.csv"}}
-	for _, args := range usage {
-		if code, _, errs := runCLI(t, nil, args...); code != exitError {
+	for _, args := range usage { // a data dir of its own: a usage error must not touch ./sluice-data
+		if code, _, errs := runCLI(t, map[string]string{"SLUICE_DATA_DIR": t.TempDir()}, args...); code != exitError {
 			t.Errorf("sluice %s = %d %q, want %d: a usage error", strings.Join(args, " "), code, errs, exitError)
 		}
 	}
