@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -30,6 +31,8 @@ type Reservation struct {
 // Check and not settled. Concurrency policies take a lease.
 func (s *Service) Reserve(ctx context.Context, reqs []UsageRequest, opts ratelimit.UsageOptions) (bool, []Result, Reservation, error) {
 	start := s.now()
+	opts.MaxHolds = cmp.Or(opts.MaxHolds, s.maxHolds)
+	opts.MaxOwnerHolds = cmp.Or(opts.MaxOwnerHolds, s.maxOwnerHolds)
 	plain := make([]CheckRequest, len(reqs))
 	for i, r := range reqs {
 		plain[i] = r.CheckRequest
@@ -158,6 +161,8 @@ func (s *Service) Charge(ctx context.Context, reqs []CheckRequest) ([]Result, er
 // usageError maps a store's usage error for the edge.
 func usageError(err error) error {
 	switch {
+	case errors.Is(err, ratelimit.ErrTooManyHolds):
+		return apperr.Wrap(apperr.TooMany, err, "too many unsettled reservations: settle (or release with cost 0) some before reserving more")
 	case errors.Is(err, ratelimit.ErrReservationNotFound):
 		msg := "no such reservation: unknown, already expired (keeping its estimate), or its store is unavailable"
 		if strings.Contains(err.Error(), "unavailable") {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
@@ -77,6 +78,24 @@ type usageCheck struct {
 type usageRecord struct {
 	Mode   string       `json:"m"`
 	Checks []usageCheck `json:"c"`
+	Owner  string       `json:"o,omitempty"`
+}
+
+// counterKeys returns the sorted sets counting the unsettled
+// reservations of rec's keys, one per check, in its key's slot. The names
+// hash what they count, so no key a check names can be one of them. The
+// owner's set is apart (owners.go).
+func (s *Store) counterKeys(rec usageRecord) []string {
+	out := make([]string, len(rec.Checks))
+	for i, u := range rec.Checks {
+		out[i] = s.prefix + "{" + tagOf(s.keyName(u.policy(), u.Key)) + "}:holds:" + digest(u.Name+"\x00"+u.Key)
+	}
+	return out
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
 }
 
 func (u usageCheck) policy() *ratelimit.Policy {
@@ -196,7 +215,7 @@ func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, o
 	if id == "" || strings.ContainsAny(id, "~{}|") {
 		return ratelimit.Hold{}, fmt.Errorf("redisstore: invalid reservation id %q", id)
 	}
-	rec := usageRecord{Mode: "n", Checks: make([]usageCheck, len(checks))}
+	rec := usageRecord{Mode: "n", Checks: make([]usageCheck, len(checks)), Owner: opts.Owner}
 	if opts.Charge == ratelimit.ChargeOnSettle {
 		rec.Mode = "s"
 	}
@@ -218,9 +237,24 @@ func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, o
 	for _, u := range rec.Checks {
 		args = append(args, u.args()...)
 	}
-	vals, err := s.evalUsage(ctx, keys, args)
+	cks := s.counterKeys(rec)
+	perKey, perOwner := opts.HoldBounds()
+	args = append(args, strconv.Itoa(len(cks)))
+	for range cks {
+		args = append(args, strconv.Itoa(perKey))
+	}
+	if err := s.admitOwner(ctx, rec.Owner, keys[0], perOwner, ttl); err != nil {
+		return ratelimit.Hold{}, err
+	}
+	vals, err := s.evalUsage(ctx, append(keys, cks...), args)
+	if err != nil || vals[1] != 1 {
+		s.releaseOwner(ctx, rec.Owner, keys[0])
+	}
 	if err != nil {
 		return ratelimit.Hold{}, err
+	}
+	if vals[1] == 4 {
+		return ratelimit.Hold{}, fmt.Errorf("%w: a key is at its bound of %d", ratelimit.ErrTooManyHolds, perKey)
 	}
 	ds, err := decisions(checks, vals)
 	if err != nil {
@@ -263,9 +297,14 @@ func (s *Store) Settle(ctx context.Context, id string, cost int64) (ratelimit.Se
 		keys = append(keys, s.keyName(u.policy(), u.Key))
 		args = append(args, u.args()...)
 	}
-	vals, err := s.evalUsage(ctx, keys, args)
+	cks := s.counterKeys(rec)
+	args = append(args, strconv.Itoa(len(cks)))
+	vals, err := s.evalUsage(ctx, append(keys, cks...), args)
 	if err != nil {
 		return ratelimit.Settlement{}, err
+	}
+	if vals[1] != 3 {
+		s.releaseOwner(ctx, rec.Owner, key)
 	}
 	switch vals[1] {
 	case 1:
