@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -12,10 +13,12 @@ import (
 
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
 
 // setupHolds is a server on a real listener with a failed-login policy of
-// 5 a minute, on a memory store, with maxHolds unsettled reservations per
+// 5 a minute, on a memory store whose clock stands still (no window
+// rolls during a flood), with maxHolds unsettled reservations per
 // key (0: the default).
 func setupHolds(t *testing.T, maxHolds int) (*bundle, *httptest.Server) {
 	t.Helper()
@@ -27,7 +30,9 @@ func setupHolds(t *testing.T, maxHolds int) (*bundle, *httptest.Server) {
 	if err := rules.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}), MaxHolds: maxHolds})
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now}),
+		Now: clock.Now, MaxHolds: maxHolds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,5 +128,49 @@ func TestTooManyHoldsIs429(t *testing.T) {
 	}
 	if code, a, err := postCheck(client, ts, `{"policy":"big","key":"k","reserve":true}`); err != nil || code != 200 || !a.Allowed {
 		t.Errorf("reservation after a settle = %d %+v %v, want allowed", code, a, err)
+	}
+}
+
+// spyUsage is a counter store that records the reservation ids Settle is
+// asked about.
+type spyUsage struct {
+	*ratelimit.MemoryStore
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *spyUsage) Settle(ctx context.Context, id string, cost int64) (ratelimit.Settlement, error) {
+	s.mu.Lock()
+	s.ids = append(s.ids, id)
+	s.mu.Unlock()
+	return s.MemoryStore.Settle(ctx, id, cost)
+}
+
+// A reservation id names a Redis key: an id of any other shape than the
+// server issues answers 404 problem+json and never reaches the store.
+func TestSettleMalformedIDOverHTTP(t *testing.T) {
+	t.Parallel()
+	spy := &spyUsage{MemoryStore: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})}
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	b := setupUsageOn(t, clock, spy)
+	ts := httptest.NewServer(b.srv)
+	t.Cleanup(ts.Close)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, id := range []string{"a}b", "{x}", "x:y", "*", "res:*", "a\nb", "a\r\nGET k", "a|b", "a b", "a~~b", "~a",
+		strings.Repeat("a", 10_000)} {
+		body, _ := json.Marshal(map[string]any{"reservation_id": id, "cost": 1})
+		resp, err := client.Post(ts.URL+"/v1/ratelimit/settle", "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := decodeProblem(t, resp)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("settle %.40q = %d %+v, want 404", id, resp.StatusCode, p)
+		}
+	}
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if len(spy.ids) != 0 {
+		t.Errorf("the store was asked to settle %.80q, want no malformed id to reach it", spy.ids)
 	}
 }

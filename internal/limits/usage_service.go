@@ -102,6 +102,9 @@ func (s *Service) Settle(ctx context.Context, id string, cost int64) (already bo
 	if cost < 0 {
 		return false, apperr.Fields(apperr.Invalid, "the settlement is invalid", []apperr.FieldError{{Field: "cost", Detail: "must be at least 0"}})
 	}
+	if !reservationID(id) {
+		return false, apperr.New(apperr.NotFound, "no such reservation: not an id this server issues")
+	}
 	us, ok := s.counters.(ratelimit.UsageStore)
 	if !ok {
 		return false, apperr.New(apperr.Unavailable, "the rate limit store does not support reservations")
@@ -111,6 +114,30 @@ func (s *Service) Settle(ctx context.Context, id string, cost int64) (already bo
 		return false, usageError(err)
 	}
 	return st.Already, nil
+}
+
+// maxReservationIDBytes bounds a reservation id: "local-", 64 characters,
+// then on a Redis Cluster '~' and a hash tag of up to 2 KiB in base64url.
+const maxReservationIDBytes = len(localID) + 64 + 1 + 2731
+
+// reservationID reports whether id has the shape of an id this server
+// issues (letters, digits, '-' and '_', with one '~' on a Redis Cluster),
+// so that nothing else reaches a store, where ids name keys.
+func reservationID(id string) bool {
+	if id == "" || len(id) > maxReservationIDBytes {
+		return false
+	}
+	tilde := false
+	for i := range len(id) {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		case c == '~' && !tilde && i > 0 && i < len(id)-1:
+			tilde = true
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Charge charges reqs after the fact: never refused, it may push keys into

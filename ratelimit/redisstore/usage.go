@@ -135,16 +135,14 @@ func tagOf(name string) string {
 	return name[i+1 : j]
 }
 
-// recordKey returns the key of reservation id; on a Cluster the id ends
-// in ~ and its slot's hash tag.
+// recordKey returns the key of reservation id, which validID accepts; on
+// a Cluster the id ends in ~ and its slot's hash tag.
 func (s *Store) recordKey(id string) string {
-	tag := "res:" + id
 	if rid, t, ok := strings.Cut(id, "~"); ok {
-		if b, err := base64.RawURLEncoding.DecodeString(t); err == nil {
-			return s.prefix + "{" + string(b) + "}:res:" + rid
-		}
+		b, _ := base64.RawURLEncoding.DecodeString(t)
+		return s.prefix + "{" + string(b) + "}:res:" + rid
 	}
-	return s.prefix + "{" + tag + "}"
+	return s.prefix + "{res:" + id + "}"
 }
 
 func (s *Store) evalUsage(ctx context.Context, keys, args []string) ([]int64, error) {
@@ -212,8 +210,8 @@ func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, o
 	if err := ratelimit.ValidateUsage(checks, opts, false); err != nil {
 		return ratelimit.Hold{}, err
 	}
-	if id == "" || strings.ContainsAny(id, "~{}|") {
-		return ratelimit.Hold{}, fmt.Errorf("redisstore: invalid reservation id %q", id)
+	if !plainID(id) {
+		return ratelimit.Hold{}, fmt.Errorf("%w: redisstore: a reservation id is 1 to %d letters, digits, '-' or '_'", ratelimit.ErrInvalidUsage, maxIDBytes)
 	}
 	rec := usageRecord{Mode: "n", Checks: make([]usageCheck, len(checks)), Owner: opts.Owner}
 	if opts.Charge == ratelimit.ChargeOnSettle {
@@ -272,6 +270,9 @@ func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, o
 func (s *Store) Settle(ctx context.Context, id string, cost int64) (ratelimit.Settlement, error) {
 	if cost < 0 || cost >= 1<<53 {
 		return ratelimit.Settlement{}, fmt.Errorf("%w: cost %d", ratelimit.ErrInvalidUsage, cost)
+	}
+	if !s.validID(id) {
+		return ratelimit.Settlement{}, fmt.Errorf("%w: not an id this store issues", ratelimit.ErrReservationNotFound)
 	}
 	key := s.recordKey(id)
 	notFound := fmt.Errorf("%w: %q", ratelimit.ErrReservationNotFound, id)
