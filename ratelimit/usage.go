@@ -185,10 +185,21 @@ func (l *PolicyLimiter) ReserveUsage(ctx context.Context, key string, estimate i
 	return ReserveUsage(ctx, l.store, []Check{l.Check(key, estimate)}, opts)
 }
 
+// UsageCall names the UsageStore call whose arguments ValidateUsage checks.
+type UsageCall int
+
+const (
+	// HoldCall checks estimates, as AllowMulti checks costs.
+	HoldCall UsageCall = iota
+	// ChargeCall checks costs of work already done: at least 0, of any
+	// size below 2^53.
+	ChargeCall
+)
+
 // ValidateUsage checks the arguments every UsageStore validates the same
 // way: policies and estimates as AllowMulti, a known mode, a cost of at
 // least 0 for Charge and Settle.
-func ValidateUsage(checks []Check, opts UsageOptions, charge bool) error {
+func ValidateUsage(checks []Check, opts UsageOptions, call UsageCall) error {
 	if opts.Charge != "" && opts.Charge != ChargeNow && opts.Charge != ChargeOnSettle {
 		return fmt.Errorf("%w: unknown charge mode %q", ErrInvalidUsage, opts.Charge)
 	}
@@ -205,7 +216,7 @@ func ValidateUsage(checks []Check, opts UsageOptions, charge bool) error {
 		if err := c.Policy.Validate(); err != nil {
 			return fmt.Errorf("check %d: %w", i, err)
 		}
-		if charge {
+		if call == ChargeCall {
 			if c.Cost < 0 || c.Cost >= maxExact {
 				return fmt.Errorf("check %d: %w: cost %d", i, ErrInvalidUsage, c.Cost)
 			}

@@ -182,7 +182,7 @@ func (s *MemoryStore) prepareAll(checks []Check) ([]params, []ref) {
 
 // Charge implements UsageStore.
 func (s *MemoryStore) Charge(ctx context.Context, checks []Check) ([]Decision, error) {
-	if err := ValidateUsage(checks, UsageOptions{}, true); err != nil {
+	if err := ValidateUsage(checks, UsageOptions{}, ChargeCall); err != nil {
 		return nil, err
 	}
 	pps, refs := s.prepareAll(checks)
@@ -204,7 +204,7 @@ func (s *MemoryStore) Charge(ctx context.Context, checks []Check) ([]Decision, e
 
 // Hold implements UsageStore.
 func (s *MemoryStore) Hold(ctx context.Context, id string, checks []Check, opts UsageOptions) (Hold, error) {
-	if err := ValidateUsage(checks, opts, false); err != nil {
+	if err := ValidateUsage(checks, opts, HoldCall); err != nil {
 		return Hold{}, err
 	}
 	if id == "" {

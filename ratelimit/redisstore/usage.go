@@ -177,7 +177,7 @@ func decisions(checks []ratelimit.Check, vals []int64) ([]ratelimit.Decision, er
 
 // Charge implements ratelimit.UsageStore.
 func (s *Store) Charge(ctx context.Context, checks []ratelimit.Check) ([]ratelimit.Decision, error) {
-	if err := ratelimit.ValidateUsage(checks, ratelimit.UsageOptions{}, true); err != nil {
+	if err := ratelimit.ValidateUsage(checks, ratelimit.UsageOptions{}, ratelimit.ChargeCall); err != nil {
 		return nil, err
 	}
 	keys := make([]string, len(checks))
@@ -207,7 +207,7 @@ func (s *Store) oneSlot(keys []string) error {
 
 // Hold implements ratelimit.UsageStore.
 func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, opts ratelimit.UsageOptions) (ratelimit.Hold, error) {
-	if err := ratelimit.ValidateUsage(checks, opts, false); err != nil {
+	if err := ratelimit.ValidateUsage(checks, opts, ratelimit.HoldCall); err != nil {
 		return ratelimit.Hold{}, err
 	}
 	if !plainID(id) {
