@@ -79,9 +79,12 @@
 // atomically on every key (a refund, or an extra charge as Charge), once
 // (settling again changes nothing), and Cancel gives it all back. A
 // reservation not settled within its TTL ([DefaultReservationTTL], 5 min)
-// keeps its estimate. With [ChargeOnSettle] a reservation refuses when over
-// but charges only when settled (0: nothing); a concurrency check in a
-// reservation takes a lease that Settle releases. Stores offer this through
+// keeps its estimate. With [ChargeOnSettle] settling with 0 gives the
+// estimate back (an outcome not counted), but until then the reservation
+// counts like any other; a concurrency check in a reservation takes a lease
+// that Settle releases. The unsettled reservations of one key, and of one
+// [UsageOptions.Owner], are bounded ([DefaultMaxHolds],
+// [DefaultMaxOwnerHolds]): past that Hold answers [ErrTooManyHolds]. Stores offer this through
 // [UsageStore]; the memory store and redisstore implement it (a
 // reservation is then a Redis key, settled from any process).
 //

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,8 +21,13 @@ const (
 	// ChargeNow charges the estimate when the reservation is taken; settling
 	// replaces it by the real cost (a refund or an extra charge).
 	ChargeNow ChargeMode = "now"
-	// ChargeOnSettle refuses when the keys are over their limit but charges
-	// nothing until settled; settling with cost 0 charges nothing at all.
+	// ChargeOnSettle is for limits that count only some outcomes (failed
+	// logins): the estimate is charged while the reservation is
+	// outstanding, so unsettled reservations count toward the limit, and
+	// settling with cost 0 gives all of it back (the outcome is not
+	// counted) while a cost above 0 replaces it (a Fixed check keeps its
+	// estimate). A reservation that expires unsettled keeps its estimate,
+	// as with ChargeNow: an outcome never reported counts.
 	ChargeOnSettle ChargeMode = "on_settle"
 )
 
@@ -30,6 +36,20 @@ const (
 // Redis's Lua computes). A caller holding a larger measured cost settles
 // with MaxUsageCost rather than failing and keeping the estimate.
 const MaxUsageCost = maxExact - 1
+
+// Bounds on unsettled reservations: past them Hold answers ErrTooManyHolds
+// and takes nothing, so outstanding reservations cost bounded memory
+// however many are taken.
+const (
+	// DefaultMaxHolds is how many unsettled reservations one key (a
+	// check's policy and key) may have at once when UsageOptions.MaxHolds
+	// is 0.
+	DefaultMaxHolds = 1000
+	// DefaultMaxOwnerHolds is how many unsettled reservations one owner
+	// (UsageOptions.Owner) may have at once, over every key, when
+	// UsageOptions.MaxOwnerHolds is 0.
+	DefaultMaxOwnerHolds = 10_000
+)
 
 // DefaultReservationTTL is how long a usage reservation may be settled
 // when UsageOptions.TTL is 0.
@@ -45,12 +65,25 @@ var (
 	ErrReservationNotFound = errors.New("no such reservation (unknown, or expired keeping its estimate)")
 	// ErrInvalidUsage is returned for a negative cost or an unknown mode.
 	ErrInvalidUsage = errors.New("invalid usage charge")
+	// ErrTooManyHolds is returned by Hold, which took nothing, when a key
+	// or the owner already has as many unsettled reservations as
+	// UsageOptions allows.
+	ErrTooManyHolds = errors.New("too many unsettled reservations")
 )
 
 // UsageOptions configures a usage reservation.
 type UsageOptions struct {
 	Charge ChargeMode    // "" is ChargeNow
 	TTL    time.Duration // how long it may be settled; 0 is DefaultReservationTTL
+	// MaxHolds bounds the unsettled reservations of each check's key
+	// (policy and key), this one included; 0 is DefaultMaxHolds.
+	MaxHolds int
+	// Owner names who takes the reservation (an API key's id); "" is no
+	// one, and only MaxHolds applies.
+	Owner string
+	// MaxOwnerHolds bounds Owner's unsettled reservations over every key,
+	// this one included; 0 is DefaultMaxOwnerHolds.
+	MaxOwnerHolds int
 }
 
 // Hold is a usage reservation as a store reports it.
@@ -158,15 +191,29 @@ func (l *PolicyLimiter) ReserveUsage(ctx context.Context, key string, estimate i
 	return ReserveUsage(ctx, l.store, []Check{l.Check(key, estimate)}, opts)
 }
 
+// UsageCall names the UsageStore call whose arguments ValidateUsage checks.
+type UsageCall int
+
+const (
+	// HoldCall checks estimates, as AllowMulti checks costs.
+	HoldCall UsageCall = iota
+	// ChargeCall checks costs of work already done: at least 0, of any
+	// size below 2^53.
+	ChargeCall
+)
+
 // ValidateUsage checks the arguments every UsageStore validates the same
 // way: policies and estimates as AllowMulti, a known mode, a cost of at
 // least 0 for Charge and Settle.
-func ValidateUsage(checks []Check, opts UsageOptions, charge bool) error {
+func ValidateUsage(checks []Check, opts UsageOptions, call UsageCall) error {
 	if opts.Charge != "" && opts.Charge != ChargeNow && opts.Charge != ChargeOnSettle {
 		return fmt.Errorf("%w: unknown charge mode %q", ErrInvalidUsage, opts.Charge)
 	}
 	if opts.TTL < 0 {
 		return fmt.Errorf("%w: negative ttl", ErrInvalidUsage)
+	}
+	if opts.MaxHolds < 0 || opts.MaxOwnerHolds < 0 {
+		return fmt.Errorf("%w: negative bound on reservations", ErrInvalidUsage)
 	}
 	for i, c := range checks {
 		if c.Policy == nil {
@@ -175,7 +222,7 @@ func ValidateUsage(checks []Check, opts UsageOptions, charge bool) error {
 		if err := c.Policy.Validate(); err != nil {
 			return fmt.Errorf("check %d: %w", i, err)
 		}
-		if charge {
+		if call == ChargeCall {
 			if c.Cost < 0 || c.Cost >= maxExact {
 				return fmt.Errorf("check %d: %w: cost %d", i, ErrInvalidUsage, c.Cost)
 			}
@@ -189,6 +236,11 @@ func ValidateUsage(checks []Check, opts UsageOptions, charge bool) error {
 		}
 	}
 	return nil
+}
+
+// HoldBounds returns o's MaxHolds and MaxOwnerHolds, their defaults for 0.
+func (o UsageOptions) HoldBounds() (perKey, perOwner int) {
+	return cmp.Or(o.MaxHolds, DefaultMaxHolds), cmp.Or(o.MaxOwnerHolds, DefaultMaxOwnerHolds)
 }
 
 // ReservationTTL returns o's reservation lifetime, DefaultReservationTTL for 0.

@@ -15,13 +15,15 @@ import (
 var _ UsageStore = (*MemoryStore)(nil)
 
 // holdTable holds a MemoryStore's usage reservations until they expire
-// (settled ones as tombstones for a minute), with
-// their expiries in a min-heap so that dropping the expired costs
-// O(log n) each.
+// (settled ones as tombstones for a minute), with their expiries in a
+// min-heap so that dropping the expired costs O(log n) each, and counts
+// the unsettled ones of each key and owner, so that their number is
+// bounded (UsageOptions.MaxHolds, MaxOwnerHolds).
 type holdTable struct {
-	mu   sync.Mutex
-	m    map[string]*holdRec
-	exps expiryHeap
+	mu     sync.Mutex
+	m      map[string]*holdRec
+	exps   expiryHeap
+	counts map[string]int // unsettled, unexpired reservations per counter
 }
 
 // tombstoneMicros is how long a settled reservation is remembered (at
@@ -47,27 +49,78 @@ func (h *expiryHeap) Pop() any {
 }
 
 type holdRec struct {
-	checks  []Check
-	at      int64 // when it was taken (µs): the window a refund goes to
-	mode    ChargeMode
-	exp     int64
-	settled bool
+	checks   []Check
+	at       int64 // when it was taken (µs): the window a refund goes to
+	mode     ChargeMode
+	exp      int64
+	settled  bool
+	counters []string // what it counts toward while unsettled
+	maxes    []int    // each counter's bound
 }
 
-func (t *holdTable) put(id string, r *holdRec, now int64) {
+// holdCounters returns the counters a reservation of checks by opts
+// counts toward, and their bounds.
+func holdCounters(checks []Check, opts UsageOptions) ([]string, []int) {
+	perKey, perOwner := opts.HoldBounds()
+	names := make([]string, 0, len(checks)+1)
+	maxes := make([]int, 0, len(checks)+1)
+	for _, c := range checks {
+		names = append(names, "k\x00"+c.Policy.Name+"\x00"+c.Key)
+		maxes = append(maxes, perKey)
+	}
+	if opts.Owner != "" {
+		names = append(names, "o\x00"+opts.Owner)
+		maxes = append(maxes, perOwner)
+	}
+	return names, maxes
+}
+
+// admit records r as id unless one of its counters is at its bound.
+func (t *holdTable) admit(id string, r *holdRec, now int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
 		t.m = make(map[string]*holdRec)
+		t.counts = make(map[string]int)
 	}
 	for len(t.exps) > 0 && t.exps[0].at <= now {
 		e := heap.Pop(&t.exps).(expiry)
 		if r, ok := t.m[e.id]; ok && r.exp <= now {
 			delete(t.m, e.id)
+			t.release(r)
 		}
+	}
+	for i, c := range r.counters {
+		if t.counts[c] >= r.maxes[i] {
+			return fmt.Errorf("%w: %d outstanding", ErrTooManyHolds, t.counts[c])
+		}
+	}
+	for _, c := range r.counters {
+		t.counts[c]++
 	}
 	t.m[id] = r
 	heap.Push(&t.exps, expiry{at: r.exp, id: id})
+	return nil
+}
+
+// release stops r counting toward its counters, once.
+func (t *holdTable) release(r *holdRec) {
+	for _, c := range r.counters {
+		if t.counts[c]--; t.counts[c] <= 0 {
+			delete(t.counts, c)
+		}
+	}
+	r.counters = nil
+}
+
+// drop forgets id, a reservation refused after it was admitted.
+func (t *holdTable) drop(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.m[id]; r != nil {
+		delete(t.m, id)
+		t.release(r)
+	}
 }
 
 // claim marks id settled and returns it, or reports why not.
@@ -77,12 +130,16 @@ func (t *holdTable) claim(id string, now int64) (*holdRec, Settlement, error) {
 	r := t.m[id]
 	switch {
 	case r == nil || r.exp <= now:
-		delete(t.m, id)
+		if r != nil {
+			delete(t.m, id)
+			t.release(r)
+		}
 		return nil, Settlement{}, fmt.Errorf("%w: %q", ErrReservationNotFound, id)
 	case r.settled:
 		return nil, Settlement{Already: true}, nil
 	}
 	r.settled = true
+	t.release(r)
 	out := *r
 	// A tombstone from now on, so a second settle is known as one, kept a
 	// minute at most.
@@ -125,7 +182,7 @@ func (s *MemoryStore) prepareAll(checks []Check) ([]params, []ref) {
 
 // Charge implements UsageStore.
 func (s *MemoryStore) Charge(ctx context.Context, checks []Check) ([]Decision, error) {
-	if err := ValidateUsage(checks, UsageOptions{}, true); err != nil {
+	if err := ValidateUsage(checks, UsageOptions{}, ChargeCall); err != nil {
 		return nil, err
 	}
 	pps, refs := s.prepareAll(checks)
@@ -147,15 +204,21 @@ func (s *MemoryStore) Charge(ctx context.Context, checks []Check) ([]Decision, e
 
 // Hold implements UsageStore.
 func (s *MemoryStore) Hold(ctx context.Context, id string, checks []Check, opts UsageOptions) (Hold, error) {
-	if err := ValidateUsage(checks, opts, false); err != nil {
+	if err := ValidateUsage(checks, opts, HoldCall); err != nil {
 		return Hold{}, err
 	}
 	if id == "" {
 		return Hold{}, errors.New("ratelimit: a reservation needs an id")
 	}
+	now := s.micros()
+	exp := now + micros(opts.ReservationTTL())
+	rec := &holdRec{checks: copyChecks(checks), at: now, mode: cmp.Or(opts.Charge, ChargeNow), exp: exp}
+	rec.counters, rec.maxes = holdCounters(checks, opts)
+	if err := s.holds.admit(id, rec, now); err != nil {
+		return Hold{}, err
+	}
 	pps, refs := s.prepareAll(checks)
 	unlock := lockAll(refs)
-	now := s.micros()
 	out := make([]Decision, len(checks))
 	all := true
 	for i := range checks {
@@ -165,10 +228,9 @@ func (s *MemoryStore) Hold(ctx context.Context, id string, checks []Check, opts 
 		all = all && v.allowed
 	}
 	if all {
+		// Every mode charges the estimate now, so that unsettled
+		// reservations count toward the limit.
 		for i := range checks {
-			if opts.Charge == ChargeOnSettle && pps[i].code != codeConcurrency {
-				continue
-			}
 			st, j, found := refs[i].load(&pps[i], now)
 			_, exp := pps[i].step(&st, now, request{cost: checks[i].Cost, id: id})
 			refs[i].store(&pps[i], j, found, &st, exp, now)
@@ -176,11 +238,9 @@ func (s *MemoryStore) Hold(ctx context.Context, id string, checks []Check, opts 
 	}
 	unlock()
 	if !all {
+		s.holds.drop(id)
 		return Hold{Decisions: out}, nil
 	}
-	exp := now + micros(opts.ReservationTTL())
-	rec := &holdRec{checks: copyChecks(checks), at: now, mode: cmp.Or(opts.Charge, ChargeNow), exp: exp}
-	s.holds.put(id, rec, now)
 	return Hold{ID: id, Allowed: true, Decisions: out, ExpiresAt: time.UnixMicro(exp).UTC()}, nil
 }
 
@@ -232,16 +292,15 @@ func (s *MemoryStore) Settle(ctx context.Context, id string, cost int64) (Settle
 
 // settleDelta is what settling a check of estimate est at cost charges
 // (negative: refunds). Concurrency leases are released instead.
+// Both modes charged the estimate at Hold; ChargeOnSettle differs only in
+// giving a Fixed check's estimate back when settled with 0 (the outcome
+// is not counted). usage.lua's settledelta is the same.
 func settleDelta(lease, fixed bool, mode ChargeMode, est, cost int64) int64 {
 	switch {
 	case lease:
 		return 0
-	case mode == ChargeOnSettle && cost == 0:
-		return 0
-	case mode == ChargeOnSettle && fixed:
-		return est
-	case mode == ChargeOnSettle:
-		return cost
+	case fixed && mode == ChargeOnSettle && cost == 0:
+		return -est
 	case fixed:
 		return 0
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/httplimit"
 )
 
 // node is one Sluice process: the engines it opened, the services built on
@@ -51,6 +52,8 @@ type node struct {
 
 	// proxies are the trusted load balancers (config.Config.Proxies).
 	proxies []netip.Prefix
+	// proxyHeader is the one forwarding header they write (--trusted-proxy-header).
+	proxyHeader httplimit.ProxyHeader
 
 	api    http.Handler
 	grpc   *grpc.Server
@@ -189,6 +192,9 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.ProxyHeader != "any" {
+		n.proxyHeader = httplimit.ProxyHeader(cfg.ProxyHeader)
+	}
 	if n.proxies, err = cfg.Proxies(); err != nil {
 		return nil, err
 	}
@@ -215,6 +221,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,
+		ProxyHeader:    n.proxyHeader,
 		AllowedHosts:   cfg.AllowedHosts,
 		AuthFailures:   authFailures,
 		MetricsAuth:    cfg.MetricsAuth,
@@ -246,7 +253,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		if err != nil {
 			return nil, fmt.Errorf("gateway tls: %w", err)
 		}
-		if n.gateway, err = gateway.New(gateway.Options{Config: gatewayConfig(cfg.Gateway), TrustedProxies: n.proxies, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP.Apply, Logger: log,
+		if n.gateway, err = gateway.New(gateway.Options{Config: gatewayConfig(cfg.Gateway), TrustedProxies: n.proxies, ProxyHeader: n.proxyHeader, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP.Apply, Logger: log,
 			TLS: gwTLS, UsageUnreadable: metrics.NewGatewayUsageUnreadable(n.reg)}); err != nil {
 			return nil, err
 		}

@@ -59,7 +59,7 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 
 	ann := announce.NewRatelimit(n.queue.NATS(), n.queue.Name)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: n.counters, Announce: ann.Announce,
-		Metrics: hooks, Logger: n.log})
+		Metrics: hooks, Logger: n.log, MaxHolds: cfg.MaxHolds, MaxOwnerHolds: cfg.MaxAPIKeyHolds})
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ const (
 	Forbidden     Code = "forbidden"     // 403
 	Unavailable   Code = "unavailable"   // 503: an engine is down; retry later
 	Gone          Code = "gone"          // 410
+	TooMany       Code = "too_many"      // 429: a bound on what one client may hold
 	// UnsupportedMedia is a request body in a format the endpoint does not read (415).
 	UnsupportedMedia Code = "unsupported_media"
 )

@@ -62,6 +62,7 @@ type Config struct {
 	// TrustedProxies and ProxyProtocol say how the client's address comes
 	// through load balancers (proxies.go).
 	TrustedProxies []string `yaml:"trusted_proxies" flag:"trusted-proxies" usage:"comma-separated addresses or CIDRs of the load balancers in front of Sluice: their X-Forwarded-For and Forwarded headers, and PROXY protocol headers, name the client"`
+	ProxyHeader    string   `yaml:"trusted_proxy_header" flag:"trusted-proxy-header" usage:"the forwarding header --trusted-proxies write, the only one believed: x-forwarded-for, forwarded, or any (both read, and a client adding the other makes itself the proxy)"`
 	ProxyProtocol  bool     `yaml:"proxy_protocol" flag:"proxy-protocol" usage:"the HTTP and gateway listeners accept a PROXY protocol v1/v2 header (HAProxy send-proxy-v2), from --trusted-proxies only when set"`
 	// AllowedHosts are the names a keyless node answers to besides
 	// loopback ones (the DNS rebinding guard, docs/security.md).
@@ -87,6 +88,7 @@ func Default() Config {
 		HTTPAddr:        "127.0.0.1:8080",
 		GRPCAddr:        "127.0.0.1:8081",
 		DataDir:         "./sluice-data",
+		ProxyHeader:     "x-forwarded-for",
 		NATSReplicas:    1,
 		LogFormat:       "text",
 		LogLevel:        "info",

@@ -17,7 +17,14 @@ func (c Config) Proxies() ([]netip.Prefix, error) {
 	return ParsePrefixes(slices.Concat(c.TrustedProxies, c.Gateway.TrustedProxies))
 }
 
+// ProxyHeaders are the values of --trusted-proxy-header; "any" is read
+// as httplimit.HeaderAny.
+var ProxyHeaders = []string{"x-forwarded-for", "forwarded", "any"}
+
 func (c Config) validateProxies(bad func(flag, format string, args ...any)) {
+	if !slices.Contains(ProxyHeaders, c.ProxyHeader) {
+		bad("trusted-proxy-header", "must be one of %v", ProxyHeaders)
+	}
 	if _, err := ParsePrefixes(c.TrustedProxies); err != nil {
 		bad("trusted-proxies", "%v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Ratelimit configures the rate limit service.
@@ -16,6 +17,8 @@ type Ratelimit struct {
 	RefreshInterval time.Duration `yaml:"refresh_interval" flag:"ratelimit-refresh" usage:"periodic reload of policies and blocks (changes through the API reach every node at once by NATS)"`
 	StoreTimeout    time.Duration `yaml:"store_timeout" flag:"ratelimit-store-timeout" usage:"longest wait for Redis on one check before falling back to local limiters"`
 	HotKeys         int           `yaml:"hot_keys" flag:"ratelimit-hot-keys" usage:"over-limit keys answered locally until their retry time, without a Redis round trip (0 disables)"`
+	MaxHolds        int           `yaml:"max_holds" flag:"ratelimit-max-holds" usage:"most unsettled reservations one key (policy and key) may have at once; past it a check answers 429"`
+	MaxAPIKeyHolds  int           `yaml:"max_holds_per_api_key" flag:"ratelimit-max-holds-per-api-key" usage:"most unsettled reservations one API key may have at once over every key; past it a check answers 429"`
 	// Policies are fixed by the file: they hide stored policies of the
 	// same name and cannot be changed through the API.
 	Policies []limits.NamedPolicy `yaml:"policies"`
@@ -106,7 +109,8 @@ type CostFromResponse struct {
 }
 
 func defaultRatelimit() Ratelimit {
-	return Ratelimit{Nodes: 1, RefreshInterval: 30 * time.Second, StoreTimeout: 250 * time.Millisecond, HotKeys: 100_000}
+	return Ratelimit{Nodes: 1, RefreshInterval: 30 * time.Second, StoreTimeout: 250 * time.Millisecond, HotKeys: 100_000,
+		MaxHolds: ratelimit.DefaultMaxHolds, MaxAPIKeyHolds: ratelimit.DefaultMaxOwnerHolds}
 }
 
 // validate adds the rate limit and gateway problems to bad.
@@ -123,6 +127,12 @@ func (c Config) validateRatelimit(bad func(flag, format string, args ...any)) {
 	}
 	if r.HotKeys < 0 {
 		bad("ratelimit-hot-keys", "must not be negative")
+	}
+	if r.MaxHolds < 1 {
+		bad("ratelimit-max-holds", "must be at least 1")
+	}
+	if r.MaxAPIKeyHolds < 1 {
+		bad("ratelimit-max-holds-per-api-key", "must be at least 1")
 	}
 	seen := map[string]bool{}
 	for i, p := range r.Policies {

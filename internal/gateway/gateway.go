@@ -53,6 +53,9 @@ type Options struct {
 	// client (httplimit.Identifier); cmd/sluice passes the one list every
 	// part of Sluice uses. None: the client is the peer.
 	TrustedProxies []netip.Prefix
+	// ProxyHeader is the forwarding header TrustedProxies write, the only
+	// one read (httplimit.Identifier.Header); empty reads both.
+	ProxyHeader httplimit.ProxyHeader
 	// Limits decides the checks. Required.
 	Limits *limits.Service
 	// Logger receives proxy errors and misconfigured policy names. If nil,
@@ -111,7 +114,7 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil || up.Host == "" {
 		return nil, fmt.Errorf("gateway upstream %q: not a URL", opts.Config.Upstream)
 	}
-	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
+	g := &Gateway{cfg: opts.Config, svc: opts.Limits, log: opts.Logger, id: httplimit.Identifier{TrustedProxies: opts.TrustedProxies, Header: opts.ProxyHeader},
 		http: opts.HTTP, tls: opts.TLS, onUnreadable: opts.UsageUnreadable}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)

@@ -75,6 +75,7 @@ var kinds = map[apperr.Code]problemKind{
 	apperr.Forbidden:        {http.StatusForbidden, "forbidden"},
 	apperr.Unavailable:      {http.StatusServiceUnavailable, "unavailable"},
 	apperr.Gone:             {http.StatusGone, "gone"},
+	apperr.TooMany:          {http.StatusTooManyRequests, "too-many-requests"},
 	apperr.UnsupportedMedia: {http.StatusUnsupportedMediaType, "unsupported-media-type"},
 	apperr.Internal:         {http.StatusInternalServerError, "internal-error"},
 }

@@ -89,7 +89,9 @@ func checkUsage(rl Ratelimiter, w http.ResponseWriter, r *http.Request, body che
 		writeCheck(w, single, true, results, reservationJSON{})
 		return nil
 	}
-	opts := ratelimit.UsageOptions{}
+	// The caller's API key owns the reservation: its unsettled ones are
+	// bounded over every key (ratelimit.DefaultMaxOwnerHolds).
+	opts := ratelimit.UsageOptions{Owner: callerOf(r).ID}
 	if mode == modeOnSettle {
 		opts.Charge = ratelimit.ChargeOnSettle
 	}

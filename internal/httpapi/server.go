@@ -87,6 +87,9 @@ type Options struct {
 	// for the access log, the unknown-code limit of redirects and the
 	// keyless loopback check. None: the client is the peer.
 	TrustedProxies []netip.Prefix
+	// ProxyHeader is the forwarding header TrustedProxies write, the only
+	// one read (httplimit.Identifier.Header); empty reads both.
+	ProxyHeader httplimit.ProxyHeader
 	// AllowedHosts are the names, besides loopback ones, a keyless
 	// server answers to (the Host header, port ignored; see hostAllowed).
 	AllowedHosts []string
@@ -144,7 +147,7 @@ func New(opts Options) *Server {
 		log:     opts.Logger,
 		mux:     http.NewServeMux(),
 		auth:    newAuthenticator(opts.Keys, opts.Now, opts.UI.Secret),
-		clients: httplimit.Identifier{TrustedProxies: opts.TrustedProxies},
+		clients: httplimit.Identifier{TrustedProxies: opts.TrustedProxies, Header: opts.ProxyHeader},
 		metrics: newHTTPMetrics(opts.Registry),
 		reqPfx:  hex.EncodeToString(pfx[:]),
 	}

@@ -43,6 +43,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock blocks are checked against. If nil, time.Now.
 	Now func() time.Time
+	// MaxHolds and MaxOwnerHolds bound the unsettled reservations of one
+	// key and of one API key (ratelimit.UsageOptions); 0 is
+	// ratelimit.DefaultMaxHolds and DefaultMaxOwnerHolds.
+	MaxHolds, MaxOwnerHolds int
 }
 
 // Service makes rate limit decisions against the rules and manages the
@@ -56,6 +60,8 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	logLimit *ratelimit.MemoryStore
+
+	maxHolds, maxOwnerHolds int
 }
 
 // NewService returns a Service.
@@ -64,7 +70,7 @@ func NewService(opts Options) (*Service, error) {
 		return nil, errors.New("limits: Rules and Counters are required")
 	}
 	s := &Service{rules: opts.Rules, counters: opts.Counters, announce: opts.Announce,
-		metrics: opts.Metrics, log: opts.Logger, now: opts.Now}
+		metrics: opts.Metrics, log: opts.Logger, now: opts.Now, maxHolds: opts.MaxHolds, maxOwnerHolds: opts.MaxOwnerHolds}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -79,7 +79,7 @@ func (f *Failover) Charge(ctx context.Context, checks []ratelimit.Check) ([]rate
 	}); ok {
 		return ds, err
 	}
-	if err := ratelimit.ValidateUsage(checks, ratelimit.UsageOptions{}, true); err != nil {
+	if err := ratelimit.ValidateUsage(checks, ratelimit.UsageOptions{}, ratelimit.ChargeCall); err != nil {
 		return nil, err
 	}
 	return f.local.Charge(ctx, f.localChecks(checks))
@@ -99,7 +99,7 @@ func (f *Failover) Hold(ctx context.Context, id string, checks []ratelimit.Check
 	}); ok {
 		return h, err
 	}
-	if err := ratelimit.ValidateUsage(checks, opts, false); err != nil {
+	if err := ratelimit.ValidateUsage(checks, opts, ratelimit.HoldCall); err != nil {
 		return ratelimit.Hold{}, err
 	}
 	local := f.localChecks(checks)

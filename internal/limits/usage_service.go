@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -30,6 +31,8 @@ type Reservation struct {
 // Check and not settled. Concurrency policies take a lease.
 func (s *Service) Reserve(ctx context.Context, reqs []UsageRequest, opts ratelimit.UsageOptions) (bool, []Result, Reservation, error) {
 	start := s.now()
+	opts.MaxHolds = cmp.Or(opts.MaxHolds, s.maxHolds)
+	opts.MaxOwnerHolds = cmp.Or(opts.MaxOwnerHolds, s.maxOwnerHolds)
 	plain := make([]CheckRequest, len(reqs))
 	for i, r := range reqs {
 		plain[i] = r.CheckRequest
@@ -99,6 +102,9 @@ func (s *Service) Settle(ctx context.Context, id string, cost int64) (already bo
 	if cost < 0 {
 		return false, apperr.Fields(apperr.Invalid, "the settlement is invalid", []apperr.FieldError{{Field: "cost", Detail: "must be at least 0"}})
 	}
+	if !reservationID(id) {
+		return false, apperr.New(apperr.NotFound, "no such reservation: not an id this server issues")
+	}
 	us, ok := s.counters.(ratelimit.UsageStore)
 	if !ok {
 		return false, apperr.New(apperr.Unavailable, "the rate limit store does not support reservations")
@@ -108,6 +114,30 @@ func (s *Service) Settle(ctx context.Context, id string, cost int64) (already bo
 		return false, usageError(err)
 	}
 	return st.Already, nil
+}
+
+// maxReservationIDBytes bounds a reservation id: "local-", 64 characters,
+// then on a Redis Cluster '~' and a hash tag of up to 2 KiB in base64url.
+const maxReservationIDBytes = len(localID) + 64 + 1 + 2731
+
+// reservationID reports whether id has the shape of an id this server
+// issues (letters, digits, '-' and '_', with one '~' on a Redis Cluster),
+// so that nothing else reaches a store, where ids name keys.
+func reservationID(id string) bool {
+	if id == "" || len(id) > maxReservationIDBytes {
+		return false
+	}
+	tilde := false
+	for i := range len(id) {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		case c == '~' && !tilde && i > 0 && i < len(id)-1:
+			tilde = true
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Charge charges reqs after the fact: never refused, it may push keys into
@@ -158,6 +188,8 @@ func (s *Service) Charge(ctx context.Context, reqs []CheckRequest) ([]Result, er
 // usageError maps a store's usage error for the edge.
 func usageError(err error) error {
 	switch {
+	case errors.Is(err, ratelimit.ErrTooManyHolds):
+		return apperr.Wrap(apperr.TooMany, err, "too many unsettled reservations: settle (or release with cost 0) some before reserving more")
 	case errors.Is(err, ratelimit.ErrReservationNotFound):
 		msg := "no such reservation: unknown, already expired (keeping its estimate), or its store is unavailable"
 		if strings.Contains(err.Error(), "unavailable") {

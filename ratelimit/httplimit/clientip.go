@@ -14,6 +14,9 @@ import (
 // the client: entries further left were written by the client and prove
 // nothing. If every entry is trusted, the leftmost one is the client.
 //
+// With Identifier.Header set, only that header is read and the other is
+// ignored, whatever it holds. Otherwise both are, and:
+//
 // The peer stands for the client whenever the headers cannot be believed:
 // an entry that is not an IP address (garbage, "unknown", an obfuscated
 // Forwarded identifier, a Forwarded element without for=), or both
@@ -25,12 +28,14 @@ func (c *Identifier) ClientIP(r *http.Request) netip.Addr {
 	if !peer.IsValid() || !c.trusted(peer) {
 		return peer
 	}
-	xff, hasXFF := c.walk(peer, xffEntries(r.Header.Values("X-Forwarded-For")))
-	fwd, ok := forwardedFor(r.Header.Values("Forwarded"))
-	if !ok {
-		return peer
+	var xff, fwdIP netip.Addr
+	var hasXFF, hasFwd bool
+	if c.Header != HeaderForwarded {
+		xff, hasXFF = c.walk(peer, xffEntries(r.Header.Values("X-Forwarded-For")))
 	}
-	fwdIP, hasFwd := c.walk(peer, fwd)
+	if c.Header != HeaderXForwardedFor {
+		fwdIP, hasFwd = c.walk(peer, forwardedFor(r.Header.Values("Forwarded")))
+	}
 	switch {
 	case hasXFF && hasFwd && xff != fwdIP:
 		return peer
@@ -95,50 +100,64 @@ func xffEntries(values []string) []string {
 }
 
 // forwardedFor returns the for= value of every element of Forwarded
-// header values (RFC 7239 section 4), in order, unquoted. It reports
-// false when a value is malformed or an element has no for=.
-func forwardedFor(values []string) ([]string, bool) {
+// header values (RFC 7239 section 4), in order, unquoted. A value that is
+// malformed, or has an element without for=, is one entry "", no
+// address: read from the right, a malformed value a client sent left of
+// the one its proxy appended is never reached.
+func forwardedFor(values []string) []string {
 	var out []string
 	for _, v := range values {
 		if strings.TrimSpace(v) == "" {
 			continue
 		}
-		for {
-			var (
-				node   string
-				hasFor bool
-			)
-			for { // the element's pairs, separated by ";"
+		if fs, ok := forwardedValue(v); ok {
+			out = append(out, fs...)
+		} else {
+			out = append(out, "")
+		}
+	}
+	return out
+}
+
+// forwardedValue returns the for= values of one Forwarded field value, or
+// false when it is malformed or an element has no for=.
+func forwardedValue(v string) ([]string, bool) {
+	var out []string
+	for {
+		var (
+			node   string
+			hasFor bool
+		)
+		for { // the element's pairs, separated by ";"
+			v = trimOWS(v)
+			if v != "" && v[0] != ';' && v[0] != ',' {
+				var name, value string
+				var ok bool
+				name, value, v, ok = forwardedPair(v)
+				if !ok || (hasFor && strings.EqualFold(name, "for")) {
+					return nil, false
+				}
+				if strings.EqualFold(name, "for") {
+					node, hasFor = value, true
+				}
 				v = trimOWS(v)
-				if v != "" && v[0] != ';' && v[0] != ',' {
-					var name, value string
-					var ok bool
-					name, value, v, ok = forwardedPair(v)
-					if !ok || (hasFor && strings.EqualFold(name, "for")) {
-						return nil, false
-					}
-					if strings.EqualFold(name, "for") {
-						node, hasFor = value, true
-					}
-					v = trimOWS(v)
-				}
-				if v == "" || v[0] != ';' {
-					break
-				}
-				v = v[1:]
 			}
-			if !hasFor {
-				return nil, false
-			}
-			out = append(out, node)
-			if v == "" {
+			if v == "" || v[0] != ';' {
 				break
-			}
-			if v[0] != ',' {
-				return nil, false
 			}
 			v = v[1:]
 		}
+		if !hasFor {
+			return nil, false
+		}
+		out = append(out, node)
+		if v == "" {
+			break
+		}
+		if v[0] != ',' {
+			return nil, false
+		}
+		v = v[1:]
 	}
 	return out, true
 }

@@ -137,3 +137,66 @@ func FuzzClientIP(f *testing.F) {
 		}
 	})
 }
+
+// Behind proxies known to write one header, a client that sends the
+// other one, well-formed, disagreeing or garbage, is still itself: never
+// the proxy, never an address it chose.
+func TestClientIPTrustsOnlyTheProxysHeader(t *testing.T) {
+	t.Parallel()
+	xffOnly := httplimit.Identifier{TrustedProxies: proxies.TrustedProxies, Header: httplimit.HeaderXForwardedFor}
+	fwdOnly := httplimit.Identifier{TrustedProxies: proxies.TrustedProxies, Header: httplimit.HeaderForwarded}
+	tests := []struct {
+		name     string
+		id       httplimit.Identifier
+		xff, fwd []string
+		want     string
+	}{
+		{"client adds Forwarded", xffOnly, []string{"198.51.100.7"}, []string{"for=6.6.6.6"}, "198.51.100.7"},
+		{"client adds garbage Forwarded", xffOnly, []string{"198.51.100.7"}, []string{`for="[::1`}, "198.51.100.7"},
+		{"client adds Forwarded naming the proxy", xffOnly, []string{"198.51.100.7"}, []string{"for=10.0.0.2"}, "198.51.100.7"},
+		{"no X-Forwarded-For: the peer", xffOnly, nil, []string{"for=6.6.6.6"}, "10.0.0.2"},
+		{"client adds X-Forwarded-For", fwdOnly, []string{"6.6.6.6"}, []string{"for=198.51.100.7"}, "198.51.100.7"},
+		{"client adds garbage X-Forwarded-For", fwdOnly, []string{"nonsense,,"}, []string{"for=198.51.100.7"}, "198.51.100.7"},
+		{"client's malformed Forwarded left of the proxy's", fwdOnly, nil, []string{`for="6.6.6.6`, "for=198.51.100.7"}, "198.51.100.7"},
+		{"any: client's malformed Forwarded left of the proxy's", proxies, nil, []string{"nonsense", "for=198.51.100.7"}, "198.51.100.7"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.2:80"
+		for _, v := range tt.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		for _, v := range tt.fwd {
+			r.Header.Add("Forwarded", v)
+		}
+		if got := tt.id.ClientIP(r); got.String() != tt.want {
+			t.Errorf("%s: ClientIP(X-Forwarded-For %q, Forwarded %q) = %s, want %s", tt.name, tt.xff, tt.fwd, got, tt.want)
+		}
+	}
+}
+
+// FuzzClientIPOneHeader: behind proxies writing only X-Forwarded-For (or
+// only Forwarded), whatever the client puts in the other header and left
+// of its proxy's entry, the client is the address the proxy appended.
+func FuzzClientIPOneHeader(f *testing.F) {
+	for _, seed := range [][2]string{{"", ""}, {"6.6.6.6", "for=6.6.6.6"}, {"nonsense,", `for="[::1`}, {`"`, ";;;,"}, {"10.0.0.2", "for=10.0.0.2"}} {
+		f.Add(seed[0], seed[1])
+	}
+	client := netip.MustParseAddr("198.51.100.7")
+	f.Fuzz(func(t *testing.T, xff, fwd string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.2:1234"
+		r.Header["X-Forwarded-For"] = []string{xff, client.String()}
+		r.Header["Forwarded"] = []string{fwd}
+		id := httplimit.Identifier{TrustedProxies: proxies.TrustedProxies, Header: httplimit.HeaderXForwardedFor}
+		if got := id.ClientIP(r); got != client {
+			t.Errorf("X-Forwarded-For %q, Forwarded %q: ClientIP = %s, want %s", r.Header["X-Forwarded-For"], fwd, got, client)
+		}
+		r.Header["X-Forwarded-For"] = []string{xff}
+		r.Header["Forwarded"] = []string{fwd, "for=" + client.String()}
+		id.Header = httplimit.HeaderForwarded
+		if got := id.ClientIP(r); got != client {
+			t.Errorf("Forwarded %q, X-Forwarded-For %q: ClientIP = %s, want %s", r.Header["Forwarded"], xff, got, client)
+		}
+	})
+}

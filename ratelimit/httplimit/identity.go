@@ -49,7 +49,24 @@ type Identifier struct {
 	// headers are believed: a load balancer or CDN in front of this
 	// server. Anyone else can write anything in those headers.
 	TrustedProxies []netip.Prefix
+	// Header is the forwarding header the trusted proxies write, the only
+	// one believed: HeaderXForwardedFor or HeaderForwarded. A client
+	// behind them may send the other one, with anything in it; it is
+	// ignored. If empty (HeaderAny), both are read and must agree, so that
+	// a client that adds the header its proxy does not write is
+	// identified as the proxy: set Header when the proxies are known.
+	Header ProxyHeader
 }
+
+// ProxyHeader names the forwarding header trusted proxies write.
+type ProxyHeader string
+
+// The forwarding headers an Identifier may believe.
+const (
+	HeaderAny           ProxyHeader = ""                // both, which must agree
+	HeaderXForwardedFor ProxyHeader = "x-forwarded-for" // X-Forwarded-For only
+	HeaderForwarded     ProxyHeader = "forwarded"       // Forwarded (RFC 7239) only
+)
 
 // Identify returns r's identity.
 func (c *Identifier) Identify(r *http.Request) Identity {

@@ -120,6 +120,7 @@ func testUsage(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("multi-key", func(t *testing.T) { testUsageMulti(t, h) })
+	t.Run("holds", func(t *testing.T) { testHolds(t, h) })
 	t.Run("errors", func(t *testing.T) {
 		b := h.setup(t)
 		us := usageStore(t, b)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
@@ -77,6 +78,24 @@ type usageCheck struct {
 type usageRecord struct {
 	Mode   string       `json:"m"`
 	Checks []usageCheck `json:"c"`
+	Owner  string       `json:"o,omitempty"`
+}
+
+// counterKeys returns the sorted sets counting the unsettled
+// reservations of rec's keys, one per check, in its key's slot. The names
+// hash what they count, so no key a check names can be one of them. The
+// owner's set is apart (owners.go).
+func (s *Store) counterKeys(rec usageRecord) []string {
+	out := make([]string, len(rec.Checks))
+	for i, u := range rec.Checks {
+		out[i] = s.prefix + "{" + tagOf(s.keyName(u.policy(), u.Key)) + "}:holds:" + digest(u.Name+"\x00"+u.Key)
+	}
+	return out
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
 }
 
 func (u usageCheck) policy() *ratelimit.Policy {
@@ -116,16 +135,14 @@ func tagOf(name string) string {
 	return name[i+1 : j]
 }
 
-// recordKey returns the key of reservation id; on a Cluster the id ends
-// in ~ and its slot's hash tag.
+// recordKey returns the key of reservation id, which validID accepts; on
+// a Cluster the id ends in ~ and its slot's hash tag.
 func (s *Store) recordKey(id string) string {
-	tag := "res:" + id
 	if rid, t, ok := strings.Cut(id, "~"); ok {
-		if b, err := base64.RawURLEncoding.DecodeString(t); err == nil {
-			return s.prefix + "{" + string(b) + "}:res:" + rid
-		}
+		b, _ := base64.RawURLEncoding.DecodeString(t)
+		return s.prefix + "{" + string(b) + "}:res:" + rid
 	}
-	return s.prefix + "{" + tag + "}"
+	return s.prefix + "{res:" + id + "}"
 }
 
 func (s *Store) evalUsage(ctx context.Context, keys, args []string) ([]int64, error) {
@@ -160,7 +177,7 @@ func decisions(checks []ratelimit.Check, vals []int64) ([]ratelimit.Decision, er
 
 // Charge implements ratelimit.UsageStore.
 func (s *Store) Charge(ctx context.Context, checks []ratelimit.Check) ([]ratelimit.Decision, error) {
-	if err := ratelimit.ValidateUsage(checks, ratelimit.UsageOptions{}, true); err != nil {
+	if err := ratelimit.ValidateUsage(checks, ratelimit.UsageOptions{}, ratelimit.ChargeCall); err != nil {
 		return nil, err
 	}
 	keys := make([]string, len(checks))
@@ -190,13 +207,13 @@ func (s *Store) oneSlot(keys []string) error {
 
 // Hold implements ratelimit.UsageStore.
 func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, opts ratelimit.UsageOptions) (ratelimit.Hold, error) {
-	if err := ratelimit.ValidateUsage(checks, opts, false); err != nil {
+	if err := ratelimit.ValidateUsage(checks, opts, ratelimit.HoldCall); err != nil {
 		return ratelimit.Hold{}, err
 	}
-	if id == "" || strings.ContainsAny(id, "~{}|") {
-		return ratelimit.Hold{}, fmt.Errorf("redisstore: invalid reservation id %q", id)
+	if !plainID(id) {
+		return ratelimit.Hold{}, fmt.Errorf("%w: redisstore: a reservation id is 1 to %d letters, digits, '-' or '_'", ratelimit.ErrInvalidUsage, maxIDBytes)
 	}
-	rec := usageRecord{Mode: "n", Checks: make([]usageCheck, len(checks))}
+	rec := usageRecord{Mode: "n", Checks: make([]usageCheck, len(checks)), Owner: opts.Owner}
 	if opts.Charge == ratelimit.ChargeOnSettle {
 		rec.Mode = "s"
 	}
@@ -218,9 +235,24 @@ func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, o
 	for _, u := range rec.Checks {
 		args = append(args, u.args()...)
 	}
-	vals, err := s.evalUsage(ctx, keys, args)
+	cks := s.counterKeys(rec)
+	perKey, perOwner := opts.HoldBounds()
+	args = append(args, strconv.Itoa(len(cks)))
+	for range cks {
+		args = append(args, strconv.Itoa(perKey))
+	}
+	if err := s.admitOwner(ctx, rec.Owner, keys[0], perOwner, ttl); err != nil {
+		return ratelimit.Hold{}, err
+	}
+	vals, err := s.evalUsage(ctx, append(keys, cks...), args)
+	if err != nil || vals[1] != 1 {
+		s.releaseOwner(ctx, rec.Owner, keys[0])
+	}
 	if err != nil {
 		return ratelimit.Hold{}, err
+	}
+	if vals[1] == 4 {
+		return ratelimit.Hold{}, fmt.Errorf("%w: a key is at its bound of %d", ratelimit.ErrTooManyHolds, perKey)
 	}
 	ds, err := decisions(checks, vals)
 	if err != nil {
@@ -238,6 +270,9 @@ func (s *Store) Hold(ctx context.Context, id string, checks []ratelimit.Check, o
 func (s *Store) Settle(ctx context.Context, id string, cost int64) (ratelimit.Settlement, error) {
 	if cost < 0 || cost >= 1<<53 {
 		return ratelimit.Settlement{}, fmt.Errorf("%w: cost %d", ratelimit.ErrInvalidUsage, cost)
+	}
+	if !s.validID(id) {
+		return ratelimit.Settlement{}, fmt.Errorf("%w: not an id this store issues", ratelimit.ErrReservationNotFound)
 	}
 	key := s.recordKey(id)
 	notFound := fmt.Errorf("%w: %q", ratelimit.ErrReservationNotFound, id)
@@ -263,9 +298,14 @@ func (s *Store) Settle(ctx context.Context, id string, cost int64) (ratelimit.Se
 		keys = append(keys, s.keyName(u.policy(), u.Key))
 		args = append(args, u.args()...)
 	}
-	vals, err := s.evalUsage(ctx, keys, args)
+	cks := s.counterKeys(rec)
+	args = append(args, strconv.Itoa(len(cks)))
+	vals, err := s.evalUsage(ctx, append(keys, cks...), args)
 	if err != nil {
 		return ratelimit.Settlement{}, err
+	}
+	if vals[1] != 3 {
+		s.releaseOwner(ctx, rec.Owner, key)
 	}
 	switch vals[1] {
 	case 1:

@@ -7,10 +7,15 @@
 -- ARGV[1]  clock override in Unix µs, or '' for the server's TIME (tests only)
 -- ARGV[2]  operation: 'h' hold, 's' settle, 'g' charge
 -- 'h'  ARGV[3] mode ('n' charge now, 's' on settle), [4] ttl µs, [5] record,
---      [6] number of checks, then checks; KEYS[1] the record, then one per check.
---      Reply: now, status (1 held), then per check allowed, remaining, retry µs, reset µs.
+--      [6] number of checks, then checks, then the number of counters and
+--      each one's bound; KEYS[1] the record, then one per check, then one
+--      per counter (a sorted set of the unsettled reservations of a
+--      check's key, scored by expiry).
+--      Reply: now, status (1 held, 0 refused, 4 a counter at its bound, nothing
+--      taken and no decisions), then per check allowed, remaining, retry µs, reset µs.
 -- 's'  ARGV[3] the record as read, [4] cost, [5] mode, [6] held at µs,
---      [7] expires at µs, [8] number of checks, then checks; KEYS as for 'h'.
+--      [7] expires at µs, [8] number of checks, then checks, then the
+--      number of counters; KEYS as for 'h'.
 --      Reply: now, status (1 settled, 2 unknown or expired, 3 already settled).
 -- 'g'  ARGV[3] number of checks, then checks; KEYS one per check.
 --      Reply: now, 1, then per check as for 'h' (the key after the charge).
@@ -78,19 +83,39 @@ local function reducelog(key, id, est, x)
   settotal(key, sum, math.max(0, sum - math.min(est, x)))
 end
 
+-- Both modes charged the estimate at hold; 's' differs only in giving a
+-- fixed check's estimate back when settled with 0.
 local function settledelta(c, mode, cost)
-  if mode == 's' and cost == 0 then return 0 end
-  if mode == 's' and c.fixed then return c.cost end
-  if mode == 's' then return cost end
-  if c.fixed then return 0 end
+  if c.fixed then
+    if mode == 's' and cost == 0 then return -c.cost end
+    return 0
+  end
   return cost - c.cost
+end
+
+-- counters returns the counter keys after n checks, from ARGV[i].
+local function counters(i, n)
+  local ks = {}
+  for j = 1, tonumber(ARGV[i]) do ks[j] = KEYS[1 + n + j] end
+  return ks
+end
+
+local function release(ks)
+  for _, k in ipairs(ks) do redis.call('ZREM', k, KEYS[1]) end
 end
 
 local op = ARGV[2]
 local out = { now, 1 }
 if op == 'h' then
   local mode, ttl, rec = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-  local cs = readchecks(7, tonumber(ARGV[6]), 1)
+  local n = tonumber(ARGV[6])
+  local ci = 7 + 8 * n
+  local ks = counters(ci, n)
+  for j, k in ipairs(ks) do
+    redis.call('ZREMRANGEBYSCORE', k, '-inf', now)
+    if redis.call('ZCARD', k) >= tonumber(ARGV[ci + j]) then return { now, 4 } end
+  end
+  local cs = readchecks(7, n, 1)
   for _, c in ipairs(cs) do
     c.st = load(c.p, c.key)
     local v
@@ -100,26 +125,33 @@ if op == 'h' then
   end
   if out[2] == 1 then
     for _, c in ipairs(cs) do
-      if c.p.alg == 'k' or mode == 'n' then
-        if c.p.alg == 'l' or c.p.alg == 'k' then
-          push(c.p, c.key, c.st.n, c.st.sum, c.cost, c.id)
-        else
-          save(c.p, c.key, c.st, c.exp)
-        end
+      -- every mode charges now: unsettled reservations count
+      if c.p.alg == 'l' or c.p.alg == 'k' then
+        push(c.p, c.key, c.st.n, c.st.sum, c.cost, c.id)
+      else
+        save(c.p, c.key, c.st, c.exp)
       end
     end
-    redis.call('SET', KEYS[1], rec .. '|' .. fmt(now) .. '|' .. fmt(now + ttl), 'PX', math.max(1, cdiv(ttl, 1000)))
+    local ms = math.max(1, cdiv(ttl, 1000))
+    redis.call('SET', KEYS[1], rec .. '|' .. fmt(now) .. '|' .. fmt(now + ttl), 'PX', ms)
+    for _, k in ipairs(ks) do
+      redis.call('ZADD', k, now + ttl, KEYS[1])
+      if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+    end
   end
 elseif op == 's' then
   local v = redis.call('GET', KEYS[1])
   if v == 'settled' then return { now, 3 } end
   if (not v) or v ~= ARGV[3] then return { now, 2 } end
+  local n = tonumber(ARGV[8])
+  local ks = counters(9 + 8 * n, n)
+  release(ks)
   if now >= tonumber(ARGV[7]) then
     redis.call('DEL', KEYS[1])
     return { now, 2 }
   end
   local cost, mode, at = tonumber(ARGV[4]), ARGV[5], ARGV[6]
-  for _, c in ipairs(readchecks(9, tonumber(ARGV[8]), 1)) do
+  for _, c in ipairs(readchecks(9, n, 1)) do
     if c.p.alg == 'k' then
       unpush(c.key, c.cost, c.id)
     else
