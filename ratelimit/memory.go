@@ -210,7 +210,7 @@ func (s *MemoryStore) Len() int {
 // Allow implements Store.
 //
 // The buckets' common case, a live key and an allowed check, is written
-// out here (see docs/benchmarks.md, issue 19, goal 6): the policy's params
+// out here (see docs/benchmarks.md, "Goal 6: the memory library"): the policy's params
 // and name hash come from the shard's policy cache, only the key is
 // hashed, and the state is updated in its slot. Everything else (a new
 // or idle key, a refusal, the other algorithms, a policy not cached or

@@ -56,7 +56,7 @@ type shard struct {
 // policy equal to the check's (the caller may have changed it since), so
 // preparing and hashing the policy again is left to the first check of
 // each policy and to collisions. Preparing costs about as much as the
-// rest of a check (docs/benchmarks.md, issue 19, goal 6).
+// rest of a check (docs/benchmarks.md, "Goal 6: the memory library").
 type policyEntry struct {
 	p      Policy
 	pp     params

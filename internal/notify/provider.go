@@ -38,7 +38,7 @@ type Message struct {
 // and any other error is treated as temporary. Send must honour ctx's
 // deadline.
 //
-// Issue 6's providers (SMTP, Twilio, FCM, APNs) implement this interface;
+// The real providers (SMTP, Twilio, FCM, APNs) implement this interface;
 // pacing, circuit breaking and failover wrap a Provider in another
 // Provider, so the worker does not change.
 type Provider interface {

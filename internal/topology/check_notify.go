@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Terminal statuses of a delivery, as SPEC.md and docs/notifications.md
-// list them: nothing more will be sent. "queued" and "sending" are not;
-// "canceled" (SPEC's spelling) follows a DELETE of the notification.
+// Terminal statuses of a delivery, as docs/notifications.md lists them:
+// nothing more will be sent. "queued" and "sending" are not; "canceled"
+// (the API's spelling) follows a DELETE of the notification.
 var terminal = map[string]bool{
 	"sent": true, "delivered": true, "failed": true, "expired": true,
 	"dead": true, "suppressed": true, "canceled": true,

@@ -29,8 +29,8 @@ const (
 	inFlight      = users * 3 * 2    // Bounds.InFlight: one job per user, stream and channel
 )
 
-// TestTopology runs the production topology under faults, as issue 16
-// asks: HAProxy in front of three `sluice serve` nodes (HTTP with PROXY v2
+// TestTopology runs the production topology under faults, as
+// docs/reliability.md describes it: HAProxy in front of three `sluice serve` nodes (HTTP with PROXY v2
 // and gRPC over h2c, health-checked on /readyz), a Redis Cluster of three
 // masters with a replica each and a PostgreSQL behind Toxiproxy, and a
 // 3-server NATS JetStream cluster with R3 streams. A workload of rate

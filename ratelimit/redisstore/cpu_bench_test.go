@@ -26,7 +26,7 @@ import (
 // Sluice with one check per script call, Sluice with "sync": "local" every
 // 50 ms (limits.LocalSync), and github.com/go-redis/redis_rate/v10, at the
 // same load. Results and the
-// command are in docs/benchmarks.md ("Issue 19: the Redis path").
+// command are in docs/benchmarks.md ("The Redis path, and five more goals").
 //
 //	CI=true go test -run '^$' -bench BenchmarkRedisCPU -benchtime 200000x ./ratelimit/redisstore/
 func BenchmarkRedisCPU(b *testing.B) {

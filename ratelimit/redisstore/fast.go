@@ -13,7 +13,7 @@ import (
 // per check: grouped by policy and cost, so a check sends no argument but
 // its key, and answered with one number, from which decision rebuilds the
 // whole decision in Go (see fastDecision). The profile behind it is in
-// docs/benchmarks.md ("Issue 19: the Redis path").
+// docs/benchmarks.md ("The Redis path, and five more goals").
 
 // fast reports whether c travels in the fast section.
 func (c *call) fast() bool {

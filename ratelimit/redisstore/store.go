@@ -14,7 +14,7 @@
 // Single-key allows on token buckets, GCRA and fixed windows, the bulk of
 // all checks, take the script's fast section (fast.go): grouped by policy
 // and cost, no argument but the key, one or two reply numbers per check, the
-// decision rebuilt in Go. docs/benchmarks.md ("Issue 19: the Redis path")
+// decision rebuilt in Go. docs/benchmarks.md ("The Redis path, and five more goals")
 // has the profile behind it.
 //
 // Concurrent callers' operations are coalesced: while a script call is in
