@@ -102,7 +102,9 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-13s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w, "  help          show this, or `sluice help <command>` for a command's flags")
-	fmt.Fprintln(w, "\nEvery flag has a SLUICE_* environment variable (--http-addr = SLUICE_HTTP_ADDR) and a key in the --config YAML file.")
+	fmt.Fprintln(w, "\nEach server setting (the flags of serve, also read by migrate, keys and healthcheck) has a SLUICE_*\n"+
+		"environment variable (--http-addr = SLUICE_HTTP_ADDR) and a key in the --config YAML file; the client\n"+
+		"commands (check, send, shorten, ...) read SLUICE_SERVER and SLUICE_API_KEY.")
 }
 
 // loadConfig parses a command's flags (extra ones registered by the caller
