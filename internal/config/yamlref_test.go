@@ -237,7 +237,7 @@ func formatDefault(v reflect.Value) string {
 		for i := range parts {
 			parts[i] = fmt.Sprint(v.Index(i).Interface())
 		}
-		return strings.Join(parts, ", ")
+		return strings.Join(parts, ",")
 	}
 	return fmt.Sprint(v.Interface())
 }
@@ -248,7 +248,7 @@ func yamlReference(keys []yamlKey) string {
 	b.WriteString("| YAML key | type | default | values | set by | meaning |\n|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		def := k.def
-		if def != "—" {
+		if def != "—" && !strings.Contains(def, " ") { // a value, not words about one
 			def = "`" + def + "`"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.path, k.typ, def, k.values, k.setBy, strings.ReplaceAll(k.meaning, "|", "\\|"))
