@@ -52,7 +52,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet, own []string) {
 			line += " " + t
 		}
 		usage := strings.ReplaceAll(f.Usage, "\n", "\n    \t")
-		if !slices.Contains([]string{"", "0", "false", "0s", "[]", "map[]"}, f.DefValue) && !strings.Contains(usage, "(default") {
+		if !slices.Contains([]string{"", "0", "false", "0s", "[]", "map[]"}, f.DefValue) && !strings.Contains(usage, "default") {
 			usage += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
 		fmt.Fprintf(w, "%s\n    \t%s\n", line, usage)
