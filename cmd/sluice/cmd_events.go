@@ -18,10 +18,6 @@ var eventSubcommands = map[string]subcommand{
 	"recover": {usage: "ID --since T [--all]: enable it again and resend the retained events since T (RFC 3339 or a duration back from now) it did not receive; --all: every one", run: eventsRecover},
 }
 
-func runEvents(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "events", eventSubcommands, args)
-}
-
 func eventsCreate(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
 	url := fs.String("url", "", "http or https URL the events are posted to (required)")
@@ -109,10 +105,6 @@ func eventsRecover(ctx context.Context, env *environment, fs *flag.FlagSet, args
 var notificationSubcommands = map[string]subcommand{
 	"get":    {usage: "ID: print the notification with its deliveries as JSON", run: notificationsGet},
 	"cancel": {usage: "ID: cancel its deliveries not yet sent; prints the outcome and the notification", run: notificationsCancel},
-}
-
-func runNotifications(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "notifications", notificationSubcommands, args)
 }
 
 func notificationsGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {

@@ -18,10 +18,6 @@ var inboxSubcommands = map[string]subcommand{
 	"revoke-tokens": {usage: "USER: revoke every inbox token of the user minted so far (every node within 10s)", run: inboxRevoke},
 }
 
-func runInbox(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "inbox", inboxSubcommands, args)
-}
-
 func inboxList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
 	limit := fs.Int("limit", 0, "messages per page, 1 to 200 (default 50)")

@@ -22,10 +22,6 @@ var linkSubcommands = map[string]subcommand{
 	"convert": {usage: "--click-id ID --event sale [--value 30]: record a conversion against a click", run: linksConvert},
 }
 
-func runLinks(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "links", linkSubcommands, args)
-}
-
 func linksGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
 	pos, err := parseArgs(env, fs, args, "CODE")
