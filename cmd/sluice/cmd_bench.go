@@ -54,23 +54,22 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	blockProfile := fs.String("blockprofile", "", "write a pprof block profile (where goroutines waited) to this file")
 	compare := fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
 		"a host:port (Envoy RLS gRPC server), or \"bare\" (an in-process handler and gRPC server that answer at once)")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: sluice bench [flags] [SCENARIO...]\n\nDrives load at a Sluice server (or a node it starts in process) and prints one table.\n"+
-			"A TLS node: --server https://... (--ca-file for a private CA), and for check-grpc --grpc-tls\n"+
-			"(--grpc-ca-file, --grpc-cert-file/--grpc-key-file for mutual TLS, --api-key for --grpc-require-key).\nScenarios (default: all):")
-		for _, s := range bench.Scenarios() {
-			fmt.Fprintf(env.stderr, "  %-11s %s\n", s.Name, s.Summary)
-		}
-		fmt.Fprintln(env.stderr, "\nFlags:")
-		fs.PrintDefaults()
+	var about strings.Builder
+	about.WriteString("Drives load at a Sluice server (or a node it starts in process) and prints one table.\n" +
+		"A TLS node: --server https://... (--ca-file for a private CA), and for check-grpc --grpc-tls\n" +
+		"(--grpc-ca-file, --grpc-cert-file/--grpc-key-file for mutual TLS, --api-key for --grpc-require-key).\n\nScenarios (default: all):")
+	for _, s := range bench.Scenarios() {
+		fmt.Fprintf(&about, "\n  %-11s %s", s.Name, s.Summary)
 	}
-	if err := fs.Parse(args); err != nil {
+	setUsage(fs, "bench [flags] [SCENARIO...]", about.String())
+	names, err := parseFlags(env.stdout, fs, args)
+	if err != nil {
 		return err
 	}
 	if b.NotifyMix != "all" && b.NotifyMix != "seeds" {
 		return fmt.Errorf("--notify-mix %q: want all or seeds", b.NotifyMix)
 	}
-	scenarios, err := bench.PickScenarios(fs.Args())
+	scenarios, err := bench.PickScenarios(names)
 	if err != nil {
 		fs.Usage()
 		return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -23,23 +22,18 @@ func runCheck(ctx context.Context, env *environment, args []string) error {
 	fs.SetOutput(env.stderr)
 	policy := fs.String("policy", "", "policy to check the keys against (required)")
 	cost := fs.Int64("cost", 1, "units each key consumes")
-	server := fs.String("server", "", "Sluice server URL (default $SLUICE_SERVER or "+client.DefaultServer+")")
-	apiKey := fs.String("api-key", "", "API key with the ratelimit:check scope (default $SLUICE_API_KEY)")
-	var ct clientTLS
-	ct.register(fs, "", "an https:// --server", false)
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: sluice check --policy NAME [--cost N] KEY [KEY...]\n\nChecks and consumes KEY under the policy on a running server; several keys are checked atomically. Exits 1 when refused.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	newClient := clientFlags(fs, env, "API key with the ratelimit:check scope")
+	setUsage(fs, "check --policy NAME [--cost N] KEY [KEY...]",
+		"Checks and consumes KEY under the policy on a running server; several keys are checked atomically. Exits 1 when refused.")
+	keys, err := parseFlags(env.stdout, fs, args)
+	if err != nil {
 		return err
 	}
-	keys := fs.Args()
 	if *policy == "" || len(keys) == 0 {
 		fs.Usage()
 		return errors.New("--policy and at least one key are required")
 	}
-	c := ct.client(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*apiKey, env.getenv("SLUICE_API_KEY")))
+	c := newClient()
 	reqs := make([]client.CheckRequest, len(keys))
 	for i, k := range keys {
 		reqs[i] = client.CheckRequest{Policy: *policy, Key: k, Cost: *cost}

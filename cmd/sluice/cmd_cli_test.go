@@ -72,7 +72,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "help", args: []string{"help"}, wantOut: "serve"},
 		{name: "no command", args: nil, wantCode: 2, wantOut: "Usage"},
 		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 2, wantErrAll: []string{"unknown command"}},
-		{name: "serve help", args: []string{"help", "serve"}, wantErrAll: []string{"-http-addr", "SLUICE_HTTP_ADDR"}},
+		{name: "serve help", args: []string{"help", "serve"}, wantOut: "--http-addr string\n    \tHTTP listen address"},
 		{name: "every config problem at once", args: []string{"serve", "--http-addr", "nope", "--log-level", "loud"},
 			env: map[string]string{"SLUICE_REDIS_URL": "ftp://x"}, wantCode: 2,
 			wantErrAll: []string{"--http-addr", "--log-level", "--redis-url"}},

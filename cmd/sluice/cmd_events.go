@@ -11,15 +11,11 @@ import (
 )
 
 var eventSubcommands = map[string]subcommand{
-	"create":  {"--url URL --events delivery.failed,delivery.dead [--disable-after 120h] [--disable-after-failures N]: subscribe a URL; prints the subscription with its secret", eventsCreate},
-	"list":    {": print every subscription as JSON", eventsList},
-	"get":     {"ID: print one subscription as JSON", eventsGet},
-	"delete":  {"ID: delete a subscription", eventsDelete},
-	"recover": {"ID --since T [--all]: enable it again and resend the retained events since T (RFC 3339 or a duration back from now) it did not receive; --all: every one", eventsRecover},
-}
-
-func runEvents(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "events", eventSubcommands, args)
+	"create":  {usage: "--url URL --events delivery.failed,delivery.dead [--disable-after 120h] [--disable-after-failures N]: subscribe a URL; prints the subscription with its secret", run: eventsCreate},
+	"list":    {usage: ": print every subscription as JSON", run: eventsList},
+	"get":     {usage: "ID: print one subscription as JSON", run: eventsGet},
+	"delete":  {usage: "ID: delete a subscription", run: eventsDelete},
+	"recover": {usage: "ID --since T [--all]: enable it again and resend the retained events since T (RFC 3339 or a duration back from now) it did not receive; --all: every one", run: eventsRecover},
 }
 
 func eventsCreate(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -29,7 +25,7 @@ func eventsCreate(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	fs.Var(&events, "events", "event types, repeatable or comma-separated: notification.accepted, delivery.sent, delivery.delivered, delivery.failed, delivery.dead, link.clicked (required)")
 	disableAfter := fs.String("disable-after", "", "disable once failing without a success this long (Go duration; 0s: never); default the server's")
 	failures := fs.Int("disable-after-failures", -1, "disable after this many consecutive failed attempts (0: never); default the server's")
-	if _, err := parseArgs(fs, args); err != nil {
+	if _, err := parseArgs(env, fs, args); err != nil {
 		return err
 	}
 	if *url == "" || len(events) == 0 {
@@ -49,7 +45,7 @@ func eventsCreate(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 
 func eventsList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	if _, err := parseArgs(fs, args); err != nil {
+	if _, err := parseArgs(env, fs, args); err != nil {
 		return err
 	}
 	subs, err := newClient().EventSubscriptions(ctx)
@@ -61,7 +57,7 @@ func eventsList(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 
 func eventsGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	pos, err := parseArgs(fs, args, "ID")
+	pos, err := parseArgs(env, fs, args, "ID")
 	if err != nil {
 		return err
 	}
@@ -74,7 +70,7 @@ func eventsGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []s
 
 func eventsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	pos, err := parseArgs(fs, args, "ID")
+	pos, err := parseArgs(env, fs, args, "ID")
 	if err != nil {
 		return err
 	}
@@ -85,7 +81,7 @@ func eventsRecover(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	newClient := clientFlags(fs, env)
 	sinceFlag := fs.String("since", "", "resend the events generated at or after this: RFC 3339 or a duration back from now, e.g. 24h (required)")
 	all := fs.Bool("all", false, "resend every event since --since, those the endpoint received too (receivers drop repeats by webhook-id)")
-	pos, err := parseArgs(fs, args, "ID")
+	pos, err := parseArgs(env, fs, args, "ID")
 	if err != nil {
 		return err
 	}
@@ -107,17 +103,13 @@ func eventsRecover(ctx context.Context, env *environment, fs *flag.FlagSet, args
 }
 
 var notificationSubcommands = map[string]subcommand{
-	"get":    {"ID: print the notification with its deliveries as JSON", notificationsGet},
-	"cancel": {"ID: cancel its deliveries not yet sent; prints the outcome and the notification", notificationsCancel},
-}
-
-func runNotifications(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "notifications", notificationSubcommands, args)
+	"get":    {usage: "ID: print the notification with its deliveries as JSON", run: notificationsGet},
+	"cancel": {usage: "ID: cancel its deliveries not yet sent; prints the outcome and the notification", run: notificationsCancel},
 }
 
 func notificationsGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	pos, err := parseArgs(fs, args, "ID")
+	pos, err := parseArgs(env, fs, args, "ID")
 	if err != nil {
 		return err
 	}
@@ -130,7 +122,7 @@ func notificationsGet(ctx context.Context, env *environment, fs *flag.FlagSet, a
 
 func notificationsCancel(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	pos, err := parseArgs(fs, args, "ID")
+	pos, err := parseArgs(env, fs, args, "ID")
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/pem"
@@ -12,13 +13,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/config"
 )
 
-// runHealthcheck is `sluice healthcheck`: it asks the node configured by
-// the same flags, SLUICE_* variables and --config file as `serve` (its
-// --http-addr, on loopback when that listens on every address) for
-// /readyz, or /healthz with --live, and exits 0 on 200, 1 otherwise.
+// runHealthcheck is `sluice healthcheck`: it asks --server, else
+// SLUICE_SERVER, else the node configured by the same flags, SLUICE_*
+// variables and --config file as `serve` (its --http-addr, on loopback
+// when that listens on every address) for /readyz, or /healthz with --live, and exits 0 on 200, 1 otherwise.
 // Distroless and scratch images have no curl; a Dockerfile HEALTHCHECK
 // runs this.
 //
@@ -41,23 +45,31 @@ func runHealthcheck(ctx context.Context, env *environment, args []string) (err e
 	live := fs.Bool("live", false, "ask /healthz (the process is alive) instead of /readyz (every engine reachable)")
 	timeout := fs.Duration("timeout", 3*time.Second, "longest wait for the answer")
 	var hc clientTLS
-	fs.StringVar(&hc.caFile, "ca-file", "", "with --tls-cert-file: PEM certificate authorities the node's certificate must chain to (default: accept exactly the certificate in --tls-cert-file)")
+	fs.StringVar(&hc.caFile, "ca-file", "", "with --tls-cert-file or an https:// --server: PEM certificate authorities the node's certificate must chain to (default: accept exactly the certificate in --tls-cert-file; with --server, the system's)")
 	fs.StringVar(&hc.serverName, "server-name", "", "with --ca-file: the name the node's certificate must hold (default: the host dialed)")
-	fs.BoolVar(&hc.skipVerify, "insecure-skip-verify", false, "with --tls-cert-file: do not check the node's certificate (loopback addresses only)")
-	cfg, _, err := loadConfig(env, fs, args)
+	fs.BoolVar(&hc.skipVerify, "insecure-skip-verify", false, "with --tls-cert-file or an https:// --server: do not check the node's certificate (loopback addresses only)")
+	server := fs.String("server", "", serverUsage)
+	setUsage(fs, "healthcheck [flags]", "Asks the node for /readyz (or /healthz with --live) and exits 0 on 200, 1 on anything else,\n"+
+		"an unreachable node included. The node is found like every client command's server; the local\n"+
+		"one is read from the same flags, SLUICE_* variables and --config file as `sluice serve`.",
+		"live", "timeout", "server", "ca-file", "server-name", "insecure-skip-verify", "config", "http-addr", "tls-cert-file")
+	cfg, rest, err := loadConfig(env, fs, args)
 	if err != nil {
 		return err
+	}
+	if len(rest) > 0 {
+		fs.Usage()
+		return errors.New("want no arguments")
 	}
 	path := "/readyz"
 	if *live {
 		path = "/healthz"
 	}
-	addr := loopbackAddr(cfg.HTTPAddr)
-	client, scheme, err := healthClient(&hc, cfg.TLSCertFile, addr)
+	client, url, err := healthTarget(&hc, cfg, cmp.Or(*server, env.getenv("SLUICE_SERVER")))
 	if err != nil {
 		return err
 	}
-	url := scheme + "://" + addr + path
+	url += path
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -92,6 +104,22 @@ func loopbackAddr(listen string) string {
 		host = "::1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// healthTarget returns the HTTP client and base URL to ask: the named
+// server, checked with h's TLS flags, or when server is empty the local
+// node cfg configures (healthClient).
+func healthTarget(h *clientTLS, cfg config.Config, server string) (*http.Client, string, error) {
+	if server != "" {
+		hc, err := h.httpClient(server)
+		if err != nil {
+			return nil, "", err
+		}
+		return cmp.Or(hc, http.DefaultClient), strings.TrimRight(server, "/"), nil
+	}
+	addr := loopbackAddr(cfg.HTTPAddr)
+	hc, scheme, err := healthClient(h, cfg.TLSCertFile, addr)
+	return hc, scheme + "://" + addr, err
 }
 
 // healthClient returns the HTTP client and scheme to ask addr with:

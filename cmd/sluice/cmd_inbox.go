@@ -9,17 +9,13 @@ import (
 )
 
 var inboxSubcommands = map[string]subcommand{
-	"list":          {"USER [--limit N] [--cursor C] [--archived]: print a page of the inbox as JSON", inboxList},
-	"read":          {"USER MESSAGE_ID: mark a message read", inboxMark(client.InboxRead)},
-	"unread":        {"USER MESSAGE_ID: mark a message unread", inboxMark(client.InboxUnread)},
-	"archive":       {"USER MESSAGE_ID: archive a message (and mark it read)", inboxMark(client.InboxArchive)},
-	"read-all":      {"USER: mark every message read", inboxReadAll},
-	"token":         {"USER [--ttl 24h] [-v]: mint a token that opens the user's inbox; prints the token (-v: the page URL and expiry too)", inboxTokenCmd},
-	"revoke-tokens": {"USER: revoke every inbox token of the user minted so far (every node within 10s)", inboxRevoke},
-}
-
-func runInbox(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "inbox", inboxSubcommands, args)
+	"list":          {usage: "USER [--limit N] [--cursor C] [--archived]: print a page of the inbox as JSON", run: inboxList},
+	"read":          {usage: "USER MESSAGE_ID: mark a message read", run: inboxMark(client.InboxRead)},
+	"unread":        {usage: "USER MESSAGE_ID: mark a message unread", run: inboxMark(client.InboxUnread)},
+	"archive":       {usage: "USER MESSAGE_ID: archive a message (and mark it read)", run: inboxMark(client.InboxArchive)},
+	"read-all":      {usage: "USER: mark every message read", run: inboxReadAll},
+	"token":         {usage: "USER [--ttl 24h] [-v]: mint a token that opens the user's inbox; prints the token (-v: the page URL and expiry too)", run: inboxTokenCmd},
+	"revoke-tokens": {usage: "USER: revoke every inbox token of the user minted so far (every node within 10s)", run: inboxRevoke},
 }
 
 func inboxList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -27,7 +23,7 @@ func inboxList(ctx context.Context, env *environment, fs *flag.FlagSet, args []s
 	limit := fs.Int("limit", 0, "messages per page, 1 to 200 (default 50)")
 	cursor := fs.String("cursor", "", "the next_cursor of the previous page")
 	archived := fs.Bool("archived", false, "list the archived messages instead")
-	pos, err := parseArgs(fs, args, "USER")
+	pos, err := parseArgs(env, fs, args, "USER")
 	if err != nil {
 		return err
 	}
@@ -41,7 +37,7 @@ func inboxList(ctx context.Context, env *environment, fs *flag.FlagSet, args []s
 func inboxMark(a client.InboxAction) func(context.Context, *environment, *flag.FlagSet, []string) error {
 	return func(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 		newClient := clientFlags(fs, env)
-		pos, err := parseArgs(fs, args, "USER", "MESSAGE_ID")
+		pos, err := parseArgs(env, fs, args, "USER", "MESSAGE_ID")
 		if err != nil {
 			return err
 		}
@@ -56,7 +52,7 @@ func inboxMark(a client.InboxAction) func(context.Context, *environment, *flag.F
 
 func inboxReadAll(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	pos, err := parseArgs(fs, args, "USER")
+	pos, err := parseArgs(env, fs, args, "USER")
 	if err != nil {
 		return err
 	}
@@ -72,7 +68,7 @@ func inboxTokenCmd(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	newClient := clientFlags(fs, env)
 	ttl := fs.Duration("ttl", 0, "the token's lifetime, 1m to 8784h (default the server's 24h)")
 	verbose := fs.Bool("v", false, "print the inbox page's URL and the expiry too")
-	pos, err := parseArgs(fs, args, "USER")
+	pos, err := parseArgs(env, fs, args, "USER")
 	if err != nil {
 		return err
 	}
@@ -89,7 +85,7 @@ func inboxTokenCmd(ctx context.Context, env *environment, fs *flag.FlagSet, args
 
 func inboxRevoke(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	pos, err := parseArgs(fs, args, "USER")
+	pos, err := parseArgs(env, fs, args, "USER")
 	if err != nil {
 		return err
 	}

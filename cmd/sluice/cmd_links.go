@@ -15,20 +15,16 @@ import (
 )
 
 var linkSubcommands = map[string]subcommand{
-	"get":     {"CODE: print the link with its statistics as JSON", linksGet},
-	"rules":   {"CODE --file rules.json: replace the link's redirect rules ({\"rules\": [...]} or a bare list; [] removes them)", linksRules},
-	"stats":   {"CODE [--from T] [--to T] [--by hour|day] [--group country|device|os|referrer|language|source|target]: print clicks and conversions as JSON", linksStats},
-	"qr":      {"CODE --out FILE [--format png|svg] [--size 256]: write the link's QR code", linksQR},
-	"convert": {"--click-id ID --event sale [--value 30]: record a conversion against a click", linksConvert},
-}
-
-func runLinks(ctx context.Context, env *environment, args []string) error {
-	return runGroup(ctx, env, "links", linkSubcommands, args)
+	"get":     {usage: "CODE: print the link with its statistics as JSON", run: linksGet},
+	"rules":   {usage: "CODE --file rules.json: replace the link's redirect rules ({\"rules\": [...]} or a bare list; [] removes them)", run: linksRules},
+	"stats":   {usage: "CODE [--from T] [--to T] [--by hour|day] [--group country|device|os|referrer|language|source|target]: print clicks and conversions as JSON", run: linksStats},
+	"qr":      {usage: "CODE --out FILE [--format png|svg] [--size 256]: write the link's QR code", run: linksQR},
+	"convert": {usage: "--click-id ID --event sale [--value 30]: record a conversion against a click", run: linksConvert},
 }
 
 func linksGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
-	pos, err := parseArgs(fs, args, "CODE")
+	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
 	}
@@ -45,7 +41,7 @@ const maxRulesFile = 1 << 20
 func linksRules(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
 	file := fs.String("file", "", "JSON file of the rules: {\"rules\": [...]} or a bare list (required; - reads stdin)")
-	pos, err := parseArgs(fs, args, "CODE")
+	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
 	}
@@ -111,7 +107,7 @@ func linksStats(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	to := fs.String("to", "", "end, RFC 3339 or a duration back from now; default now")
 	by := fs.String("by", "", "bucket: hour or day (default day)")
 	group := fs.String("group", "", "dimension: country, device, os, referrer, language, source or target (default country)")
-	pos, err := parseArgs(fs, args, "CODE")
+	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
 	}
@@ -151,7 +147,7 @@ func linksQR(ctx context.Context, env *environment, fs *flag.FlagSet, args []str
 	out := fs.String("out", "", "file to write the image to (required; - writes stdout)")
 	format := fs.String("format", "", "png or svg (default png)")
 	size := fs.Int("size", 0, "side in pixels, 64 to 2048 (default 256)")
-	pos, err := parseArgs(fs, args, "CODE")
+	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
 	}
@@ -178,7 +174,7 @@ func linksConvert(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	clickID := fs.String("click-id", "", "the sluice_cid the redirect appended to the target (required)")
 	event := fs.String("event", "", "what happened, e.g. lead or sale (required)")
 	value := fs.Float64("value", 0, "its worth, in a currency of your choosing")
-	if _, err := parseArgs(fs, args); err != nil {
+	if _, err := parseArgs(env, fs, args); err != nil {
 		return err
 	}
 	if *clickID == "" || *event == "" {

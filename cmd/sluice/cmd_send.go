@@ -18,15 +18,16 @@ import (
 
 // clientFlags registers --server, --api-key and the TLS flags of an
 // https:// server (--ca-file, --server-name, --insecure-skip-verify) and
-// returns a constructor for the client they name (flags, then
-// SLUICE_SERVER / SLUICE_API_KEY). Bad TLS flags fail its first call.
-func clientFlags(fs *flag.FlagSet, env *environment) func() *client.Client {
-	server := fs.String("server", "", "Sluice server URL (default $SLUICE_SERVER or "+client.DefaultServer+")")
-	key := fs.String("api-key", "", "API key (default $SLUICE_API_KEY)")
+// returns a constructor for the client they name (--server, else
+// serverURL's rule; --api-key, else SLUICE_API_KEY). keyUsage names the
+// scope the key needs. Bad TLS flags fail its first call.
+func clientFlags(fs *flag.FlagSet, env *environment, keyUsage ...string) func() *client.Client {
+	server := fs.String("server", "", serverUsage)
+	key := fs.String("api-key", "", cmp.Or(strings.Join(keyUsage, ""), "API key")+" (default $SLUICE_API_KEY)")
 	var ct clientTLS
 	ct.register(fs, "", "an https:// --server", false)
 	return func() *client.Client {
-		return ct.client(cmp.Or(*server, env.getenv("SLUICE_SERVER")), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
+		return ct.client(serverURL(env, *server), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
 	}
 }
 
@@ -34,6 +35,7 @@ func clientFlags(fs *flag.FlagSet, env *environment) func() *client.Client {
 type dataFlags map[string]any
 
 func (d dataFlags) String() string { return fmt.Sprint(map[string]any(d)) }
+func (d dataFlags) Type() string   { return "key=value" }
 func (d dataFlags) Set(v string) error {
 	k, val, ok := strings.Cut(v, "=")
 	if !ok || k == "" {
@@ -47,6 +49,7 @@ func (d dataFlags) Set(v string) error {
 type listFlag []string
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Type() string   { return "list" }
 func (l *listFlag) Set(v string) error {
 	for p := range strings.SplitSeq(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -68,7 +71,9 @@ func runSend(ctx context.Context, env *environment, args []string) error {
 	fs.Var(data, "data", "template data as key=value (repeatable)")
 	var channels listFlag
 	fs.Var(&channels, "channel", "narrow to these channels (repeatable or comma-separated)")
-	if err := fs.Parse(args); err != nil {
+	setUsage(fs, "send --user USER --type TYPE [--data key=value]... [flags]",
+		"Sends one notification through a running server and prints its id.")
+	if _, err := parseArgs(env, fs, args); err != nil {
 		return err
 	}
 	if *user == "" || *typ == "" {
@@ -90,12 +95,12 @@ func runSend(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-func runCampaign(ctx context.Context, env *environment, args []string) error {
-	if len(args) == 0 || args[0] != "send" {
-		return errors.New("want: campaign send --type TYPE --users FILE.csv [--data key=value] [--campaign ID]")
-	}
-	fs := flag.NewFlagSet("campaign send", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+// campaignSubcommands are `sluice campaign`.
+var campaignSubcommands = map[string]subcommand{
+	"send": {usage: "--type TYPE --users FILE.csv [--data key=value] [--campaign ID]: send a notification to every user of a CSV, with a progress bar", run: campaignSend},
+}
+
+func campaignSend(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
 	typ := fs.String("type", "", "notification type, e.g. flash_sale (required)")
 	users := fs.String("users", "", "CSV file of users (required; - reads stdin): one column of user ids (a first line user_id is skipped), or a header line naming user_id and other columns, which become each user's template data; a file of any other shape is refused before anything is sent")
@@ -105,7 +110,7 @@ func runCampaign(ctx context.Context, env *environment, args []string) error {
 	expiresIn := fs.Duration("expires-in", 0, "drop notifications not sent within this long")
 	data := dataFlags{}
 	fs.Var(data, "data", "template data for everyone as key=value (repeatable)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if _, err := parseArgs(env, fs, args); err != nil {
 		return err
 	}
 	if *typ == "" || *users == "" {

@@ -15,17 +15,21 @@ import (
 type subcommand struct {
 	usage string // arguments and summary, e.g. "CODE --file rules.json: replace the link's rules"
 	run   func(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error
+	// own, when set, are the only flags help shows: the subcommand also
+	// accepts every serve flag (keys).
+	own []string
 }
 
 // runGroup runs the subcommand args[0] of group: each gets a flag set
-// with --server and --api-key, whose flags may come after its positional
-// arguments.
+// whose flags may come after its positional arguments, and help in the
+// format of every command (setUsage).
 func runGroup(ctx context.Context, env *environment, group string, subs map[string]subcommand, args []string) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		groupUsage(env.stderr, group, subs)
 		if len(args) == 0 {
+			groupUsage(env.stderr, group, subs)
 			return errors.New("want a subcommand")
 		}
+		groupUsage(env.stdout, group, subs)
 		return flag.ErrHelp
 	}
 	sub, ok := subs[args[0]]
@@ -35,11 +39,17 @@ func runGroup(ctx context.Context, env *environment, group string, subs map[stri
 	}
 	fs := flag.NewFlagSet(group+" "+args[0], flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: sluice %s %s %s\n\nFlags:\n", group, args[0], sub.usage)
-		fs.PrintDefaults()
-	}
+	synopsis, about, _ := strings.Cut(sub.usage, ": ")
+	setUsage(fs, strings.TrimSpace(group+" "+args[0]+" "+synopsis), capitalize(about)+".", sub.own...)
 	return sub.run(ctx, env, fs, args[1:])
+}
+
+// capitalize makes a summary a sentence.
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func groupUsage(w io.Writer, group string, subs map[string]subcommand) {
@@ -50,25 +60,13 @@ func groupUsage(w io.Writer, group string, subs map[string]subcommand) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(w, "  %s %s\n", name, subs[name].usage)
-	}
-	fmt.Fprintf(w, "\n`sluice %s <subcommand> -h` lists its flags.\n", group)
-}
-
-// parseArgs parses args (flags before or after the positional ones) and
-// checks that exactly the named positional arguments are given.
-func parseArgs(fs *flag.FlagSet, args []string, names ...string) ([]string, error) {
-	if err := fs.Parse(interleaved(fs, args)); err != nil {
-		return nil, err
-	}
-	if fs.NArg() != len(names) {
-		fs.Usage()
-		if len(names) == 0 {
-			return nil, errors.New("want no arguments")
+		line := name + " " + subs[name].usage
+		if strings.HasPrefix(subs[name].usage, ":") {
+			line = name + subs[name].usage
 		}
-		return nil, fmt.Errorf("want %s", strings.Join(names, " "))
+		fmt.Fprintf(w, "  %s\n", line)
 	}
-	return fs.Args(), nil
+	fmt.Fprintf(w, "\n`sluice help %s <subcommand>` lists its flags.\n", group)
 }
 
 // printJSON writes v to w as indented JSON.

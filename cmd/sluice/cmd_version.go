@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -64,7 +65,13 @@ func readBuild() build {
 // buildVersion is the version /healthz and the logs report.
 func buildVersion() string { return readBuild().Version }
 
-func runVersion(_ context.Context, env *environment, _ []string) error {
+func runVersion(_ context.Context, env *environment, args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	setUsage(fs, "version", "Prints the version, VCS revision and Go version of this build.")
+	if _, err := parseArgs(env, fs, args); err != nil {
+		return err
+	}
 	b := readBuild()
 	fmt.Fprintln(env.stdout, "sluice", b.Version)
 	fmt.Fprintln(env.stdout, "  revision:", b.Revision)

@@ -17,16 +17,19 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/config"
 )
 
-// command is one subcommand: its one-line summary and its body.
+// command is one subcommand: its one-line summary and its body, or for a
+// group of verbs (keys create|list|revoke) the verbs.
 type command struct {
 	summary string
 	run     func(ctx context.Context, env *environment, args []string) error
+	subs    map[string]subcommand
 }
 
 // environment is what a command may touch of the outside world, so tests
@@ -40,21 +43,21 @@ type environment struct {
 // the node*.go files, the commands' bodies in cmd_*.go.
 var commands = map[string]command{
 	// The node, and what runs beside it on the node's host.
-	"serve":       {"run the HTTP API, gRPC rate limit service and workers", runServe},
-	"migrate":     {"apply pending database migrations and exit", runMigrate},
-	"keys":        {"manage API keys: keys create|list|revoke", runKeys},
-	"healthcheck": {"exit 0 when the local node is ready (GET /readyz), for container health checks", runHealthcheck},
-	"version":     {"print the version, VCS revision and Go version of this build", runVersion},
-	"bench":       {"drive load at a server (or an in-process node) and print latency figures", runBench},
+	"serve":       {summary: "run the HTTP API, gRPC rate limit service and workers", run: runServe},
+	"migrate":     {summary: "apply pending database migrations and exit", run: runMigrate},
+	"keys":        {summary: "manage API keys in the node's database: keys create|list|revoke", subs: keySubcommands},
+	"healthcheck": {summary: "exit 0 when the local node is ready (GET /readyz), for container health checks", run: runHealthcheck},
+	"version":     {summary: "print the version, VCS revision and Go version of this build", run: runVersion},
+	"bench":       {summary: "drive load at a server (or an in-process node) and print latency figures", run: runBench},
 	// Clients of a running server (--server, --api-key).
-	"check":         {"check and consume a rate limit key on a running server", runCheck},
-	"send":          {"send one notification: send --user u1 --type otp --data code=123456", runSend},
-	"campaign":      {"send a notification to every user of a CSV: campaign send --type flash_sale --users users.csv", runCampaign},
-	"notifications": {"follow or cancel notifications on a running server: notifications get|cancel ID", runNotifications},
-	"events":        {"manage status event subscriptions on a running server: events create|list|get|delete|recover", runEvents},
-	"inbox":         {"read and change users' in-app inboxes on a running server: inbox list|read|unread|archive|read-all|token|revoke-tokens", runInbox},
-	"shorten":       {"ask a running server for a short link: shorten URL", runShorten},
-	"links":         {"manage short links on a running server: links get|rules|stats|qr|convert", runLinks},
+	"check":         {summary: "check and consume a rate limit key on a running server", run: runCheck},
+	"send":          {summary: "send one notification: send --user u1 --type otp --data code=123456", run: runSend},
+	"campaign":      {summary: "send a notification to every user of a CSV: campaign send --type flash_sale --users users.csv", subs: campaignSubcommands},
+	"notifications": {summary: "follow or cancel notifications on a running server: notifications get|cancel ID", subs: notificationSubcommands},
+	"events":        {summary: "manage status event subscriptions on a running server: events create|list|get|delete|recover", subs: eventSubcommands},
+	"inbox":         {summary: "read and change users' in-app inboxes on a running server: inbox list|read|unread|archive|read-all|token|revoke-tokens", subs: inboxSubcommands},
+	"shorten":       {summary: "ask a running server for a short link: shorten URL", run: runShorten},
+	"links":         {summary: "manage short links on a running server: links get|rules|stats|qr|convert", subs: linkSubcommands},
 }
 
 func main() {
@@ -64,26 +67,35 @@ func main() {
 }
 
 // run executes one command line and returns the process exit code.
+// `sluice help CMD [SUB]` is `sluice CMD [SUB] -h`.
 func run(ctx context.Context, args []string, env *environment) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			if _, ok := commands[args[1]]; ok {
-				return run(ctx, []string{args[1], "-h"}, env)
+				return run(ctx, append(slices.Clone(args[1:]), "-h"), env)
 			}
+			fmt.Fprintf(env.stderr, "sluice help: unknown command %q\n\n", args[1])
+			usage(env.stderr)
+			return exitError
 		}
 		usage(env.stdout)
 		if len(args) == 0 {
-			return 2
+			return exitError
 		}
-		return 0
+		return exitOK
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(env.stderr, "sluice: unknown command %q\n\n", args[0])
 		usage(env.stderr)
-		return 2
+		return exitError
 	}
-	err := cmd.run(ctx, env, args[1:])
+	var err error
+	if cmd.subs != nil {
+		err = runGroup(ctx, env, args[0], cmd.subs, args[1:])
+	} else {
+		err = cmd.run(ctx, env, args[1:])
+	}
 	code := exitCode(err)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(env.stderr, "sluice %s: %v\n", args[0], err)
@@ -107,11 +119,18 @@ func usage(w io.Writer) {
 		"commands (check, send, shorten, ...) read SLUICE_SERVER and SLUICE_API_KEY.")
 }
 
-// loadConfig parses a command's flags (extra ones registered by the caller
-// on fs) over the environment and config file.
+// loadConfig registers every setting's flag on fs beside the command's
+// own, parses args (flags before or after the positional ones) and builds
+// the configuration over the environment and config file.
 func loadConfig(env *environment, fs *flag.FlagSet, args []string) (config.Config, []string, error) {
 	fs.SetOutput(env.stderr)
-	return config.Load(fs, args, env.getenv)
+	flags := config.NewFlags(fs)
+	rest, err := parseFlags(env.stdout, fs, args)
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	cfg, err := flags.Config(env.getenv)
+	return cfg, rest, err
 }
 
 func newLogger(w io.Writer, cfg config.Config) *slog.Logger {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 
 	"github.com/sluicehq/sluice/internal/config"
@@ -10,9 +11,16 @@ import (
 
 func runServe(ctx context.Context, env *environment, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfg, _, err := loadConfig(env, fs, args)
+	setUsage(fs, "serve [flags]", "Runs one Sluice node: the HTTP API, the gRPC rate limit service, the notification workers, the\n"+
+		"shortener's redirects and the dashboard. Every flag has a SLUICE_* environment variable and a\n"+
+		"key in the --config YAML file (docs/configuration.md).")
+	cfg, rest, err := loadConfig(env, fs, args)
 	if err != nil {
 		return err
+	}
+	if len(rest) > 0 {
+		fs.Usage()
+		return fmt.Errorf("want no arguments, not %q", rest[0])
 	}
 	return serve(ctx, cfg, newLogger(env.stderr, cfg), nil)
 }

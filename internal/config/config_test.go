@@ -153,28 +153,7 @@ var update = flag.Bool("update", false, "rewrite docs/configuration.md's generat
 // table between the markers is generated. Run `go test ./internal/config
 // -update` after adding a setting.
 func TestReferenceDoc(t *testing.T) {
-	const path = "../../docs/configuration.md"
-	const begin, end = "<!-- BEGIN GENERATED: go test ./internal/config -update -->\n", "<!-- END GENERATED -->"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i, j := strings.Index(doc, begin), strings.Index(doc, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s lacks the generated-table markers", path)
-	}
-	want := doc[:i+len(begin)] + Reference() + doc[j:]
-	if doc == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("%s is out of date with Config; run: go test ./internal/config -update", path)
+	checkGenerated(t, "<!-- BEGIN GENERATED: go test ./internal/config -update -->\n", Reference())
 }
 
 func TestNotifySettings(t *testing.T) {

@@ -84,6 +84,7 @@ func typeName(t reflect.Type) string {
 // applied after the file and the environment, so that flags win.
 type rawValue struct {
 	s      string
+	typ    string // Field.Type, the placeholder help shows
 	isBool bool
 }
 
@@ -91,37 +92,63 @@ func (r *rawValue) String() string     { return r.s }
 func (r *rawValue) Set(s string) error { r.s = s; return nil }
 func (r *rawValue) IsBoolFlag() bool   { return r.isBool }
 
+// Type names the kind of value the flag takes, for help texts.
+func (r *rawValue) Type() string { return r.typ }
+
+// Flags is every setting's flag registered on one flag set; Config reads
+// them once the set is parsed.
+type Flags struct {
+	fs   *flag.FlagSet
+	raws map[string]*rawValue
+}
+
+// NewFlags registers a flag for every setting on fs, its usage ending with
+// its default and environment variable.
+func NewFlags(fs *flag.FlagSet) *Flags {
+	all := Fields()
+	f := &Flags{fs: fs, raws: make(map[string]*rawValue, len(all))}
+	def := reflect.ValueOf(Default())
+	for _, fd := range all {
+		rv := &rawValue{typ: fd.Type, isBool: fd.Type == "bool"}
+		f.raws[fd.Flag] = rv
+		usage := fd.Usage
+		if d := fmt.Sprint(def.FieldByIndex(fd.index).Interface()); d != "" && d != "false" && d != "0" && d != "[]" {
+			usage += fmt.Sprintf(" (default %s)", d)
+		}
+		fs.Var(rv, fd.Flag, usage+" ["+fd.Env+"]")
+	}
+	return f
+}
+
 // Load builds a Config from defaults, the YAML file named by --config or
 // SLUICE_CONFIG, the environment (getenv; os.Getenv when nil) and args. It
 // returns the remaining positional arguments. Every problem found is reported
 // at once, including Validate's.
 func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, []string, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	all := Fields()
-	raws := make(map[string]*rawValue, len(all))
-	def := reflect.ValueOf(Default())
-	for _, f := range all {
-		rv := &rawValue{isBool: f.Type == "bool"}
-		raws[f.Flag] = rv
-		usage := f.Usage
-		if d := fmt.Sprint(def.FieldByIndex(f.index).Interface()); d != "" && d != "false" && d != "0" && d != "[]" {
-			usage += fmt.Sprintf(" (default %s)", d)
-		}
-		fs.Var(rv, f.Flag, usage+" ["+f.Env+"]")
-	}
+	f := NewFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, nil, err
 	}
+	cfg, err := f.Config(getenv)
+	return cfg, fs.Args(), err
+}
+
+// Config builds the Config from defaults, the YAML file named by --config
+// or SLUICE_CONFIG, the environment (getenv; os.Getenv when nil) and the
+// flags given, once the flag set is parsed. Every problem found is
+// reported at once, including Validate's.
+func (f *Flags) Config(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	cfg := Default()
 	var errs []error
 	path := getenv("SLUICE_CONFIG")
 	if set["config"] {
-		path = raws["config"].s
+		path = f.raws["config"].s
 	}
 	if path != "" {
 		if err := loadFile(&cfg, path); err != nil {
@@ -130,18 +157,18 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 		cfg.Config = path
 	}
 	v := reflect.ValueOf(&cfg).Elem()
-	for _, f := range all {
-		if f.Flag == "config" {
+	for _, fd := range Fields() {
+		if fd.Flag == "config" {
 			continue
 		}
-		if s, ok := lookupEnv(getenv, f.Env); ok {
-			if err := setField(v.FieldByIndex(f.index), s); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", f.Env, err))
+		if s, ok := lookupEnv(getenv, fd.Env); ok {
+			if err := setField(v.FieldByIndex(fd.index), s); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", fd.Env, err))
 			}
 		}
-		if set[f.Flag] {
-			if err := setField(v.FieldByIndex(f.index), raws[f.Flag].s); err != nil {
-				errs = append(errs, fmt.Errorf("--%s: %w", f.Flag, err))
+		if set[fd.Flag] {
+			if err := setField(v.FieldByIndex(fd.index), f.raws[fd.Flag].s); err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", fd.Flag, err))
 			}
 		}
 	}
@@ -150,7 +177,7 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 			errs = append(errs, err)
 		}
 	}
-	return cfg, fs.Args(), errors.Join(errs...)
+	return cfg, errors.Join(errs...)
 }
 
 func lookupEnv(getenv func(string) string, name string) (string, bool) {

@@ -19,8 +19,9 @@ type Ratelimit struct {
 	HotKeys         int           `yaml:"hot_keys" flag:"ratelimit-hot-keys" usage:"over-limit keys answered locally until their retry time, without a Redis round trip (0 disables)"`
 	MaxHolds        int           `yaml:"max_holds" flag:"ratelimit-max-holds" usage:"most unsettled reservations one key (policy and key) may have at once; past it a check answers 429"`
 	MaxAPIKeyHolds  int           `yaml:"max_holds_per_api_key" flag:"ratelimit-max-holds-per-api-key" usage:"most unsettled reservations one API key may have at once over every key; past it a check answers 429"`
-	// Policies are fixed by the file: they hide stored policies of the
-	// same name and cannot be changed through the API.
+	// Policies are the rate limit policies fixed by the file: they hide
+	// stored policies of the same name and cannot be changed through the
+	// API.
 	Policies []limits.NamedPolicy `yaml:"policies"`
 }
 
@@ -34,13 +35,12 @@ type Gateway struct {
 	// Config.GatewayTLS): by default it serves the node's --tls-cert-file.
 	TLSCertFile string `yaml:"tls_cert_file" flag:"gateway-tls-cert-file" usage:"PEM certificate served with TLS 1.2+ on --gateway-listen instead of --tls-cert-file (which the gateway serves when this is empty); reloaded like it; TLS comes after a PROXY protocol header"`
 	TLSKeyFile  string `yaml:"tls_key_file" flag:"gateway-tls-key-file" usage:"PEM private key of --gateway-tls-cert-file"`
-	// DefaultTier is the policy of API keys not listed in Tiers; default
-	// "free".
+	// DefaultTier is the policy of known API keys not listed in tiers.
 	DefaultTier string `yaml:"default_tier"`
-	// AnonymousPolicy limits clients without an API key, by IP; default
-	// "free".
+	// AnonymousPolicy is the policy limiting clients without a known API
+	// key, by IP.
 	AnonymousPolicy string `yaml:"anonymous_policy"`
-	// Tiers maps API keys to their tier's policy name.
+	// Tiers maps API keys to their tier's policy name (key: policy).
 	Tiers map[string]string `yaml:"tiers"`
 	// Global is the capacity limit shared by every client (load
 	// shedding): refused requests get 503.
@@ -52,7 +52,8 @@ type Gateway struct {
 
 // GatewayGlobal is the gateway's load shedding limit.
 type GatewayGlobal struct {
-	// Policy names the policy; empty disables load shedding.
+	// Policy names the load shedding policy, one limit shared by every
+	// client (refused requests get 503); empty disables load shedding.
 	Policy string `yaml:"policy"`
 	// MaxWait, if positive, lets a request refused only by the global
 	// limit wait up to this long for capacity instead of getting 503.
@@ -66,8 +67,8 @@ type GatewayRoute struct {
 	// Methods restricts the route to these methods; empty means all.
 	Methods []string `yaml:"methods"`
 	// Policies are checked keyed by the client's identity (a known API
-	// key, else IP). "tier" stands for the client's tier. Absent (nil):
-	// ["tier"]; an explicit empty list checks none of them.
+	// key, else IP); "tier" stands for the client's tier. Absent: [tier];
+	// an explicit empty list checks none of them.
 	Policies []string `yaml:"policies"`
 	// RequireKey refuses requests without a known API key (401).
 	RequireKey bool `yaml:"require_key"`
@@ -78,12 +79,14 @@ type GatewayRoute struct {
 	// key is present (login routes).
 	IPPolicy string `yaml:"ip_policy"`
 	// AccountField names the JSON body field holding the target account,
-	// checked under AccountPolicy (login routes).
-	AccountField  string `yaml:"account_field"`
+	// checked under account_policy (login routes).
+	AccountField string `yaml:"account_field"`
+	// AccountPolicy is checked keyed by the account account_field names;
+	// the two go together.
 	AccountPolicy string `yaml:"account_policy"`
 	// CostFromResponse, if set, charges the route's usage policies what
-	// the response says the request cost, when it ends (docs/gateway.md,
-	// "Usage-based limits").
+	// the response says the request cost, when it ends (docs/ratelimit.md,
+	// "Usage-based limits"); exactly one of header and json..
 	CostFromResponse *CostFromResponse `yaml:"cost_from_response"`
 	// CountStatuses, if set, charges the route's checks only for responses
 	// with these statuses (failed logins: [401, 403]); other requests are
@@ -101,10 +104,10 @@ type CostFromResponse struct {
 	// event carrying it.
 	JSON string `yaml:"json"`
 	// Estimate is reserved when the request arrives and replaced by the
-	// real cost when the response ends. 0 means 1.
+	// real cost when the response ends; 0 means 1.
 	Estimate int64 `yaml:"estimate"`
 	// Policies are the route's policies whose cost is the usage (the
-	// others cost 1). Empty: every policy of the route's policies list.
+	// others cost 1); empty: every policy of the route's policies list.
 	Policies []string `yaml:"policies"`
 }
 

@@ -109,19 +109,39 @@ func (p *Period) UnmarshalText(b []byte) error {
 // The zero Mode is Hard and the zero OnStoreFailure is FailOpen.
 // Policies are plain values, safe to copy.
 type NamedPolicy struct {
-	Name           string              `json:"name" yaml:"name"`
-	Algorithm      ratelimit.Algorithm `json:"algorithm" yaml:"algorithm"`
-	Limit          int64               `json:"limit" yaml:"limit"`
-	Period         Period              `json:"period" yaml:"period"`
-	Burst          int64               `json:"burst,omitempty" yaml:"burst"`
-	Mode           Mode                `json:"mode,omitempty" yaml:"mode"`
-	BurstOver      int64               `json:"burst_over,omitempty" yaml:"burst_over"`
-	OnStoreFailure Failure             `json:"on_store_failure,omitempty" yaml:"on_store_failure"`
-	Sync           Sync                `json:"sync,omitempty" yaml:"sync"`
-	SyncInterval   Period              `json:"sync_interval,omitempty" yaml:"sync_interval"`
+	// Name is what checks name: 1 to 64 letters, digits, '_', '.' or '-',
+	// starting with a letter or digit.
+	Name string `json:"name" yaml:"name"`
+	// Algorithm counts the requests (docs/ratelimit.md, "Algorithms").
+	Algorithm ratelimit.Algorithm `json:"algorithm" yaml:"algorithm"`
+	// Limit is the requests (or units of cost) admitted per period, from 1
+	// to 2^40.
+	Limit int64 `json:"limit" yaml:"limit"`
+	// Period is the window or refill time, 1ms to 3650d.
+	Period Period `json:"period" yaml:"period"`
+	// Burst is the bucket's capacity (token_bucket and gcra only); 0
+	// means the limit.
+	Burst int64 `json:"burst,omitempty" yaml:"burst"`
+	// Mode is what a request over the limit gets: hard refuses, soft
+	// admits up to burst_over more, flagged, shadow never refuses.
+	Mode Mode `json:"mode,omitempty" yaml:"mode"`
+	// BurstOver is how far past the limit mode soft admits (required,
+	// at least 1, in mode soft only).
+	BurstOver int64 `json:"burst_over,omitempty" yaml:"burst_over"`
+	// OnStoreFailure is the decision while Redis is unreachable: open
+	// decides on a local limiter at limit / nodes, closed refuses.
+	OnStoreFailure Failure `json:"on_store_failure,omitempty" yaml:"on_store_failure"`
+	// Sync, if local, lets each node decide from its local share, synced
+	// with Redis every sync_interval; absent, every check is one atomic
+	// step on the store (docs/ratelimit.md, "Local sync").
+	Sync Sync `json:"sync,omitempty" yaml:"sync"`
+	// SyncInterval is how often a sync local policy syncs (1ms to 1m;
+	// 0 means 50ms).
+	SyncInterval Period `json:"sync_interval,omitempty" yaml:"sync_interval"`
 	// MaxDebt caps how far after-the-fact charges push a key past its
 	// limit (0: no cap); see docs/ratelimit.md, "Usage-based limits".
-	MaxDebt     int64  `json:"max_debt,omitempty" yaml:"max_debt"`
+	MaxDebt int64 `json:"max_debt,omitempty" yaml:"max_debt"`
+	// Description is free text for people, at most 1024 bytes.
 	Description string `json:"description,omitempty" yaml:"description"`
 }
 
