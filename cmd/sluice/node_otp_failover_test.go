@@ -38,7 +38,7 @@ func TestNodeKilledOTPsTakenOverWithinBound(t *testing.T) {
 	t.Parallel()
 	hook := newOTPReceiver(500 * time.Millisecond)
 	t.Cleanup(hook.srv.Close)
-	pg, nats := enginetest.StartPostgres(t), enginetest.StartNATS(t)
+	pg, nats := enginetest.StartPostgres(t), enginetest.StartNATSCluster(t, 1) // a current server: pinned partitions (2.11+)
 	flags := []string{"--database-url", pg.URL(), "--nats-url", nats.URL(), "--allow-private-targets"}
 	dirA, dirB := t.TempDir(), t.TempDir()
 	var a, b *otpNode
@@ -70,9 +70,12 @@ func TestNodeKilledOTPsTakenOverWithinBound(t *testing.T) {
 		}
 		return out.ID, nil
 	}
-	// Both nodes deliver OTPs before the kill: each holds partitions.
+	// Both nodes deliver OTPs before the kill: each holds partitions, so
+	// the warm-up goes round the users (a user's jobs stay on one partition).
+	warm := 0
 	enginetest.EventuallyNil(t, 60*time.Second, "both nodes sending OTPs", func() error {
-		if _, err := post(b, 0); err != nil {
+		warm++
+		if _, err := post(b, warm); err != nil {
 			return err
 		}
 		sa, sb := a.sentCritical(), b.sentCritical()
