@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -207,15 +205,7 @@ func TestConcurrencyLeaseOverHTTP(t *testing.T) {
 // settled through the other.
 func TestReservationAcrossNodesOverHTTP(t *testing.T) {
 	t.Parallel()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := enginetest.RedisClient(t, enginetest.RedisURL(t))
 	prefix := "sluicetest:httpusage:" + ratelimit.NewReservationID()[:12] + ":"
 	t.Cleanup(func() { // the test's keys, off the shared server
 		ctx := context.Background()

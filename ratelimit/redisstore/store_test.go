@@ -20,15 +20,7 @@ import (
 // newClient connects to the test Redis, or skips (fails in CI) without one.
 func newClient(t testing.TB) rueidis.Client {
 	t.Helper()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := enginetest.RedisClient(t, enginetest.RedisURL(t))
 	return c
 }
 
