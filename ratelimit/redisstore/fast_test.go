@@ -90,11 +90,7 @@ func TestFastPathMatchesMemory(t *testing.T) {
 // count is still exact.
 func TestFastPathSameKeyInBatch(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newStore(t, redisstore.Options{})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.FixedWindow} {
 		p := &ratelimit.Policy{Name: "day", Algorithm: alg, Limit: 300, Period: 24 * time.Hour}
 		var allowed atomic.Int64
@@ -126,11 +122,7 @@ func TestFastPathSameKeyInBatch(t *testing.T) {
 // more than twice as long.
 func TestFastPathExpiry(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, client := newStore(t, redisstore.Options{})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA} {
 		p := &ratelimit.Policy{Name: "exp", Algorithm: alg, Limit: 100, Period: 100 * time.Second}
 		name := redisstore.KeyNameForTest(s, p, "k")
