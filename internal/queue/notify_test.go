@@ -135,14 +135,7 @@ func testQueueOrder(t *testing.T, c *Conn, o NotifyOptions) {
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	for user, ids := range want {
-		if !slices.Equal(col.got[user], ids) {
-			t.Errorf("user %s handled %v, want %v (publish order, each once)", user, col.got[user], ids)
-		}
-	}
-	if len(col.overlap) > 0 {
-		t.Errorf("users with two jobs in flight at once: %v", col.overlap)
-	}
+	checkOrder(t, want, col.got, col.overlap)
 }
 
 func testQueueNak(t *testing.T, c *Conn) {
