@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,24 +92,11 @@ func TestFastPathSameKeyInBatch(t *testing.T) {
 	s, _ := newStore(t, redisstore.Options{})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.FixedWindow} {
 		p := &ratelimit.Policy{Name: "day", Algorithm: alg, Limit: 300, Period: 24 * time.Hour}
-		var allowed atomic.Int64
-		var wg sync.WaitGroup
-		for range 64 {
-			wg.Go(func() {
-				for range 10 {
-					d, err := s.Allow(t.Context(), p, "shared", 1)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						allowed.Add(1)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if got := allowed.Load(); got != 300 {
+		got := ratelimittest.Flood(t, 64, 10, func() (bool, error) {
+			d, err := s.Allow(t.Context(), p, "shared", 1)
+			return d.Allowed, err
+		})
+		if got != 300 {
 			t.Errorf("%s: 640 concurrent checks of one key on a limit of 300: %d allowed, want 300", alg, got)
 		}
 	}
