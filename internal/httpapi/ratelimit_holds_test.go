@@ -24,13 +24,7 @@ import (
 func setupHolds(t *testing.T, maxHolds int) (*bundle, *httptest.Server) {
 	t.Helper()
 	b := setup(t)
-	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rules.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rules := loadedRules(t, b)
 	clock := ratelimittest.NewClock(ratelimittest.Epoch)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now}),
 		Now: clock.Now, MaxHolds: maxHolds})

@@ -28,13 +28,7 @@ func setupUsage(t *testing.T) (*bundle, *ratelimittest.Clock) {
 func setupUsageOn(t *testing.T, clock *ratelimittest.Clock, counters ratelimit.Store) *bundle {
 	t.Helper()
 	b := setup(t)
-	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rules.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rules := loadedRules(t, b)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: counters, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
