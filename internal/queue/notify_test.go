@@ -160,10 +160,17 @@ func testQueueNak(t *testing.T, c *Conn) {
 		return nil
 	}
 	runQueue(t, q, handle)
+	waitClosed(t, done, "a job whose handler failed was not delivered again")
+}
+
+// waitClosed waits up to 30s for done to close, failing t with msg if it
+// does not.
+func waitClosed(t *testing.T, done <-chan struct{}, msg string) {
+	t.Helper()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("a job whose handler failed was not delivered again")
+		t.Fatal(msg)
 	}
 }
 
@@ -241,11 +248,7 @@ func testQueueInFlight(t *testing.T, c *Conn, fail error) {
 		return nil
 	}
 	runQueue(t, q, handle)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the jobs were not handled")
-	}
+	waitClosed(t, done, "the jobs were not handled")
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(handled, []string{"n1", "n2"}) {
