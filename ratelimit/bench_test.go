@@ -78,28 +78,22 @@ func BenchmarkMemory(b *testing.B) {
 	for _, n := range benchKeyCounts {
 		keys := benchKeys(n)
 		b.Run("keys="+strconv.Itoa(n), func(b *testing.B) {
-			b.Run("impl=sluice", func(b *testing.B) {
-				store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
-				p := &ratelimit.Policy{Name: "bench", Algorithm: ratelimit.TokenBucket, Limit: 1, Period: time.Minute, Burst: 1e8}
-				ctx := context.Background()
-				check := func(k string) bool {
-					d, err := store.Allow(ctx, p, k, 1)
-					return err == nil && d.Allowed
-				}
-				warm(keys, check)
-				runKeys(b, keys, check)
-			})
-			b.Run("impl=sluice-gcra", func(b *testing.B) {
-				store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
-				p := &ratelimit.Policy{Name: "bench", Algorithm: ratelimit.GCRA, Limit: 1, Period: time.Minute, Burst: 1e8}
-				ctx := context.Background()
-				check := func(k string) bool {
-					d, err := store.Allow(ctx, p, k, 1)
-					return err == nil && d.Allowed
-				}
-				warm(keys, check)
-				runKeys(b, keys, check)
-			})
+			for _, impl := range []struct {
+				name string
+				alg  ratelimit.Algorithm
+			}{{"impl=sluice", ratelimit.TokenBucket}, {"impl=sluice-gcra", ratelimit.GCRA}} {
+				b.Run(impl.name, func(b *testing.B) {
+					store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+					p := &ratelimit.Policy{Name: "bench", Algorithm: impl.alg, Limit: 1, Period: time.Minute, Burst: 1e8}
+					ctx := context.Background()
+					check := func(k string) bool {
+						d, err := store.Allow(ctx, p, k, 1)
+						return err == nil && d.Allowed
+					}
+					warm(keys, check)
+					runKeys(b, keys, check)
+				})
+			}
 			b.Run("impl=xrate-sharded", func(b *testing.B) {
 				m := newShardedRate(256)
 				warm(keys, m.allow)

@@ -409,14 +409,7 @@ func (s *MemoryStore) AllowMulti(ctx context.Context, checks []Check) ([]Decisio
 	}
 	defer lockAll(refs)()
 	now := s.micros()
-	out := make([]Decision, len(checks))
-	all := true
-	for i := range checks {
-		st, _, _ := refs[i].load(&pps[i], now)
-		v, _ := pps[i].step(&st, now, request{cost: checks[i].Cost, dry: true})
-		out[i] = v.decision(pps[i].limit)
-		all = all && v.allowed
-	}
+	out, all := dryRunAll(checks, pps, refs, now)
 	if !all {
 		// Nothing is charged: the checks that would pass report their
 		// keys as they are (see uncharged).

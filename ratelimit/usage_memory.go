@@ -151,6 +151,21 @@ func (t *holdTable) claim(id string, now int64) (*holdRec, Settlement, error) {
 	return &out, Settlement{}, nil
 }
 
+// dryRunAll decides every check against its key as it stands at now
+// (pps and refs as prepareAll gives them, locked), charging nothing, and
+// reports whether all would pass.
+func dryRunAll(checks []Check, pps []params, refs []ref, now int64) ([]Decision, bool) {
+	out := make([]Decision, len(checks))
+	all := true
+	for i := range checks {
+		st, _, _ := refs[i].load(&pps[i], now)
+		v, _ := pps[i].step(&st, now, request{cost: checks[i].Cost, dry: true})
+		out[i] = v.decision(pps[i].limit)
+		all = all && v.allowed
+	}
+	return out, all
+}
+
 // lockAll locks each shard of refs once, in address order, so concurrent
 // multi-key operations cannot deadlock, and returns the unlock.
 func lockAll(refs []ref) func() {
@@ -219,14 +234,7 @@ func (s *MemoryStore) Hold(ctx context.Context, id string, checks []Check, opts 
 	}
 	pps, refs := s.prepareAll(checks)
 	unlock := lockAll(refs)
-	out := make([]Decision, len(checks))
-	all := true
-	for i := range checks {
-		st, _, _ := refs[i].load(&pps[i], now)
-		v, _ := pps[i].step(&st, now, request{cost: checks[i].Cost, dry: true})
-		out[i] = v.decision(pps[i].limit)
-		all = all && v.allowed
-	}
+	out, all := dryRunAll(checks, pps, refs, now)
 	if all {
 		// Every mode charges the estimate now, so that unsettled
 		// reservations count toward the limit.

@@ -90,11 +90,7 @@ func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(envoyYAML("100")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pg := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	redis := enginetest.StartRedis(t)
-	nats := enginetest.StartNATS(t)
-	cfg := testConfig(t)
-	cfg.DatabaseURL, cfg.RedisURL, cfg.NATSURL = pg, redis.URL(), nats.URL()
+	cfg := sharedEngines(t)
 	cfg.Ratelimit.RefreshInterval = time.Hour // only the push path can make it in time
 	cfg.EnvoyConfig = dir
 	a := startNode(t, cfg)

@@ -27,7 +27,16 @@ func clientFrom(ip string) *http.Client {
 	}
 }
 
+// status is roundTrip's status.
 func status(t *testing.T, c *http.Client, method, url, body string) int {
+	t.Helper()
+	code, _ := roundTrip(t, c, method, url, body)
+	return code
+}
+
+// roundTrip sends method url with body (JSON unless empty) through c and
+// returns the status and the body, read whole.
+func roundTrip(t *testing.T, c *http.Client, method, url, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -40,9 +49,9 @@ func status(t *testing.T, c *http.Client, method, url, body string) int {
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
 }
 
 // TestBehindHAProxy runs two nodes sharing their engines behind a real
@@ -71,16 +80,12 @@ func TestBehindHAProxy(t *testing.T) {
 }
 
 func testBehindHAProxy(t *testing.T, lb enginetest.HAProxy, proxyProtocol bool) {
-	pg := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	redis := enginetest.StartRedis(t)
-	nats := enginetest.StartNATS(t)
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up") })}
 	upLn := listenLocal(t)
 	go up.Serve(upLn)
 	t.Cleanup(func() { up.Close() })
 
-	cfg := testConfig(t)
-	cfg.DatabaseURL, cfg.RedisURL, cfg.NATSURL = pg, redis.URL(), nats.URL()
+	cfg := sharedEngines(t)
 	cfg.Ratelimit.Nodes = 2
 	cfg.TrustedProxies, cfg.ProxyProtocol = []string{"127.0.0.1/32"}, proxyProtocol
 	cfg.Links.UnknownPerMinute = 3

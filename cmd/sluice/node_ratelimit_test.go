@@ -11,27 +11,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
+// send is roundTrip through apiClient, the answer decoded as a JSON
+// object (nil when it is none).
 func send(t *testing.T, method, url, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := apiClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	code, raw := roundTrip(t, apiClient, method, url, body)
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out
+	return code, out
+}
+
+// sharedEngines is testConfig on a PostgreSQL schema, a Redis server and
+// a NATS server of the test's own, for the nodes of one test to share.
+func sharedEngines(t *testing.T) config.Config {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+	cfg.RedisURL, cfg.NATSURL = enginetest.StartRedis(t).URL(), enginetest.StartNATS(t).URL()
+	return cfg
 }
 
 // TestTwoNodesShareOneService runs two `sluice serve` nodes on one
@@ -41,11 +42,7 @@ func send(t *testing.T, method, url, body string) (int, map[string]any) {
 // other within 1 s although that node caches links for an hour.
 func TestTwoNodesShareOneService(t *testing.T) {
 	t.Parallel()
-	pg := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	redis := enginetest.StartRedis(t)
-	nats := enginetest.StartNATS(t)
-	cfg := testConfig(t)
-	cfg.DatabaseURL, cfg.RedisURL, cfg.NATSURL = pg, redis.URL(), nats.URL()
+	cfg := sharedEngines(t)
 	cfg.Ratelimit.Nodes = 2
 	cfg.Ratelimit.RefreshInterval = time.Hour // only the push path can make it in time
 	cfg.Links.CacheTTL = time.Hour            // likewise for a deleted link
@@ -171,11 +168,7 @@ func listenLocal(t *testing.T) net.Listener {
 // block made then lifted on B all reach A within 1 s.
 func TestHotKeysHearEveryChange(t *testing.T) {
 	t.Parallel()
-	pg := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	redis := enginetest.StartRedis(t)
-	nats := enginetest.StartNATS(t)
-	cfg := testConfig(t)
-	cfg.DatabaseURL, cfg.RedisURL, cfg.NATSURL = pg, redis.URL(), nats.URL()
+	cfg := sharedEngines(t)
 	cfg.Ratelimit.HotKeys = 1000
 	cfg.Ratelimit.RefreshInterval = time.Hour // only the push path can make it in time
 	a := startNode(t, cfg)

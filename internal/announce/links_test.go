@@ -56,6 +56,18 @@ func startLinkNode(t *testing.T, dbPath, natsURL, prefix string, listen bool) *l
 // NATS server, and the codec every node shares.
 func linkDeps(t *testing.T, dbPath, natsURL, prefix string) (*store.DB, *queue.Conn, *shorten.Codec) {
 	t.Helper()
+	db, q := nodeConns(t, dbPath, natsURL, prefix)
+	codec, err := shorten.NewCodec([]byte("test key"), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, q, codec
+}
+
+// nodeConns opens a node's own connections to the database file at dbPath
+// (migrated) and to the NATS server at natsURL, streams under prefix.
+func nodeConns(t *testing.T, dbPath, natsURL, prefix string) (*store.DB, *queue.Conn) {
+	t.Helper()
 	ctx := t.Context()
 	db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
 	if err != nil {
@@ -70,11 +82,18 @@ func linkDeps(t *testing.T, dbPath, natsURL, prefix string) (*store.DB, *queue.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	codec, err := shorten.NewCodec([]byte("test key"), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, q, codec
+	return db, q
+}
+
+// threeLinkNodes starts three shorteners on one database and one NATS
+// server of the test's own: a and b listen for announcements, c does not.
+func threeLinkNodes(t *testing.T) (a, b, c *linkNode) {
+	t.Helper()
+	nats := enginetest.StartNATS(t)
+	dbPath := filepath.Join(t.TempDir(), "sluice.db")
+	prefix := testPrefix()
+	return startLinkNode(t, dbPath, nats.URL(), prefix, true), startLinkNode(t, dbPath, nats.URL(), prefix, true),
+		startLinkNode(t, dbPath, nats.URL(), prefix, false)
 }
 
 func testPrefix() string {
@@ -90,12 +109,7 @@ func testPrefix() string {
 // only have come from the announcement.
 func TestDeleteReachesTheOtherNode(t *testing.T) {
 	t.Parallel()
-	nats := enginetest.StartNATS(t)
-	dbPath := filepath.Join(t.TempDir(), "sluice.db")
-	prefix := testPrefix()
-	a := startLinkNode(t, dbPath, nats.URL(), prefix, true)
-	b := startLinkNode(t, dbPath, nats.URL(), prefix, true)
-	c := startLinkNode(t, dbPath, nats.URL(), prefix, false)
+	a, b, c := threeLinkNodes(t)
 	ctx := t.Context()
 
 	owner := shorten.Caller{ID: "key_a"}
@@ -229,12 +243,7 @@ func announcingNode(t *testing.T, dbPath, natsURL, prefix string, down bool) *sh
 // them (so B's answer can only have come from the announcement).
 func TestVisitLimitedRulesReachTheOtherNode(t *testing.T) {
 	t.Parallel()
-	nats := enginetest.StartNATS(t)
-	dbPath := filepath.Join(t.TempDir(), "sluice.db")
-	prefix := testPrefix()
-	a := startLinkNode(t, dbPath, nats.URL(), prefix, true)
-	b := startLinkNode(t, dbPath, nats.URL(), prefix, true)
-	c := startLinkNode(t, dbPath, nats.URL(), prefix, false)
+	a, b, c := threeLinkNodes(t)
 	ctx := t.Context()
 
 	owner := shorten.Caller{ID: "key_a"}

@@ -9,8 +9,6 @@ import (
 	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
-	"github.com/sluicehq/sluice/internal/queue"
-	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -22,19 +20,7 @@ type ruleNode struct {
 func startRuleNode(t *testing.T, dbPath, natsURL, prefix string) *ruleNode {
 	t.Helper()
 	ctx := t.Context()
-	db, err := store.Open(ctx, store.Options{URL: "sqlite:" + dbPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	q, err := queue.Open(ctx, queue.Options{URL: natsURL, StreamPrefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
+	db, q := nodeConns(t, dbPath, natsURL, prefix)
 	// A refresh far longer than the test: only the announcement can make
 	// the other node see a change in time.
 	rules, err := limits.NewRules(limits.RulesOptions{Store: db, Refresh: time.Hour})

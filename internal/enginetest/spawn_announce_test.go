@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-
-	"github.com/redis/rueidis"
 )
 
 // TestRedisClusterAnnounce: with Announce, a cluster client reaches every
@@ -25,16 +23,7 @@ func TestRedisClusterAnnounce(t *testing.T) {
 		mu.Unlock()
 		return p
 	}))
-	opt, err := rueidis.ParseURL(c.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	rc, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", c, err)
-	}
-	defer rc.Close()
+	rc := RedisClient(t, c.URL(), NoClientCache)
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		if err := rc.Do(t.Context(), rc.B().Set().Key(k).Value(k).Build()).Error(); err != nil {
 			t.Errorf("SET %s: %v", k, err)

@@ -13,7 +13,6 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
@@ -84,22 +83,15 @@ var backends = []backend{
 // prefix, as n nodes sharing a server would, or skips without Redis.
 func redisStores(t *testing.T, n int, now func() time.Time) []ratelimit.Store {
 	t.Helper()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
+	url := enginetest.RedisURL(t)
 	var tag [6]byte
 	_, _ = rand.Read(tag[:])
 	// Keys expire by themselves: the store sets a TTL on every key.
 	prefix := "sluicetest:envoy:" + hex.EncodeToString(tag[:]) + ":"
 	out := make([]ratelimit.Store, n)
 	for i := range out {
-		rc, err := rueidis.NewClient(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(rc.Close)
+		rc := enginetest.RedisClient(t, url, enginetest.NoClientCache)
+		var err error
 		if out[i], err = redisstore.New(rc, redisstore.Options{Prefix: prefix, Now: now}); err != nil {
 			t.Fatal(err)
 		}

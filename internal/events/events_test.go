@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 // recorder is the Notifier: it keeps the system notifications asked for
@@ -78,14 +78,7 @@ type bundle struct {
 
 func setup(t *testing.T, o events.Options) bundle {
 	t.Helper()
-	db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.SQLite(t)
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	b := bundle{db: db, clock: &now}
 	b.sent = &recorder{db: db, now: func() time.Time { return *b.clock }}
@@ -350,14 +343,7 @@ func TestNothingLoggedWithoutSubscribers(t *testing.T) {
 // BenchmarkOnStatusUnsubscribed is what every status change costs while
 // no subscription asks for its type: the hook on the worker's path.
 func BenchmarkOnStatusUnsubscribed(b *testing.B) {
-	db, err := store.Open(b.Context(), store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Migrate(b.Context()); err != nil {
-		b.Fatal(err)
-	}
+	db := storetest.SQLite(b)
 	svc := events.NewService(events.Options{Store: db, Notifier: &recorder{}})
 	e := notify.StatusEvent{Type: notify.EventDeliverySent, NotificationID: "ntf_1", UserID: "u1", Status: notify.StatusSent, At: time.Now()}
 	b.ReportAllocs()
@@ -370,14 +356,7 @@ func BenchmarkOnStatusUnsubscribed(b *testing.B) {
 // event-log write on SQLite and the payload, the notifier being a
 // recorder (the notification it queues costs what any send does).
 func BenchmarkOnStatusOneSubscriber(b *testing.B) {
-	db, err := store.Open(b.Context(), store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Migrate(b.Context()); err != nil {
-		b.Fatal(err)
-	}
+	db := storetest.SQLite(b)
 	svc := events.NewService(events.Options{Store: db, Notifier: &recorder{}})
 	if _, err := svc.Create(b.Context(), events.NewSubscription{URL: "https://hooks.example.com/x", Events: []string{events.DeliverySent}}); err != nil {
 		b.Fatal(err)

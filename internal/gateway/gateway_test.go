@@ -69,7 +69,13 @@ func setupOpts(t *testing.T, cfg gateway.Config, policies map[string]int64, edit
 		}
 	}
 	cfg.Upstream = us.URL
-	opts := gateway.Options{Config: cfg, Limits: svc, Keys: db}
+	return serveGateway(t, gateway.Options{Config: cfg, Limits: svc, Keys: db}, edit), up, svc
+}
+
+// serveGateway serves a gateway of opts, as edit changes them, on a test
+// server closed when t ends.
+func serveGateway(t *testing.T, opts gateway.Options, edit func(*gateway.Options)) *httptest.Server {
+	t.Helper()
 	edit(&opts)
 	g, err := gateway.New(opts)
 	if err != nil {
@@ -77,7 +83,7 @@ func setupOpts(t *testing.T, cfg gateway.Config, policies map[string]int64, edit
 	}
 	gs := httptest.NewServer(g)
 	t.Cleanup(gs.Close)
-	return gs, up, svc
+	return gs
 }
 
 type req struct {

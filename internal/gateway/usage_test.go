@@ -94,15 +94,7 @@ func setupUpstreamOpts(t *testing.T, cfg gateway.Config, upstream http.Handler, 
 		}
 	}
 	cfg.Upstream = us.URL
-	opts := gateway.Options{Config: cfg, Limits: svc}
-	edit(&opts)
-	g, err := gateway.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := httptest.NewServer(g)
-	t.Cleanup(gs.Close)
-	return gs, clock
+	return serveGateway(t, gateway.Options{Config: cfg, Limits: svc}, edit), clock
 }
 
 // A per-minute token budget charged from the response holds to within

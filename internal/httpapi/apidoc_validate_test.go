@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,16 +19,7 @@ var served = apitest.Must(openAPIDoc)
 // TestMain reports how many exchanges were validated, and fails the run
 // if any disagreed (fuzz targets cannot fail from serve itself).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	st := served.Stats()
-	fmt.Fprintf(os.Stderr, "httpapi: %v\n", st)
-	if st.Failures > 0 {
-		for _, f := range served.Failures() {
-			fmt.Fprintln(os.Stderr, "  "+f)
-		}
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(served.Report(os.Stderr, "httpapi", m.Run()))
 }
 
 // serve runs req through h and returns the response, failing t when the

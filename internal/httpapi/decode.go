@@ -139,3 +139,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
 }
+
+// writeItems answers 200 with {"items": [...]}, each of list as out
+// writes it.
+func writeItems[T, J any](w http.ResponseWriter, list []T, out func(T) J) {
+	items := make([]J, len(list))
+	for i, x := range list {
+		items[i] = out(x)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}

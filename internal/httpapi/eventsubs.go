@@ -100,11 +100,7 @@ func listEventSubs(svc EventSubscriptions, w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return err
 	}
-	items := make([]eventSubJSON, len(subs))
-	for i, sub := range subs {
-		items[i] = eventSubOut(sub)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeItems(w, subs, eventSubOut)
 	return nil
 }
 

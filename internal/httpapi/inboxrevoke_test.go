@@ -14,6 +14,21 @@ import (
 	"github.com/sluicehq/sluice/internal/inbox"
 )
 
+// revokeNodes is two nodes on one store: a (setupInbox, its streams'
+// heartbeat every heartbeat; 0: the default) and b, with an inbox of its
+// own that caches token checks for a minute on clock.
+func revokeNodes(t *testing.T, heartbeat time.Duration, clock func() time.Time) (a *inboxBundle, b *bundle) {
+	t.Helper()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	a = setupInbox(t, inbox.Options{}, nil)
+	a.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: a.inbox, InboxHeartbeat: heartbeat,
+		UI: UIOptions{Secret: secret}})
+	bInbox := inbox.New(inbox.Options{Store: a.db, TokenCacheTTL: time.Minute, Now: clock})
+	t.Cleanup(bInbox.Close)
+	b = &bundle{t: t, db: a.db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: bInbox, UI: UIOptions{Secret: secret}})}
+	return a, b
+}
+
 // TestInboxTokenRevoke: revoking a user's inbox tokens refuses them at
 // once on the revoking server (401 problem+json), ends a stream opened
 // with one at its next heartbeat, and leaves the user's new tokens and
@@ -22,16 +37,8 @@ import (
 // than its TokenCacheTTL, and takes a new token at once.
 func TestInboxTokenRevoke(t *testing.T) {
 	t.Parallel()
-	secret := []byte("0123456789abcdef0123456789abcdef")
-	a := setupInbox(t, inbox.Options{}, nil)
-	a.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: a.inbox, InboxHeartbeat: 50 * time.Millisecond,
-		UI: UIOptions{Secret: secret}})
-	var mu sync.Mutex
 	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	bInbox := inbox.New(inbox.Options{Store: a.db, TokenCacheTTL: time.Minute, Now: clock})
-	t.Cleanup(bInbox.Close)
-	b := &bundle{t: t, db: a.db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: bInbox, UI: UIOptions{Secret: secret}})}
+	a, b := revokeNodes(t, 50*time.Millisecond, func() time.Time { return now })
 
 	sender := a.addKey(t, auth.ScopeNotifySend)
 	b.srv.auth.forget()
@@ -95,15 +102,9 @@ func TestInboxTokenRevoke(t *testing.T) {
 // TTL has passed, without any new token to tell it.
 func TestInboxTokenRevokeCacheTTL(t *testing.T) {
 	t.Parallel()
-	secret := []byte("0123456789abcdef0123456789abcdef")
-	a := setupInbox(t, inbox.Options{}, nil)
-	a.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: a.inbox, UI: UIOptions{Secret: secret}})
 	var mu sync.Mutex
 	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	bInbox := inbox.New(inbox.Options{Store: a.db, TokenCacheTTL: time.Minute, Now: clock})
-	t.Cleanup(bInbox.Close)
-	b := &bundle{t: t, db: a.db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: a.db, Inbox: bInbox, UI: UIOptions{Secret: secret}})}
+	a, b := revokeNodes(t, 0, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
 	sender := a.addKey(t, auth.ScopeNotifySend)
 	tok := a.token(t, sender, "u1", "")
 	get := func() int {

@@ -42,11 +42,7 @@ func (s *Server) registerKeys() {
 		if err != nil {
 			return err
 		}
-		items := make([]keyResponse, len(keys))
-		for i, k := range keys {
-			items[i] = toKeyResponse(k)
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"items": items})
+		writeItems(w, keys, toKeyResponse)
 		return nil
 	})
 	s.Handle("DELETE /v1/keys/{id}", auth.ScopeAdmin, func(w http.ResponseWriter, r *http.Request) error {

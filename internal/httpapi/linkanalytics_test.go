@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -123,16 +121,7 @@ func TestVisitLimitIsExactAcrossNodes(t *testing.T) {
 	if _, err := db1.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	rc, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := enginetest.RedisClient(t, enginetest.RedisURL(t), enginetest.NoClientCache)
 	var tag [6]byte
 	_, _ = rand.Read(tag[:])
 	prefix := "sluice_test:" + hex.EncodeToString(tag[:]) + ":link:" // this test's keys only

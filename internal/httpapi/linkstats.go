@@ -49,11 +49,7 @@ func (s *Server) topLinks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]linkResponse, len(links))
-	for i, l := range links {
-		items[i] = s.toLinkResponse(l)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeItems(w, links, s.toLinkResponse)
 	return nil
 }
 

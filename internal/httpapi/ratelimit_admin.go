@@ -173,11 +173,7 @@ func createBlock(rl Ratelimiter, w http.ResponseWriter, r *http.Request) error {
 
 func listBlocks(rl Ratelimiter, w http.ResponseWriter, _ *http.Request) error {
 	bs := rl.Blocks()
-	items := make([]blockJSON, len(bs))
-	for i, b := range bs {
-		items[i] = toBlockJSON(b)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeItems(w, bs, toBlockJSON)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -23,13 +24,7 @@ import (
 func setupHolds(t *testing.T, maxHolds int) (*bundle, *httptest.Server) {
 	t.Helper()
 	b := setup(t)
-	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rules.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rules := loadedRules(t, b)
 	clock := ratelimittest.NewClock(ratelimittest.Epoch)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: clock.Now}),
 		Now: clock.Now, MaxHolds: maxHolds})
@@ -72,26 +67,13 @@ func TestOnSettleFloodAdmitsTheLimit(t *testing.T) {
 	_, ts := setupHolds(t, 0)
 	client := &http.Client{Timeout: 10 * time.Second}
 	const workers, each = 16, 20
-	var mu sync.Mutex
-	admitted := 0
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for range each {
-				code, a, err := postCheck(client, ts, `{"policy":"logins","key":"user:ann","charge":"on_settle"}`)
-				if err != nil || code != http.StatusOK {
-					t.Errorf("check = %d, %v", code, err)
-					return
-				}
-				if a.Allowed {
-					mu.Lock()
-					admitted++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	admitted := ratelimittest.Flood(t, workers, each, func() (bool, error) {
+		code, a, err := postCheck(client, ts, `{"policy":"logins","key":"user:ann","charge":"on_settle"}`)
+		if err != nil || code != http.StatusOK {
+			return false, fmt.Errorf("check = %d, %v", code, err)
+		}
+		return a.Allowed, nil
+	})
 	if admitted > 5 {
 		t.Errorf("%d of %d parallel unsettled login attempts admitted on 5 a minute, want at most 5", admitted, workers*each)
 	}

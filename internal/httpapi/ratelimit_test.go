@@ -13,10 +13,9 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// setupRL is setup with the rate limit routes on a memory counter store.
-func setupRL(t testing.TB) *bundle {
+// loadedRules is the rate limit rules of b's store, loaded.
+func loadedRules(t testing.TB, b *bundle) *limits.Rules {
 	t.Helper()
-	b := setup(t)
 	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})
 	if err != nil {
 		t.Fatal(err)
@@ -24,6 +23,14 @@ func setupRL(t testing.TB) *bundle {
 	if err := rules.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return rules
+}
+
+// setupRL is setup with the rate limit routes on a memory counter store.
+func setupRL(t testing.TB) *bundle {
+	t.Helper()
+	b := setup(t)
+	rules := loadedRules(t, b)
 	// A frozen clock: decisions' times (retry_after_ms, reset_after_ms) are
 	// asserted exactly, which a clock moving between two checks would break.
 	frozen := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

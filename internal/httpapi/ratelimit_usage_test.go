@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -30,13 +28,7 @@ func setupUsage(t *testing.T) (*bundle, *ratelimittest.Clock) {
 func setupUsageOn(t *testing.T, clock *ratelimittest.Clock, counters ratelimit.Store) *bundle {
 	t.Helper()
 	b := setup(t)
-	rules, err := limits.NewRules(limits.RulesOptions{Store: b.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rules.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rules := loadedRules(t, b)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: counters, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -207,15 +199,7 @@ func TestConcurrencyLeaseOverHTTP(t *testing.T) {
 // settled through the other.
 func TestReservationAcrossNodesOverHTTP(t *testing.T) {
 	t.Parallel()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := enginetest.RedisClient(t, enginetest.RedisURL(t))
 	prefix := "sluicetest:httpusage:" + ratelimit.NewReservationID()[:12] + ":"
 	t.Cleanup(func() { // the test's keys, off the shared server
 		ctx := context.Background()

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/inbox"
 	"github.com/sluicehq/sluice/internal/notify"
-	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 type jobQueue struct {
@@ -33,14 +32,7 @@ func (q *jobQueue) Publish(_ context.Context, j notify.Job) error {
 func TestProviderStoresWithOutcomeOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, err := store.Open(ctx, store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.SQLite(t)
 	var (
 		mu        sync.Mutex
 		published []inbox.Event

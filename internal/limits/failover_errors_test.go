@@ -67,15 +67,7 @@ func TestFailoverRequestErrorsAreNotOutages(t *testing.T) {
 // sorted set) is about the request, not an outage.
 func TestFailoverRedisErrorReplyIsNotAnOutage(t *testing.T) {
 	t.Parallel()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := enginetest.RedisClient(t, enginetest.RedisURL(t))
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "sluicetest:failover:" + hex.EncodeToString(b[:]) + ":"

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
@@ -25,16 +24,7 @@ import (
 func TestFailoverToLocalAndBack(t *testing.T) {
 	t.Parallel()
 	redis := enginetest.StartRedis(t)
-	opt, err := rueidis.ParseURL(redis.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := enginetest.RedisClient(t, redis.URL(), enginetest.NoClientCache)
 	primary, err := redisstore.New(client, redisstore.Options{Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

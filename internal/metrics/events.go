@@ -17,10 +17,8 @@ type Events struct {
 // sluice_event_subscriptions_disabled_total on reg.
 func NewEvents(reg prometheus.Registerer) *Events {
 	m := &Events{
-		total: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_events_total",
-			Help: "Status events some subscription wants, by type and result: logged (queued to the enabled subscriptions) or lost (never logged).",
-		}, []string{"type", "result"}),
+		total: counterVec("sluice_events_total",
+			"Status events some subscription wants, by type and result: logged (queued to the enabled subscriptions) or lost (never logged).", "type", "result"),
 		disabled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_event_subscriptions_disabled_total",
 			Help: "Event subscriptions disabled after their run of failures.",

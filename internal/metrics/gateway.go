@@ -6,10 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // on reg and returns the function that counts one, for
 // gateway.Options.UsageUnreadable.
 func NewGatewayUsageUnreadable(reg prometheus.Registerer) func(route, reason string) {
-	unreadable := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_gateway_usage_unreadable_total",
-		Help: "Responses of gateway routes with cost_from_response whose cost could not be read (charged the estimate), by route and reason.",
-	}, []string{"route", "reason"})
+	unreadable := counterVec("sluice_gateway_usage_unreadable_total",
+		"Responses of gateway routes with cost_from_response whose cost could not be read (charged the estimate), by route and reason.", "route", "reason")
 	reg.MustRegister(unreadable)
 	return func(route, reason string) { unreadable.WithLabelValues(route, reason).Inc() }
 }

@@ -12,18 +12,12 @@ import (
 // hooks that feed them, to share between limits.Service and
 // limits.Failover. sluice_ratelimit_store_up starts at 1.
 func NewLimits(reg prometheus.Registerer) *limits.Metrics {
-	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_ratelimit_checks_total",
-		Help: "Rate limit checks decided, by policy and result (allowed, refused, blocked). Shadow-mode refusals count as allowed.",
-	}, []string{"policy", "result"})
-	wouldRefuse := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_ratelimit_would_refuse_total",
-		Help: "Checks allowed by a soft or shadow policy that its hard form would have refused, by policy and mode.",
-	}, []string{"policy", "mode"})
-	fallback := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_ratelimit_fallback_decisions_total",
-		Help: "Checks decided while the shared store was unreachable, by policy and how (open: local limiter, closed: refused).",
-	}, []string{"policy", "on_store_failure"})
+	checks := counterVec("sluice_ratelimit_checks_total",
+		"Rate limit checks decided, by policy and result (allowed, refused, blocked). Shadow-mode refusals count as allowed.", "policy", "result")
+	wouldRefuse := counterVec("sluice_ratelimit_would_refuse_total",
+		"Checks allowed by a soft or shadow policy that its hard form would have refused, by policy and mode.", "policy", "mode")
+	fallback := counterVec("sluice_ratelimit_fallback_decisions_total",
+		"Checks decided while the shared store was unreachable, by policy and how (open: local limiter, closed: refused).", "policy", "on_store_failure")
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_ratelimit_check_duration_seconds",
 		Help:    "Time to decide a check, store round trip included, by policy (\"multi\" for multi-key checks).",
@@ -34,10 +28,8 @@ func NewLimits(reg prometheus.Registerer) *limits.Metrics {
 		Help: "1 while the shared rate limit store (Redis) answers, 0 while checks fall back to local limiters.",
 	})
 	storeUp.Set(1)
-	syncedOver := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_ratelimit_local_sync_over_total",
-		Help: "Checks of sync local policies a node admitted on its own that found no room left in Redis at the next sync (admitted over the limit), by policy.",
-	}, []string{"policy"})
+	syncedOver := counterVec("sluice_ratelimit_local_sync_over_total",
+		"Checks of sync local policies a node admitted on its own that found no room left in Redis at the next sync (admitted over the limit), by policy.", "policy")
 	reg.MustRegister(checks, wouldRefuse, fallback, latency, storeUp, syncedOver)
 	return &limits.Metrics{
 		Checked: func(policy, result string) { checks.WithLabelValues(policy, result).Inc() },

@@ -9,10 +9,8 @@ import (
 // bindLinkAnalytics binds the shortener's visit-limit and conversion
 // events to their series.
 func bindLinkAnalytics(reg prometheus.Registerer, m *shorten.Metrics) {
-	visits := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_limited_visits_total",
-		Help: "Human visits of visit-limited links, by result: spent (let through, one of max_visits) or refused (none left: 410 or the fallback URL).",
-	}, []string{"result"})
+	visits := counterVec("sluice_links_limited_visits_total",
+		"Human visits of visit-limited links, by result: spent (let through, one of max_visits) or refused (none left: 410 or the fallback URL).", "result")
 	conversions := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_links_conversions_total",
 		Help: "Conversions recorded against click ids (POST /v1/conversions; repeats of a (click_id, event) are not counted).",

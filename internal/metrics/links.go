@@ -13,22 +13,14 @@ import (
 // buffer (Metrics.ClickBuffer), so the hooks serve one Service. If reg is
 // nil, the series are fed but not registered.
 func NewLinks(reg prometheus.Registerer) *shorten.Metrics {
-	redirects := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_redirects_total",
-		Help: "Short link lookups on the redirect path, by result: found, expired, not_found, limited (unknown-code lookups over the per-client limit).",
-	}, []string{"result"})
-	cacheLookups := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_cache_lookups_total",
-		Help: "Redirect-path cache lookups, by level (local, shared, stale: an entry past links.cache_ttl answered because the store failed) and result (hit, miss, error).",
-	}, []string{"level", "result"})
-	clicks := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_hits_recorded_total",
-		Help: "Link hits written to the store, by kind: human (counted as clicks) or bot.",
-	}, []string{"kind"})
-	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_links_clicks_dropped_total",
-		Help: "Link hits not recorded, by reason: buffer_full (the redirect did not wait) or store_error.",
-	}, []string{"reason"})
+	redirects := counterVec("sluice_links_redirects_total",
+		"Short link lookups on the redirect path, by result: found, expired, not_found, limited (unknown-code lookups over the per-client limit).", "result")
+	cacheLookups := counterVec("sluice_links_cache_lookups_total",
+		"Redirect-path cache lookups, by level (local, shared, stale: an entry past links.cache_ttl answered because the store failed) and result (hit, miss, error).", "level", "result")
+	clicks := counterVec("sluice_links_hits_recorded_total",
+		"Link hits written to the store, by kind: human (counted as clicks) or bot.", "kind")
+	dropped := counterVec("sluice_links_clicks_dropped_total",
+		"Link hits not recorded, by reason: buffer_full (the redirect did not wait) or store_error.", "reason")
 	created := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_links_created_total", Help: "Short links created."})
 	purged := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_links_purged_total", Help: "Expired short links purged."})
 	clicksPurged := prometheus.NewCounter(prometheus.CounterOpts{

@@ -9,19 +9,15 @@ import (
 // NewDeliveries registers the notification pipeline's delivery series on
 // reg and returns the observer that feeds them, for notify.Options.Observe.
 func NewDeliveries(reg prometheus.Registerer) func(notify.Observation) {
-	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_notify_deliveries_total",
-		Help: "Delivery outcomes stored, by channel, category and status (queued means a retry was scheduled, canceled a DELETE of the notification).",
-	}, []string{"channel", "category", "status"})
+	outcomes := counterVec("sluice_notify_deliveries_total",
+		"Delivery outcomes stored, by channel, category and status (queued means a retry was scheduled, canceled a DELETE of the notification).", "channel", "category", "status")
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_notify_delivery_seconds",
 		Help:    "Time from acceptance to a delivery's sent (or final) outcome, by category.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 	}, []string{"category", "status"})
-	takenOver := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_notify_claims_taken_over_total",
-		Help: "Deliveries whose lapsed claim a worker took over (the worker holding it stopped renewing it mid-call): each may have gone to its provider twice.",
-	}, []string{"channel", "category"})
+	takenOver := counterVec("sluice_notify_claims_taken_over_total",
+		"Deliveries whose lapsed claim a worker took over (the worker holding it stopped renewing it mid-call): each may have gone to its provider twice.", "channel", "category")
 	reg.MustRegister(outcomes, latency, takenOver)
 	return func(o notify.Observation) {
 		if o.TakenOver {

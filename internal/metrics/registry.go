@@ -18,3 +18,8 @@ func NewRegistry() *prometheus.Registry {
 	)
 	return reg
 }
+
+// counterVec is a counter vector named name, with help, over labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}

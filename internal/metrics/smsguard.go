@@ -10,10 +10,8 @@ import (
 // reg, every reason at zero, and returns the function that counts a
 // refusal, for notify.SMSGuardOptions.Refused.
 func NewSMSGuardRefusals(reg prometheus.Registerer) func(reason string) {
-	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_notify_sms_guard_refusals_total",
-		Help: "Notifications refused (422) by the SMS-pumping guard, by reason.",
-	}, []string{"reason"})
+	refusals := counterVec("sluice_notify_sms_guard_refusals_total",
+		"Notifications refused (422) by the SMS-pumping guard, by reason.", "reason")
 	reg.MustRegister(refusals)
 	for _, r := range notify.GuardReasons {
 		refusals.WithLabelValues(r)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 // newsTemplate is a marketing type digested in windows of w.
@@ -185,48 +186,59 @@ func TestDigestRules(t *testing.T) {
 // on both at once: one message, with the exact count.
 func TestDigestConcurrentSendsOneMessage(t *testing.T) {
 	t.Parallel()
+	onBothEngines(t, func(t *testing.T, st notify.Store) {
+		a := setup(t, func(o *notify.Options) { o.Store = st })
+		bNode := setup(t, func(o *notify.Options) { o.Store = st; o.Now = a.clock.Now })
+		a.putTemplate(t, newsTemplate("10m", 1000))
+		const events = 100
+		var wg sync.WaitGroup
+		for i := range events {
+			node := a.svc
+			if i%2 == 1 {
+				node = bNode.svc
+			}
+			wg.Go(func() {
+				if _, err := node.Send(t.Context(), news("u1", fmt.Sprint(i), notify.Email)); err != nil {
+					t.Errorf("Send: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		a.clock.Advance(10 * time.Minute)
+		for _, node := range []*notify.Service{a.svc, bNode.svc} {
+			wg.Go(func() {
+				if _, err := node.SendDueDigests(t.Context(), 10); err != nil {
+					t.Errorf("SendDueDigests: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		drainNodes(t, a, bNode)
+		sent := append(a.prov.sentOn(notify.Email), bNode.prov.sentOn(notify.Email)...)
+		if len(sent) != 1 || !strings.HasPrefix(sent[0].Body, fmt.Sprintf("%d news", events)) ||
+			strings.Count(sent[0].Body, "\n- ") != events {
+			t.Fatalf("sent %d messages (%+v); want one of %d events", len(sent), sent, events)
+		}
+		if msgs := digestMessages(t, a.svc, "u1"); len(msgs) != 1 {
+			t.Errorf("%d digest messages stored, want 1", len(msgs))
+		}
+	})
+}
+
+// onBothEngines runs test in two parallel subtests, sqlite and postgres,
+// each on a fresh store of its engine (for the nodes of the test to share).
+func onBothEngines(t *testing.T, test func(t *testing.T, st notify.Store)) {
+	t.Helper()
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			var st notify.Store = setup(t, nil).db
+			var st notify.Store
 			if engine == "postgres" {
 				st = openPostgres(t)
+			} else {
+				st = storetest.SQLite(t)
 			}
-			a := setup(t, func(o *notify.Options) { o.Store = st })
-			bNode := setup(t, func(o *notify.Options) { o.Store = st; o.Now = a.clock.Now })
-			a.putTemplate(t, newsTemplate("10m", 1000))
-			const events = 100
-			var wg sync.WaitGroup
-			for i := range events {
-				node := a.svc
-				if i%2 == 1 {
-					node = bNode.svc
-				}
-				wg.Go(func() {
-					if _, err := node.Send(t.Context(), news("u1", fmt.Sprint(i), notify.Email)); err != nil {
-						t.Errorf("Send: %v", err)
-					}
-				})
-			}
-			wg.Wait()
-			a.clock.Advance(10 * time.Minute)
-			for _, node := range []*notify.Service{a.svc, bNode.svc} {
-				wg.Go(func() {
-					if _, err := node.SendDueDigests(t.Context(), 10); err != nil {
-						t.Errorf("SendDueDigests: %v", err)
-					}
-				})
-			}
-			wg.Wait()
-			drainNodes(t, a, bNode)
-			sent := append(a.prov.sentOn(notify.Email), bNode.prov.sentOn(notify.Email)...)
-			if len(sent) != 1 || !strings.HasPrefix(sent[0].Body, fmt.Sprintf("%d news", events)) ||
-				strings.Count(sent[0].Body, "\n- ") != events {
-				t.Fatalf("sent %d messages (%+v); want one of %d events", len(sent), sent, events)
-			}
-			if msgs := digestMessages(t, a.svc, "u1"); len(msgs) != 1 {
-				t.Errorf("%d digest messages stored, want 1", len(msgs))
-			}
+			test(t, st)
 		})
 	}
 }

@@ -56,13 +56,8 @@ func (s *Service) escalate(n Notification, t Template, st Settings, ds []Deliver
 		i := slices.IndexFunc(ds, func(d Delivery) bool { return d.Channel == ch })
 		if i < 0 {
 			d := s.newDelivery(n, ch, now)
-			switch {
-			case !st.Channels[ch]:
-				d.Status, d.Error = StatusSuppressed, ReasonChannelOff
-			case !st.Categories[n.Category] && n.Category != Critical:
-				d.Status, d.Error = StatusSuppressed, ReasonCategoryMuted
-			case s.needsContact(ch) && st.Contacts.contactFor(ch) == "":
-				d.Status, d.Error = StatusSuppressed, ReasonNoContact
+			if reason := s.suppressed(n, st, ch); reason != "" {
+				d.Status, d.Error = StatusSuppressed, reason
 			}
 			ds = append(ds, d)
 			i = len(ds) - 1

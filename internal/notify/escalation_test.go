@@ -142,16 +142,9 @@ func escalationBundle(t *testing.T, mod func(*notify.Options)) *escBundle {
 // every copy; one SMS.
 func TestEscalationFiresOnceOnTwoNodes(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{"sqlite", "postgres"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			var st notify.Store = setup(t, nil).db
-			if engine == "postgres" {
-				st = openPostgres(t)
-			}
-			escalationOnTwoNodes(t, st)
-		})
-	}
+	onBothEngines(t, func(t *testing.T, st notify.Store) {
+		escalationOnTwoNodes(t, st)
+	})
 }
 
 func escalationOnTwoNodes(t *testing.T, st notify.Store) {

@@ -36,20 +36,7 @@ type OutboxFilter struct {
 // limit of 0 or less asks for DefaultPageSize entries; more than
 // MaxPageSize asks for MaxPageSize.
 func (s *Service) Outbox(ctx context.Context, f OutboxFilter, cursor string, limit int) ([]OutboxEntry, string, error) {
-	c, err := DecodeCursor(cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	limit = pageSize(limit)
-	es, err := s.opts.Store.OutboxEntries(ctx, f, c, limit+1)
-	if err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(es) > limit {
-		es = es[:limit]
-		last := es[len(es)-1]
-		next = EncodeCursor(Cursor{At: last.CreatedAt, ID: last.CursorID()})
-	}
-	return es, next, nil
+	return page(cursor, limit, func(c Cursor, n int) ([]OutboxEntry, error) {
+		return s.opts.Store.OutboxEntries(ctx, f, c, n)
+	}, func(e OutboxEntry) Cursor { return Cursor{At: e.CreatedAt, ID: e.CursorID()} })
 }

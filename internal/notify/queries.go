@@ -42,22 +42,31 @@ func (s *Service) Notification(ctx context.Context, id string) (Record, error) {
 // UserNotifications returns a page of user's notifications of the last
 // History, newest first, and the cursor of the next page ("" at the end).
 func (s *Service) UserNotifications(ctx context.Context, user, cursor string, limit int) ([]Record, string, error) {
+	return page(cursor, limit, func(c Cursor, n int) ([]Record, error) {
+		return s.opts.Store.UserNotifications(ctx, user, s.now().Add(-s.opts.History), c, n)
+	}, func(r Record) Cursor { return Cursor{At: r.CreatedAt, ID: r.ID} })
+}
+
+// page reads one page through read, asked for one item more than the page
+// holds to know whether another follows: the items after cursor (at most
+// limit, as pageSize reads it) and the next page's cursor, "" at the end;
+// at is an item's place in the order.
+func page[T any](cursor string, limit int, read func(c Cursor, n int) ([]T, error), at func(T) Cursor) ([]T, string, error) {
 	c, err := DecodeCursor(cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	limit = pageSize(limit)
-	rs, err := s.opts.Store.UserNotifications(ctx, user, s.now().Add(-s.opts.History), c, limit+1)
+	items, err := read(c, limit+1)
 	if err != nil {
 		return nil, "", err
 	}
 	next := ""
-	if len(rs) > limit {
-		rs = rs[:limit]
-		last := rs[len(rs)-1]
-		next = EncodeCursor(Cursor{At: last.CreatedAt, ID: last.ID})
+	if len(items) > limit {
+		items = items[:limit]
+		next = EncodeCursor(at(items[len(items)-1]))
 	}
-	return rs, next, nil
+	return items, next, nil
 }
 
 func pageSize(limit int) int {
@@ -178,22 +187,9 @@ func (s *Service) PutTemplate(ctx context.Context, t Template) (Template, error)
 
 // DeadLetters returns a page of dead letters, newest first.
 func (s *Service) DeadLetters(ctx context.Context, cursor string, limit int) ([]DeadLetter, string, error) {
-	c, err := DecodeCursor(cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	limit = pageSize(limit)
-	dls, err := s.opts.Store.DeadLetters(ctx, c, limit+1)
-	if err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(dls) > limit {
-		dls = dls[:limit]
-		last := dls[len(dls)-1]
-		next = EncodeCursor(Cursor{At: last.CreatedAt, ID: last.ID})
-	}
-	return dls, next, nil
+	return page(cursor, limit, func(c Cursor, n int) ([]DeadLetter, error) {
+		return s.opts.Store.DeadLetters(ctx, c, n)
+	}, func(d DeadLetter) Cursor { return Cursor{At: d.CreatedAt, ID: d.ID} })
 }
 
 // ReplayDeadLetter sends a dead letter's delivery again: it goes back to

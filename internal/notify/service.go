@@ -391,13 +391,9 @@ func (s *Service) plan(ctx context.Context, n Notification, st Settings, now tim
 			continue
 		}
 		d := s.newDelivery(n, ch, now)
-		switch {
-		case !st.Channels[ch]:
-			d.Status, d.Error = StatusSuppressed, ReasonChannelOff
-		case !st.Categories[n.Category] && n.Category != Critical:
-			d.Status, d.Error = StatusSuppressed, ReasonCategoryMuted
-		case s.needsContact(ch) && st.Contacts.contactFor(ch) == "":
-			d.Status, d.Error = StatusSuppressed, ReasonNoContact
+		switch reason := s.suppressed(n, st, ch); {
+		case reason != "":
+			d.Status, d.Error = StatusSuppressed, reason
 		case throttled:
 			d.Status, d.Error = StatusSuppressed, ReasonThrottled
 		default:
@@ -426,6 +422,21 @@ func (s *Service) newDelivery(n Notification, ch Channel, now time.Time) Deliver
 		NotificationID: n.ID, Channel: ch, UserID: n.UserID, Category: n.Category, Provider: name,
 		Status: StatusQueued, ExpiresAt: n.ExpiresAt, CreatedAt: now, UpdatedAt: now,
 	}
+}
+
+// suppressed is why the user's settings st suppress n's delivery on ch:
+// the channel off, n's category muted (never Critical) or no contact for
+// ch; "" when they do not.
+func (s *Service) suppressed(n Notification, st Settings, ch Channel) string {
+	switch {
+	case !st.Channels[ch]:
+		return ReasonChannelOff
+	case !st.Categories[n.Category] && n.Category != Critical:
+		return ReasonCategoryMuted
+	case s.needsContact(ch) && st.Contacts.contactFor(ch) == "":
+		return ReasonNoContact
+	}
+	return ""
 }
 
 func (s *Service) needsContact(ch Channel) bool {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -111,14 +111,7 @@ type bundle struct {
 // scripted provider on every channel; rand is fixed at 1 (the full wait).
 func setup(t testing.TB, mod func(*notify.Options)) *bundle {
 	t.Helper()
-	db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.SQLite(t)
 	b := &bundle{db: db, q: &recQueue{}, clock: &clock{t: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}, prov: &scripted{name: "scripted"}}
 	opts := notify.Options{
 		Store: db, Queue: b.q, Now: b.clock.Now, Rand: func() float64 { return 1 },

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
@@ -202,15 +200,7 @@ func TestSMSGuardVelocityIsSharedOnRedis(t *testing.T) {
 	first := setup(t, nil)
 	nodes := []*notify.Service{}
 	for range 2 {
-		opt, err := rueidis.ParseURL(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := rueidis.NewClient(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(rc.Close)
+		rc := enginetest.RedisClient(t, url)
 		st, err := redisstore.New(rc, redisstore.Options{Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)

@@ -179,7 +179,7 @@ func TestPartitionsSpread(t *testing.T) {
 	for _, node := range []string{"a", "b", "c"} {
 		qs[node] = notifyQueue(t, open(t, Options{URL: srv.URL(), StreamPrefix: prefix}), o)
 	}
-	log := &orderLog{inFlight: map[string]string{}, got: map[string][]string{}, byNode: map[string]int{}}
+	log := newOrderLog()
 	tl := &tally{byNode: map[string]map[string]int{}}
 	run := func(node string) func() {
 		return runQueue(t, qs[node], tl.wrap(qs[node], node, log.handler(node, time.Millisecond)))
@@ -268,16 +268,7 @@ func TestPartitionsSpread(t *testing.T) {
 	handled(30*time.Second, "jobs handled by a and c")
 	checkShares("after b stopped", "a", "c")
 
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	for user, ids := range want {
-		if !slices.Equal(log.got[user], ids) {
-			t.Errorf("user %s handled %v,\nwant %v (publish order, each once)", user, log.got[user], ids)
-		}
-	}
-	if len(log.overlap) > 0 {
-		t.Errorf("a user's jobs in flight on two nodes at once: %v", log.overlap)
-	}
+	log.check(t, want)
 }
 
 // TestDeadNodeShareTakenOver: when a node dies (its connections drop

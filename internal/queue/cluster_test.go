@@ -121,7 +121,36 @@ func (o *orderLog) handler(node string, work time.Duration) Handler {
 	}
 }
 
+func newOrderLog() *orderLog {
+	return &orderLog{inFlight: map[string]string{}, got: map[string][]string{}, byNode: map[string]int{}}
+}
+
 func (o *orderLog) count() int { o.mu.Lock(); defer o.mu.Unlock(); return o.n }
+
+// check fails t unless each user's jobs were handled once each, in the
+// order of want (user -> notification IDs in publish order), and never two
+// of one user's at once.
+func (o *orderLog) check(t *testing.T, want map[string][]string) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	checkOrder(t, want, o.got, o.overlap)
+}
+
+// checkOrder fails t unless got (user -> notification IDs as handled)
+// holds each user's IDs of want once each in order, and overlap (two of
+// one user's jobs in flight at once) is empty.
+func checkOrder(t *testing.T, want, got map[string][]string, overlap []string) {
+	t.Helper()
+	for user, ids := range want {
+		if !slices.Equal(got[user], ids) {
+			t.Errorf("user %s handled %v,\nwant %v (publish order, each once)", user, got[user], ids)
+		}
+	}
+	if len(overlap) > 0 {
+		t.Errorf("a user's jobs in flight at once: %v", overlap)
+	}
+}
 
 // TestOrderAcrossNodes: two queues (two nodes) consume the same streams of
 // a current server; one user's jobs are handled one at a time and in
@@ -139,7 +168,7 @@ func TestOrderAcrossNodes(t *testing.T) {
 	if !qa.pinned || !qb.pinned {
 		t.Fatalf("pinned = %v, %v on nats-server %s; want true", qa.pinned, qb.pinned, ca.NATS().ConnectedServerVersion())
 	}
-	log := &orderLog{inFlight: map[string]string{}, got: map[string][]string{}, byNode: map[string]int{}}
+	log := newOrderLog()
 	stopA := runQueue(t, qa, log.handler("a", 2*time.Millisecond))
 	runQueue(t, qb, log.handler("b", 2*time.Millisecond))
 
@@ -172,16 +201,7 @@ func TestOrderAcrossNodes(t *testing.T) {
 	enginetest.Eventually(t, pinnedTTL/2, "second half handled after node a stopped", func() bool { return log.count() == users*per })
 	t.Logf("second half handled %s after node a stopped; jobs by node: %v", time.Since(stopped).Round(time.Millisecond), log.byNode)
 
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	for user, ids := range want {
-		if !slices.Equal(log.got[user], ids) {
-			t.Errorf("user %s handled %v,\nwant %v (publish order, each once)", user, log.got[user], ids)
-		}
-	}
-	if len(log.overlap) > 0 {
-		t.Errorf("a user's jobs in flight on two nodes at once: %v", log.overlap)
-	}
+	log.check(t, want)
 }
 
 // TestOlderServerFallsBack: on the shared NATS (2.9 on CI machines) the
@@ -221,110 +241,92 @@ func TestPinningSupported(t *testing.T) {
 // alive, so none is delivered again while the node is up.
 func TestInProgressKeepsHeldJobs(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name string
-		open func(t *testing.T) *Conn
-	}{
-		{"pinned", func(t *testing.T) *Conn { return open(t, Options{DataDir: t.TempDir()}) }},
-		{"shared", func(t *testing.T) *Conn { return open(t, Options{URL: enginetest.NATSURL(t)}) }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c := tt.open(t)
-			q := notifyQueue(t, c, NotifyOptions{AckWait: 600 * time.Millisecond, Partitions: 2,
-				Workers: map[notify.Category]int{notify.Critical: 1}})
-			var mu sync.Mutex
-			seen := map[string]int{}
-			redelivered := 0
-			runQueue(t, q, func(_ context.Context, j notify.Job) error {
-				time.Sleep(700 * time.Millisecond) // longer than the ack wait
-				mu.Lock()
-				defer mu.Unlock()
-				seen[j.NotificationID]++
-				if j.Redelivered {
-					redelivered++
-				}
-				return nil
-			})
-			const jobs = 4 // 2.8s of work on one worker: each waits up to 4 ack waits
-			for i := range jobs {
-				j := notify.Job{NotificationID: fmt.Sprint(i), Channel: notify.SMS, UserID: fmt.Sprintf("u%d", i%2), Category: notify.Critical}
-				if err := q.Publish(t.Context(), j); err != nil {
-					t.Fatal(err)
-				}
-			}
-			enginetest.Eventually(t, 20*time.Second, "every job handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == jobs })
-			// Every delivery, first or again, advances a consumer's delivered
-			// sequence: the total is the number of jobs when none was
-			// delivered twice.
-			l := q.lanes[streamKey{notify.SMS, notify.Critical}]
-			delivered := uint64(0)
-			for _, cfg := range l.consumers {
-				info, err := consumerInfo(t, l.str, cfg.Durable)
-				if err != nil {
-					t.Fatal(err)
-				}
-				delivered += info.Delivered.Consumer
-			}
-			if delivered != jobs {
-				t.Errorf("%d deliveries of %d jobs, want one each", delivered, jobs)
-			}
+	eachServer(t, "pinned", "shared", func(t *testing.T, connect func(*testing.T) *Conn) {
+		c := connect(t)
+		q := notifyQueue(t, c, NotifyOptions{AckWait: 600 * time.Millisecond, Partitions: 2,
+			Workers: map[notify.Category]int{notify.Critical: 1}})
+		var mu sync.Mutex
+		seen := map[string]int{}
+		redelivered := 0
+		runQueue(t, q, func(_ context.Context, j notify.Job) error {
+			time.Sleep(700 * time.Millisecond) // longer than the ack wait
 			mu.Lock()
 			defer mu.Unlock()
-			for id, n := range seen {
-				if n != 1 {
-					t.Errorf("job %s handled %d times, want once", id, n)
-				}
+			seen[j.NotificationID]++
+			if j.Redelivered {
+				redelivered++
 			}
-			if redelivered > 0 {
-				t.Errorf("%d jobs were delivered again while held", redelivered)
-			}
+			return nil
 		})
-	}
+		const jobs = 4 // 2.8s of work on one worker: each waits up to 4 ack waits
+		for i := range jobs {
+			j := notify.Job{NotificationID: fmt.Sprint(i), Channel: notify.SMS, UserID: fmt.Sprintf("u%d", i%2), Category: notify.Critical}
+			if err := q.Publish(t.Context(), j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		enginetest.Eventually(t, 20*time.Second, "every job handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == jobs })
+		// Every delivery, first or again, advances a consumer's delivered
+		// sequence: the total is the number of jobs when none was
+		// delivered twice.
+		l := q.lanes[streamKey{notify.SMS, notify.Critical}]
+		delivered := uint64(0)
+		for _, cfg := range l.consumers {
+			info, err := consumerInfo(t, l.str, cfg.Durable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delivered += info.Delivered.Consumer
+		}
+		if delivered != jobs {
+			t.Errorf("%d deliveries of %d jobs, want one each", delivered, jobs)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("job %s handled %d times, want once", id, n)
+			}
+		}
+		if redelivered > 0 {
+			t.Errorf("%d jobs were delivered again while held", redelivered)
+		}
+	})
 }
 
 // TestConsumerDeletedRecovers: when a stream's consumer is deleted under a
 // running queue, the queue makes it again and deliveries resume.
 func TestConsumerDeletedRecovers(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name string
-		open func(t *testing.T) *Conn
-	}{
-		{"pinned", func(t *testing.T) *Conn { return open(t, Options{DataDir: t.TempDir()}) }},
-		{"shared", func(t *testing.T) *Conn { return open(t, Options{URL: enginetest.NATSURL(t)}) }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c := tt.open(t)
-			q := notifyQueue(t, c, NotifyOptions{Partitions: 1})
-			var mu sync.Mutex
-			seen := map[string]bool{}
-			runQueue(t, q, func(_ context.Context, j notify.Job) error {
-				mu.Lock()
-				defer mu.Unlock()
-				seen[j.NotificationID] = true
-				return nil
-			})
-			send := func(id string) {
-				t.Helper()
-				if err := q.Publish(t.Context(), notify.Job{NotificationID: id, Channel: notify.Email, UserID: "u", Category: notify.Orders}); err != nil {
-					t.Fatal(err)
-				}
-				enginetest.Eventually(t, 30*time.Second, "job "+id+" handled", func() bool { mu.Lock(); defer mu.Unlock(); return seen[id] })
-			}
-			send("before")
-			l := q.lanes[streamKey{notify.Email, notify.Orders}]
-			name := l.consumers[0].Durable
-			if err := l.str.DeleteConsumer(t.Context(), name); err != nil {
-				t.Fatalf("delete consumer %s: %v", name, err)
-			}
-			send("after")
-			if _, err := l.str.Consumer(t.Context(), name); err != nil {
-				t.Errorf("consumer %s after recovery: %v", name, err)
-			}
+	eachServer(t, "pinned", "shared", func(t *testing.T, connect func(*testing.T) *Conn) {
+		c := connect(t)
+		q := notifyQueue(t, c, NotifyOptions{Partitions: 1})
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		runQueue(t, q, func(_ context.Context, j notify.Job) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[j.NotificationID] = true
+			return nil
 		})
-	}
+		send := func(id string) {
+			t.Helper()
+			if err := q.Publish(t.Context(), notify.Job{NotificationID: id, Channel: notify.Email, UserID: "u", Category: notify.Orders}); err != nil {
+				t.Fatal(err)
+			}
+			enginetest.Eventually(t, 30*time.Second, "job "+id+" handled", func() bool { mu.Lock(); defer mu.Unlock(); return seen[id] })
+		}
+		send("before")
+		l := q.lanes[streamKey{notify.Email, notify.Orders}]
+		name := l.consumers[0].Durable
+		if err := l.str.DeleteConsumer(t.Context(), name); err != nil {
+			t.Fatalf("delete consumer %s: %v", name, err)
+		}
+		send("after")
+		if _, err := l.str.Consumer(t.Context(), name); err != nil {
+			t.Errorf("consumer %s after recovery: %v", name, err)
+		}
+	})
 }
 
 func consumerInfo(t *testing.T, s jetstream.Stream, name string) (*jetstream.ConsumerInfo, error) {

@@ -38,28 +38,36 @@ func notifyQueue(t *testing.T, c *Conn, o NotifyOptions) *NotifyQueue {
 	return q
 }
 
-func TestNotifyQueue(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		name string
-		open func(t *testing.T) *Conn
-	}{
-		{"embedded", func(t *testing.T) *Conn { return open(t, Options{DataDir: t.TempDir()}) }},
-		{"external", func(t *testing.T) *Conn { return open(t, Options{URL: enginetest.NATSURL(t)}) }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
+// eachServer runs test in two parallel subtests, connect opening a Conn
+// for the subtest's t: on a server of the queue's own in a data directory
+// (the subtest named embedded), and on the test NATS server (external).
+func eachServer(t *testing.T, embedded, external string, test func(t *testing.T, connect func(*testing.T) *Conn)) {
+	t.Helper()
+	servers := map[string]func(t *testing.T) *Conn{
+		embedded: func(t *testing.T) *Conn { return open(t, Options{DataDir: t.TempDir()}) },
+		external: func(t *testing.T) *Conn { return open(t, Options{URL: enginetest.NATSURL(t)}) },
+	}
+	for _, name := range []string{embedded, external} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			t.Run("OrderPerUserAndDedupe", func(t *testing.T) { t.Parallel(); testQueueOrder(t, tt.open(t), NotifyOptions{}) })
-			t.Run("OrderPerUserAndDedupeUnconfirmed", func(t *testing.T) {
-				t.Parallel()
-				testQueueOrder(t, tt.open(t), NotifyOptions{Unconfirmed: true})
-			})
-			t.Run("NakRedelivers", func(t *testing.T) { t.Parallel(); testQueueNak(t, tt.open(t)) })
-			t.Run("InFlightCopyKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, tt.open(t), errInFlight) })
-			t.Run("FailedJobKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, tt.open(t), errStoreDown) })
-			t.Run("Horizon", func(t *testing.T) { t.Parallel(); testQueueHorizon(t, tt.open(t)) })
+			test(t, servers[name])
 		})
 	}
+}
+
+func TestNotifyQueue(t *testing.T) {
+	t.Parallel()
+	eachServer(t, "embedded", "external", func(t *testing.T, connect func(*testing.T) *Conn) {
+		t.Run("OrderPerUserAndDedupe", func(t *testing.T) { t.Parallel(); testQueueOrder(t, connect(t), NotifyOptions{}) })
+		t.Run("OrderPerUserAndDedupeUnconfirmed", func(t *testing.T) {
+			t.Parallel()
+			testQueueOrder(t, connect(t), NotifyOptions{Unconfirmed: true})
+		})
+		t.Run("NakRedelivers", func(t *testing.T) { t.Parallel(); testQueueNak(t, connect(t)) })
+		t.Run("InFlightCopyKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, connect(t), errInFlight) })
+		t.Run("FailedJobKeepsOrder", func(t *testing.T) { t.Parallel(); testQueueInFlight(t, connect(t), errStoreDown) })
+		t.Run("Horizon", func(t *testing.T) { t.Parallel(); testQueueHorizon(t, connect(t)) })
+	})
 }
 
 // collector records handled jobs and checks no user has two in flight.
@@ -127,14 +135,7 @@ func testQueueOrder(t *testing.T, c *Conn, o NotifyOptions) {
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	for user, ids := range want {
-		if !slices.Equal(col.got[user], ids) {
-			t.Errorf("user %s handled %v, want %v (publish order, each once)", user, col.got[user], ids)
-		}
-	}
-	if len(col.overlap) > 0 {
-		t.Errorf("users with two jobs in flight at once: %v", col.overlap)
-	}
+	checkOrder(t, want, col.got, col.overlap)
 }
 
 func testQueueNak(t *testing.T, c *Conn) {
@@ -159,10 +160,17 @@ func testQueueNak(t *testing.T, c *Conn) {
 		return nil
 	}
 	runQueue(t, q, handle)
+	waitClosed(t, done, "a job whose handler failed was not delivered again")
+}
+
+// waitClosed waits up to 30s for done to close, failing t with msg if it
+// does not.
+func waitClosed(t *testing.T, done <-chan struct{}, msg string) {
+	t.Helper()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("a job whose handler failed was not delivered again")
+		t.Fatal(msg)
 	}
 }
 
@@ -240,11 +248,7 @@ func testQueueInFlight(t *testing.T, c *Conn, fail error) {
 		return nil
 	}
 	runQueue(t, q, handle)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the jobs were not handled")
-	}
+	waitClosed(t, done, "the jobs were not handled")
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(handled, []string{"n1", "n2"}) {

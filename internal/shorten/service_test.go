@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -55,14 +55,7 @@ type bundle struct {
 
 func setup(t testing.TB, tweak func(*shorten.Options)) *bundle {
 	t.Helper()
-	db, err := store.Open(context.Background(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.SQLite(t)
 	codec, err := shorten.NewCodec([]byte("test key"), 7)
 	if err != nil {
 		t.Fatal(err)

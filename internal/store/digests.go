@@ -18,23 +18,14 @@ const digestColumns = "id, user_id, channel, type, window_end, max_items, item_c
 // other writes. (On PostgreSQL two batches joining the same digests in
 // another order may deadlock; the group commit then runs each write alone.)
 func (db *DB) CreateDigested(ctx context.Context, n notify.Notification, ds []notify.Delivery, joins []notify.DigestJoin) (notify.Notification, bool, error) {
-	chs := make([]string, len(n.Channels))
-	for i, ch := range n.Channels {
-		chs[i] = string(ch)
-	}
-	chJSON, _ := json.Marshal(chs)
-	var reqID any
-	if n.RequestID != "" {
-		reqID = n.RequestID
-	}
+	nArgs := notificationArgs(n)
 	var (
 		existing notify.Notification
 		created  bool
 	)
 	err := db.batch(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		existing, created = notify.Notification{}, false // run again alone if its batch fails
-		res, err := tx.ExecContext(ctx, db.Rebind(insertNotificationQuery), n.ID, reqID, n.RequestHash, n.UserID, n.Type,
-			string(n.Category), string(n.Data), string(chJSON), toMicros(n.ExpiresAt), toMicros(n.CreatedAt))
+		res, err := tx.ExecContext(ctx, db.Rebind(insertNotificationQuery), nArgs...)
 		if err != nil {
 			return err
 		}

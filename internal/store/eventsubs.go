@@ -104,28 +104,9 @@ const appendEventQuery = `INSERT INTO event_log (id, type, data, at) VALUES (?, 
 // of the notification pipeline (whose status changes the events report):
 // one commit serves many events instead of one fsync each.
 func (db *DB) AppendEvent(ctx context.Context, e events.Event) error {
-	insert, err := db.writeStmt(ctx, db.Rebind(appendEventQuery))
-	if err != nil {
-		return err
-	}
 	args := []any{e.ID, e.Type, string(e.Data), e.At.UnixMicro()}
-	var added bool
-	fn := func(ctx context.Context, tx *sql.Tx) error {
-		added = false
-		res, err := insert.exec(ctx, tx, args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		added = err == nil && n > 0
-		return err
-	}
-	var pg pgWrite
-	if db.dialect == DialectPostgres {
-		q := db.Rebind(`WITH i AS (` + appendEventQuery + ` RETURNING 1) SELECT count(*) FROM i`)
-		pg = pgCount(q, args, func(n int64) { added = n > 0 })
-	}
-	if err := db.pipelinedBatch(ctx, false, fn, pg); err != nil {
+	added, err := db.writeChanged(ctx, false, appendEventQuery, args)
+	if err != nil {
 		return mapErr(err, "append event")
 	}
 	if !added {

@@ -23,8 +23,8 @@ const (
 	jobColumns = "d.notification_id, d.channel, d.user_id, n.type, d.category, n.data, n.expires_at, n.created_at, d.attempts, d.next_attempt_at"
 )
 
-// CreateNotification implements notify.Store, group-committed.
-func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds []notify.Delivery) (notify.Notification, bool, error) {
+// notificationArgs is n's row, the arguments of insertNotificationQuery.
+func notificationArgs(n notify.Notification) []any {
 	chs := make([]string, len(n.Channels))
 	for i, ch := range n.Channels {
 		chs[i] = string(ch)
@@ -34,8 +34,13 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 	if n.RequestID != "" {
 		reqID = n.RequestID
 	}
-	nArgs := []any{n.ID, reqID, n.RequestHash, n.UserID, n.Type, string(n.Category),
+	return []any{n.ID, reqID, n.RequestHash, n.UserID, n.Type, string(n.Category),
 		string(n.Data), string(chJSON), toMicros(n.ExpiresAt), toMicros(n.CreatedAt)}
+}
+
+// CreateNotification implements notify.Store, group-committed.
+func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds []notify.Delivery) (notify.Notification, bool, error) {
+	nArgs := notificationArgs(n)
 	insertN, err := db.writeStmt(ctx, db.Rebind(insertNotificationQuery))
 	if err != nil {
 		return notify.Notification{}, false, err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -151,4 +152,32 @@ func pgCount(q string, args []any, set func(n int64)) pgWrite {
 			return nil
 		}
 	}
+}
+
+// writeChanged runs query, one INSERT or UPDATE with args, as a
+// group-committed write (pipelined on PostgreSQL, where it is counted
+// through RETURNING) and reports whether it changed a row.
+func (db *DB) writeChanged(ctx context.Context, urgent bool, query string, args []any) (bool, error) {
+	stmt, err := db.writeStmt(ctx, db.Rebind(query))
+	if err != nil {
+		return false, err
+	}
+	var changed bool
+	fn := func(ctx context.Context, tx *sql.Tx) error {
+		changed = false
+		res, err := stmt.exec(ctx, tx, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		changed = err == nil && n > 0
+		return err
+	}
+	var pg pgWrite
+	if db.dialect == DialectPostgres {
+		q := db.Rebind(`WITH w AS (` + query + ` RETURNING 1) SELECT count(*) FROM w`)
+		pg = pgCount(q, args, func(n int64) { changed = n > 0 })
+	}
+	err = db.pipelinedBatch(ctx, urgent, fn, pg)
+	return changed, err
 }

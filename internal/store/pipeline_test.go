@@ -174,17 +174,5 @@ func settingNames(t *testing.T, db *DB) []string {
 
 func openPostgresForTest(t *testing.T, base string) *DB {
 	t.Helper()
-	db, err := Open(t.Context(), Options{URL: enginetest.PostgresSchema(t, base), MaxOpenConns: 2})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
-	return db
+	return openMigrated(t, Options{URL: enginetest.PostgresSchema(t, base), MaxOpenConns: 2})
 }

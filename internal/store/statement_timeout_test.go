@@ -24,7 +24,14 @@ const testStatementTimeout = 200 * time.Millisecond
 // timeout d.
 func openWithTimeout(t *testing.T, url string, d time.Duration) *DB {
 	t.Helper()
-	db, err := Open(t.Context(), Options{URL: url, MaxOpenConns: 2, StatementTimeout: d})
+	return openMigrated(t, Options{URL: url, MaxOpenConns: 2, StatementTimeout: d})
+}
+
+// openMigrated opens a store with o, closed when the test ends, and
+// applies every migration.
+func openMigrated(t *testing.T, o Options) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -3,7 +3,6 @@ package ratelimittest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,26 +88,13 @@ func testOnSettleFlood(t *testing.T, h Harness) {
 			c := []ratelimit.Check{{Policy: p, Key: "login:ann", Cost: 1}}
 			opts := ratelimit.UsageOptions{Charge: ratelimit.ChargeOnSettle}
 			const workers, each = 8, 25
-			var mu sync.Mutex
-			admitted := 0
-			var wg sync.WaitGroup
-			for range workers {
-				wg.Go(func() {
-					for range each {
-						r, err := us.Hold(b.Ctx, ratelimit.NewReservationID(), c, opts)
-						if err != nil {
-							t.Errorf("Hold: %v", err)
-							return
-						}
-						if r.Allowed {
-							mu.Lock()
-							admitted++
-							mu.Unlock()
-						}
-					}
-				})
-			}
-			wg.Wait()
+			admitted := Flood(t, workers, each, func() (bool, error) {
+				r, err := us.Hold(b.Ctx, ratelimit.NewReservationID(), c, opts)
+				if err != nil {
+					return false, fmt.Errorf("Hold: %w", err)
+				}
+				return r.Allowed, nil
+			})
 			if admitted != 5 {
 				t.Errorf("%d of %d unsettled on_settle holds admitted on 5 a minute, want 5", admitted, workers*each)
 			}

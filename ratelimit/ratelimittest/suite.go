@@ -39,6 +39,18 @@ type Bundle struct {
 	Ctx   context.Context
 }
 
+// eachAlgorithm runs test in a parallel subtest per algorithm, named for
+// it, each on a store and clock of its own.
+func (h Harness) eachAlgorithm(t *testing.T, test func(t *testing.T, b *Bundle, alg ratelimit.Algorithm)) {
+	t.Helper()
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			t.Parallel()
+			test(t, h.setup(t), alg)
+		})
+	}
+}
+
 func (h Harness) setup(t *testing.T) *Bundle {
 	t.Helper()
 	c := NewClock(Epoch)
@@ -293,34 +305,30 @@ func testHalfOpen(t *testing.T, h Harness) {
 // A refused request consumes nothing: exhaust the allowance, hammer the
 // key with refused requests, and the request after RetryAfter still passes.
 func testRefusalChargesNothing(t *testing.T, h Harness) {
-	for _, alg := range ratelimit.Algorithms() {
-		t.Run(string(alg), func(t *testing.T) {
-			t.Parallel()
-			b := h.setup(t)
-			p := policy(alg, 4, time.Second, 0)
-			b.At(100 * ms)
-			if d := b.Allow(t, p, "k", 2); !d.Allowed || d.Remaining != 2 {
-				t.Fatalf("Allow(2) = %+v, want allowed with 2 remaining", d)
+	h.eachAlgorithm(t, func(t *testing.T, b *Bundle, alg ratelimit.Algorithm) {
+		p := policy(alg, 4, time.Second, 0)
+		b.At(100 * ms)
+		if d := b.Allow(t, p, "k", 2); !d.Allowed || d.Remaining != 2 {
+			t.Fatalf("Allow(2) = %+v, want allowed with 2 remaining", d)
+		}
+		if d := b.Allow(t, p, "k", 3); d.Allowed || d.Remaining != 2 {
+			t.Fatalf("Allow(3) with 2 left = %+v, want refused with 2 remaining", d)
+		}
+		if d := b.Allow(t, p, "k", 2); !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("Allow(2) after a refusal = %+v, want allowed with 0 remaining", d)
+		}
+		var last ratelimit.Decision
+		for range 20 {
+			last = b.Allow(t, p, "k", 1)
+			if last.Allowed {
+				t.Fatalf("Allow over the limit = %+v, want refused", last)
 			}
-			if d := b.Allow(t, p, "k", 3); d.Allowed || d.Remaining != 2 {
-				t.Fatalf("Allow(3) with 2 left = %+v, want refused with 2 remaining", d)
-			}
-			if d := b.Allow(t, p, "k", 2); !d.Allowed || d.Remaining != 0 {
-				t.Fatalf("Allow(2) after a refusal = %+v, want allowed with 0 remaining", d)
-			}
-			var last ratelimit.Decision
-			for range 20 {
-				last = b.Allow(t, p, "k", 1)
-				if last.Allowed {
-					t.Fatalf("Allow over the limit = %+v, want refused", last)
-				}
-			}
-			b.Clock.Advance(last.RetryAfter)
-			if d := b.Allow(t, p, "k", 1); !d.Allowed {
-				t.Errorf("Allow after RetryAfter %v = %+v, want allowed", last.RetryAfter, d)
-			}
-		})
-	}
+		}
+		b.Clock.Advance(last.RetryAfter)
+		if d := b.Allow(t, p, "k", 1); !d.Allowed {
+			t.Errorf("Allow after RetryAfter %v = %+v, want allowed", last.RetryAfter, d)
+		}
+	})
 }
 
 func testCostErrors(t *testing.T, h Harness) {
@@ -488,23 +496,19 @@ func testMulti(t *testing.T, h Harness) {
 
 // A key back to its full allowance holds no memory.
 func testIdle(t *testing.T, h Harness) {
-	for _, alg := range ratelimit.Algorithms() {
-		t.Run(string(alg), func(t *testing.T) {
-			t.Parallel()
-			b := h.setup(t)
-			p := policy(alg, 3, 10*time.Second, 0)
-			b.At(2500 * ms)
-			b.Allow(t, p, "idle", 1)
-			d := b.Allow(t, p, "idle", 1)
-			b.Clock.Advance(d.ResetAfter)
-			if got := b.Peek(t, p, "idle"); got.Remaining != 3 || got.ResetAfter != 0 {
-				t.Errorf("Peek after ResetAfter %v = %+v, want full with no ResetAfter", d.ResetAfter, got)
-			}
-			if h.Idle != nil {
-				h.Idle(t, b.Store, b.Clock, p, "idle", d.ResetAfter)
-			}
-		})
-	}
+	h.eachAlgorithm(t, func(t *testing.T, b *Bundle, alg ratelimit.Algorithm) {
+		p := policy(alg, 3, 10*time.Second, 0)
+		b.At(2500 * ms)
+		b.Allow(t, p, "idle", 1)
+		d := b.Allow(t, p, "idle", 1)
+		b.Clock.Advance(d.ResetAfter)
+		if got := b.Peek(t, p, "idle"); got.Remaining != 3 || got.ResetAfter != 0 {
+			t.Errorf("Peek after ResetAfter %v = %+v, want full with no ResetAfter", d.ResetAfter, got)
+		}
+		if h.Idle != nil {
+			h.Idle(t, b.Store, b.Clock, p, "idle", d.ResetAfter)
+		}
+	})
 }
 
 func testReserve(t *testing.T, h Harness) {
@@ -568,46 +572,38 @@ func testReserve(t *testing.T, h Harness) {
 }
 
 func testPeek(t *testing.T, h Harness) {
-	for _, alg := range ratelimit.Algorithms() {
-		t.Run(string(alg), func(t *testing.T) {
-			t.Parallel()
-			b := h.setup(t)
-			p := policy(alg, 2, 10*time.Second, 0)
-			if d := b.Peek(t, p, "k"); d != dec(true, 2, 2, 0, 0) {
-				t.Errorf("Peek of a new key = %+v, want full", d)
-			}
-			b.Allow(t, p, "k", 1)
-			d1 := b.Peek(t, p, "k")
-			d2 := b.Peek(t, p, "k")
-			if d1 != d2 || d1.Remaining != 1 || !d1.Allowed || d1.ResetAfter == 0 {
-				t.Errorf("Peek after one Allow = %+v then %+v, want the same, allowed, 1 remaining, a ResetAfter", d1, d2)
-			}
-			a := b.Allow(t, p, "k", 1)
-			if d := b.Peek(t, p, "k"); d.Allowed || d.Remaining != 0 || d.ResetAfter != a.ResetAfter || d.RetryAfter == 0 {
-				t.Errorf("Peek when spent = %+v, want refused, 0 remaining, ResetAfter %v, a RetryAfter", d, a.ResetAfter)
-			}
-		})
-	}
+	h.eachAlgorithm(t, func(t *testing.T, b *Bundle, alg ratelimit.Algorithm) {
+		p := policy(alg, 2, 10*time.Second, 0)
+		if d := b.Peek(t, p, "k"); d != dec(true, 2, 2, 0, 0) {
+			t.Errorf("Peek of a new key = %+v, want full", d)
+		}
+		b.Allow(t, p, "k", 1)
+		d1 := b.Peek(t, p, "k")
+		d2 := b.Peek(t, p, "k")
+		if d1 != d2 || d1.Remaining != 1 || !d1.Allowed || d1.ResetAfter == 0 {
+			t.Errorf("Peek after one Allow = %+v then %+v, want the same, allowed, 1 remaining, a ResetAfter", d1, d2)
+		}
+		a := b.Allow(t, p, "k", 1)
+		if d := b.Peek(t, p, "k"); d.Allowed || d.Remaining != 0 || d.ResetAfter != a.ResetAfter || d.RetryAfter == 0 {
+			t.Errorf("Peek when spent = %+v, want refused, 0 remaining, ResetAfter %v, a RetryAfter", d, a.ResetAfter)
+		}
+	})
 }
 
 func testReset(t *testing.T, h Harness) {
-	for _, alg := range ratelimit.Algorithms() {
-		t.Run(string(alg), func(t *testing.T) {
-			t.Parallel()
-			b := h.setup(t)
-			p := policy(alg, 1, time.Hour, 0)
-			b.Allow(t, p, "k", 1)
-			if d := b.Allow(t, p, "k", 1); d.Allowed {
-				t.Fatalf("second Allow = %+v, want refused", d)
-			}
-			if err := b.Store.Reset(b.Ctx, p, "k"); err != nil {
-				t.Fatal(err)
-			}
-			if d := b.Allow(t, p, "k", 1); !d.Allowed {
-				t.Errorf("Allow after Reset = %+v, want allowed", d)
-			}
-		})
-	}
+	h.eachAlgorithm(t, func(t *testing.T, b *Bundle, alg ratelimit.Algorithm) {
+		p := policy(alg, 1, time.Hour, 0)
+		b.Allow(t, p, "k", 1)
+		if d := b.Allow(t, p, "k", 1); d.Allowed {
+			t.Fatalf("second Allow = %+v, want refused", d)
+		}
+		if err := b.Store.Reset(b.Ctx, p, "k"); err != nil {
+			t.Fatal(err)
+		}
+		if d := b.Allow(t, p, "k", 1); !d.Allowed {
+			t.Errorf("Allow after Reset = %+v, want allowed", d)
+		}
+	})
 }
 
 func testConcurrency(t *testing.T, h Harness) {
@@ -660,34 +656,30 @@ func testConcurrency(t *testing.T, h Harness) {
 // every algorithm (Simulate is the memory store; for the memory store this
 // checks that the fake clock and a shifted epoch do not matter).
 func testAgainstSimulate(t *testing.T, h Harness) {
-	for _, alg := range ratelimit.Algorithms() {
-		t.Run(string(alg), func(t *testing.T) {
-			t.Parallel()
-			b := h.setup(t)
-			p := &ratelimit.Policy{Name: "sim", Algorithm: alg, Limit: 7, Period: 3 * time.Second, Burst: 5}
-			if alg != ratelimit.TokenBucket && alg != ratelimit.GCRA {
-				p.Burst = 0
+	h.eachAlgorithm(t, func(t *testing.T, b *Bundle, alg ratelimit.Algorithm) {
+		p := &ratelimit.Policy{Name: "sim", Algorithm: alg, Limit: 7, Period: 3 * time.Second, Burst: 5}
+		if alg != ratelimit.TokenBucket && alg != ratelimit.GCRA {
+			p.Burst = 0
+		}
+		seed := uint64(len(alg)) * 2654435761
+		var reqs []ratelimit.SimRequest
+		var at time.Duration
+		for range 300 {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			at += time.Duration(seed>>40%400) * ms
+			cost := int64(seed>>20%3) + 1
+			key := []string{"a", "b"}[seed>>10%2]
+			reqs = append(reqs, ratelimit.SimRequest{At: at, Key: key, Cost: cost})
+		}
+		want, err := ratelimit.Simulate(*p, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range reqs {
+			b.At(r.At)
+			if got := b.Allow(t, p, r.Key, r.Cost); got != want[i] {
+				t.Fatalf("request %d (%+v): Allow = %+v, Simulate = %+v", i, r, got, want[i])
 			}
-			seed := uint64(len(alg)) * 2654435761
-			var reqs []ratelimit.SimRequest
-			var at time.Duration
-			for range 300 {
-				seed = seed*6364136223846793005 + 1442695040888963407
-				at += time.Duration(seed>>40%400) * ms
-				cost := int64(seed>>20%3) + 1
-				key := []string{"a", "b"}[seed>>10%2]
-				reqs = append(reqs, ratelimit.SimRequest{At: at, Key: key, Cost: cost})
-			}
-			want, err := ratelimit.Simulate(*p, reqs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range reqs {
-				b.At(r.At)
-				if got := b.Allow(t, p, r.Key, r.Cost); got != want[i] {
-					t.Fatalf("request %d (%+v): Allow = %+v, Simulate = %+v", i, r, got, want[i])
-				}
-			}
-		})
-	}
+		}
+	})
 }

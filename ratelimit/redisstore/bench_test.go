@@ -82,15 +82,7 @@ func runCallersKeys(b *testing.B, callers, nkeys int, check func(ctx context.Con
 
 func BenchmarkRedis(b *testing.B) {
 	url := enginetest.RedisURL(b)
-	ropt, err := rueidis.ParseURL(url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rc, err := rueidis.NewClient(ropt)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rc.Close()
+	rc := enginetest.RedisClient(b, url)
 	gopt, err := goredis.ParseURL(url)
 	if err != nil {
 		b.Fatal(err)

@@ -23,15 +23,7 @@ import (
 func newClusterClient(t testing.TB) rueidis.Client {
 	t.Helper()
 	cluster := enginetest.StartRedisCluster(t, 3, 0)
-	opt, err := rueidis.ParseURL(cluster.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := enginetest.RedisClient(t, cluster.URL())
 	if c.Mode() != rueidis.ClientModeCluster {
 		t.Fatalf("client mode %v, want cluster", c.Mode())
 	}

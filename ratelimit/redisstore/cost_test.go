@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
@@ -49,14 +47,7 @@ func TestHugeCostIsOneEntry(t *testing.T) {
 // round trip: on a closed client the answer is still ErrCostExceedsLimit.
 func TestCostExceedsLimitBeforeRedis(t *testing.T) {
 	t.Parallel()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := enginetest.RedisClient(t, enginetest.RedisURL(t))
 	client.Close() // every command now fails with rueidis.ErrClosing
 	s, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {

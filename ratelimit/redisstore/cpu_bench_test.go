@@ -31,15 +31,7 @@ import (
 //	CI=true go test -run '^$' -bench BenchmarkRedisCPU -benchtime 200000x ./ratelimit/redisstore/
 func BenchmarkRedisCPU(b *testing.B) {
 	srv := enginetest.StartRedis(b)
-	ropt, err := rueidis.ParseURL(srv.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	rc, err := rueidis.NewClient(ropt)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rc.Close()
+	rc := enginetest.RedisClient(b, srv.URL())
 	gopt, err := goredis.ParseURL(srv.URL())
 	if err != nil {
 		b.Fatal(err)

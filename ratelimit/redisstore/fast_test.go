@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,31 +89,14 @@ func TestFastPathMatchesMemory(t *testing.T) {
 // count is still exact.
 func TestFastPathSameKeyInBatch(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newStore(t, redisstore.Options{})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.FixedWindow} {
 		p := &ratelimit.Policy{Name: "day", Algorithm: alg, Limit: 300, Period: 24 * time.Hour}
-		var allowed atomic.Int64
-		var wg sync.WaitGroup
-		for range 64 {
-			wg.Go(func() {
-				for range 10 {
-					d, err := s.Allow(t.Context(), p, "shared", 1)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						allowed.Add(1)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if got := allowed.Load(); got != 300 {
+		got := ratelimittest.Flood(t, 64, 10, func() (bool, error) {
+			d, err := s.Allow(t.Context(), p, "shared", 1)
+			return d.Allowed, err
+		})
+		if got != 300 {
 			t.Errorf("%s: 640 concurrent checks of one key on a limit of 300: %d allowed, want 300", alg, got)
 		}
 	}
@@ -126,11 +108,7 @@ func TestFastPathSameKeyInBatch(t *testing.T) {
 // more than twice as long.
 func TestFastPathExpiry(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, client := newStore(t, redisstore.Options{})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA} {
 		p := &ratelimit.Policy{Name: "exp", Algorithm: alg, Limit: 100, Period: 100 * time.Second}
 		name := redisstore.KeyNameForTest(s, p, "k")

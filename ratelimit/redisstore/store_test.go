@@ -20,16 +20,21 @@ import (
 // newClient connects to the test Redis, or skips (fails in CI) without one.
 func newClient(t testing.TB) rueidis.Client {
 	t.Helper()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := enginetest.RedisClient(t, enginetest.RedisURL(t))
 	return c
+}
+
+// newStore opens a store with o on a new client, its keys under a
+// testPrefix of their own.
+func newStore(t testing.TB, o redisstore.Options) (*redisstore.Store, rueidis.Client) {
+	t.Helper()
+	client := newClient(t)
+	o.Prefix = testPrefix(t, client)
+	s, err := redisstore.New(client, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, client
 }
 
 // testPrefix isolates a test's keys on the shared server, and deletes
@@ -92,11 +97,7 @@ func TestConformance(t *testing.T) {
 // Without a clock override the store runs on the server's TIME.
 func TestServerClock(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newStore(t, redisstore.Options{})
 	p := &ratelimit.Policy{Name: "hour", Algorithm: ratelimit.TokenBucket, Limit: 2, Period: time.Hour}
 	for i, want := range []bool{true, true, false} {
 		d, err := s.Allow(t.Context(), p, "k", 1)
@@ -116,11 +117,7 @@ func TestServerClock(t *testing.T) {
 // check is still exact.
 func TestConcurrentCallersAreExact(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newStore(t, redisstore.Options{})
 	p := &ratelimit.Policy{Name: "day", Algorithm: ratelimit.SlidingWindowLog, Limit: 1000, Period: 24 * time.Hour}
 	q := &ratelimit.Policy{Name: "bucket", Algorithm: ratelimit.GCRA, Limit: 300, Period: 24 * time.Hour}
 	var allowed, allowedQ atomic.Int64
@@ -158,11 +155,7 @@ func TestConcurrentCallersAreExact(t *testing.T) {
 
 func TestNoScriptFallback(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newStore(t, redisstore.Options{})
 	redisstore.ForgetScriptForTest(s) // as after a server restart: EVALSHA answers NOSCRIPT
 	p := &ratelimit.Policy{Name: "p", Algorithm: ratelimit.FixedWindow, Limit: 1, Period: time.Minute}
 	if d, err := s.Allow(t.Context(), p, "k", 1); err != nil || !d.Allowed {
@@ -172,11 +165,7 @@ func TestNoScriptFallback(t *testing.T) {
 
 func TestCancelledWhileQueued(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	s, err := redisstore.New(client, redisstore.Options{Prefix: testPrefix(t, client), MaxInFlight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newStore(t, redisstore.Options{MaxInFlight: 1})
 	p := &ratelimit.Policy{Name: "p", Algorithm: ratelimit.FixedWindow, Limit: 1 << 40, Period: time.Minute}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup

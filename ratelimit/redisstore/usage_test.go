@@ -29,14 +29,7 @@ func TestReservationAcrossProcessesAndCrash(t *testing.T) {
 		}
 		return s
 	}
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crashing, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	crashing := enginetest.RedisClient(t, enginetest.RedisURL(t))
 	a, b := node(crashing), node(admin)
 	ctx := t.Context()
 	p := &ratelimit.Policy{Name: "tpm", Algorithm: ratelimit.TokenBucket, Limit: 1000, Period: time.Hour}

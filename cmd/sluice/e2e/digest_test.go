@@ -29,15 +29,10 @@ func TestKillNineInsideDigestWindowAndEscalation(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
 	c := startChild(t, dataDir)
-	code, body := c.request(t, "POST", "/v1/keys", "", `{"name":"admin","scopes":["admin"]}`)
-	if code != 201 {
-		t.Fatalf("create admin key = %d %s", code, body)
-	}
-	var admin struct{ Key string }
-	_ = json.Unmarshal(body, &admin)
+	admin := c.adminKey(t)
 	must := func(c *child, method, path, body string, want int) []byte {
 		t.Helper()
-		code, resp := c.request(t, method, path, admin.Key, body)
+		code, resp := c.request(t, method, path, admin, body)
 		if code != want {
 			t.Fatalf("%s %s = %d %s, want %d", method, path, code, resp, want)
 		}

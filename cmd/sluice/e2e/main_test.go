@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"testing"
@@ -27,15 +26,5 @@ var apiClient = &http.Client{Transport: apiTransport, Timeout: time.Minute}
 
 func TestMain(m *testing.M) {
 	http.DefaultClient.Transport = apiTransport
-	code := m.Run()
-	st := apiValidator.Stats()
-	fmt.Fprintf(os.Stderr, "cmd/sluice/e2e: %v\n", st)
-	if st.Failures > 0 {
-		fmt.Fprintln(os.Stderr, "cmd/sluice/e2e: these exchanges disagree with the OpenAPI document:")
-		for _, f := range apiValidator.Failures() {
-			fmt.Fprintln(os.Stderr, "  "+f)
-		}
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(apiValidator.Report(os.Stderr, "cmd/sluice/e2e", m.Run()))
 }

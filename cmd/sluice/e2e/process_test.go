@@ -107,6 +107,19 @@ func (c *child) request(t *testing.T, method, path, key, body string) (int, []by
 	return code, b
 }
 
+// adminKey creates an API key with the admin scope on the child (its first
+// key needs none) and returns it.
+func (c *child) adminKey(t *testing.T) string {
+	t.Helper()
+	code, body := c.request(t, "POST", "/v1/keys", "", `{"name":"admin","scopes":["admin"]}`)
+	if code != 201 {
+		t.Fatalf("create admin key = %d %s", code, body)
+	}
+	var admin struct{ Key string }
+	_ = json.Unmarshal(body, &admin)
+	return admin.Key
+}
+
 // try is request returning its error, for any goroutine.
 func (c *child) try(method, path, key, body string) (int, []byte, error) {
 	var rd io.Reader
@@ -137,19 +150,14 @@ func TestKillNineKeepsRecords(t *testing.T) {
 	dataDir := t.TempDir()
 	c := startChild(t, dataDir)
 
-	code, body := c.request(t, "POST", "/v1/keys", "", `{"name":"admin","scopes":["admin"]}`)
-	if code != 201 {
-		t.Fatalf("create admin key = %d %s", code, body)
-	}
-	var admin struct{ Key string }
-	_ = json.Unmarshal(body, &admin)
+	admin := c.adminKey(t)
 
 	const n = 40
 	var wg sync.WaitGroup
 	acked := make(chan string, n)
 	for i := range n {
 		wg.Go(func() {
-			code, body, err := c.try("POST", "/v1/keys", admin.Key, fmt.Sprintf(`{"name":"k%d","scopes":["notify:send"]}`, i))
+			code, body, err := c.try("POST", "/v1/keys", admin, fmt.Sprintf(`{"name":"k%d","scopes":["notify:send"]}`, i))
 			if err != nil {
 				t.Errorf("create key %d: %v", i, err)
 			} else if code == 201 {
@@ -169,7 +177,7 @@ func TestKillNineKeepsRecords(t *testing.T) {
 	<-c.exited
 
 	c2 := startChild(t, dataDir)
-	code, body = c2.request(t, "GET", "/v1/keys", admin.Key, "")
+	code, body := c2.request(t, "GET", "/v1/keys", admin, "")
 	if code != 200 {
 		t.Fatalf("list after restart = %d %s", code, body)
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
@@ -19,16 +18,7 @@ import (
 // prefix{key}:..., so a key's slot is its own.
 func keysOnMasters(t *testing.T, rc *enginetest.RedisCluster, prefix string) [3]string {
 	t.Helper()
-	opt, err := rueidis.ParseURL(rc.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := enginetest.RedisClient(t, rc.URL(), enginetest.NoClientCache)
 	var out [3]string
 	for i, found := 0, 0; found < 3; i++ {
 		k := fmt.Sprintf("%s%d", prefix, i)

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/apns"
 )
@@ -198,14 +199,5 @@ func TestErrorClassification(t *testing.T) {
 func BenchmarkSend(b *testing.B) {
 	_, c := setup(b)
 	m := notify.Message{NotificationID: "ntf_1", Category: notify.Critical, To: "a1b2c3", Subject: "Code", Body: "123456", IdempotencyKey: "ntf_1:push"}
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.Send(context.Background(), m); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	enginetest.BenchSend(b, c, m)
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/fcm"
 )
@@ -237,14 +238,5 @@ func BenchmarkSend(b *testing.B) {
 	g, c := setup(b, now)
 	g.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	m := msg(now)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.Send(context.Background(), m); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	enginetest.BenchSend(b, c, m)
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/guard"
@@ -25,15 +23,7 @@ func TestPacingIsSharedAcrossNodesOnRedis(t *testing.T) {
 	prefix := "test:" + rand.Text()[:10] + ":"
 	var pacers []*guard.Pacer
 	for range 2 {
-		opt, err := rueidis.ParseURL(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := rueidis.NewClient(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(rc.Close)
+		rc := enginetest.RedisClient(t, url)
 		st, err := redisstore.New(rc, redisstore.Options{Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)

@@ -17,16 +17,7 @@ import (
 
 func TestClaim(t *testing.T) {
 	t.Parallel()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := enginetest.RedisClient(t, enginetest.RedisURL(t), enginetest.NoClientCache)
 	prefix := "sluice_test_" + rand.Text()[:10] + ":" // keys of this test only; they expire
 	d := New(client, prefix, time.Minute)
 	ctx := t.Context()

@@ -22,6 +22,7 @@ import (
 	"github.com/emersion/go-sasl"
 	gosmtp "github.com/emersion/go-smtp"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/smtp"
 )
@@ -410,14 +411,5 @@ func BenchmarkSend(b *testing.B) {
 	}
 	defer c.Close()
 	m := message("ann@example.test", notify.Orders)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.Send(context.Background(), m); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	enginetest.BenchSend(b, c, m)
 }

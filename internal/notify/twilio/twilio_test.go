@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/notify/twilio"
 )
@@ -221,16 +222,7 @@ func BenchmarkSend(b *testing.B) {
 	a.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	c := newClient(b, a, time.Now())
 	m := notify.Message{To: "+4915112345678", Body: "Your code is 123456", IdempotencyKey: "ntf_1:sms"}
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.Send(context.Background(), m); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	enginetest.BenchSend(b, c, m)
 }
 
 // FuzzParseCallback feeds arbitrary callback URLs, bodies and signatures:

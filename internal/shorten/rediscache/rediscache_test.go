@@ -16,16 +16,7 @@ import (
 // client connects to the test Redis for the test.
 func client(t *testing.T) rueidis.Client {
 	t.Helper()
-	opt, err := rueidis.ParseURL(enginetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	rc, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := enginetest.RedisClient(t, enginetest.RedisURL(t), enginetest.NoClientCache)
 	return rc
 }
 

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 // TestNewLinkRedirectsFromRedis creates a link on one node and redirects
@@ -66,14 +66,7 @@ func TestStaleSharedEntryWhileTheStoreFails(t *testing.T) {
 // when down) sharing the cache shared, on clock now (nil: time.Now).
 func newNode(t *testing.T, shared *Cache, down bool, now func() time.Time) *shorten.Service {
 	t.Helper()
-	db, err := store.Open(t.Context(), store.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.SQLite(t)
 	codec, err := shorten.NewCodec([]byte("test key"), 7)
 	if err != nil {
 		t.Fatal(err)
