@@ -91,7 +91,7 @@ func testOnSettleFlood(t *testing.T, h Harness) {
 			admitted := Flood(t, workers, each, func() (bool, error) {
 				r, err := us.Hold(b.Ctx, ratelimit.NewReservationID(), c, opts)
 				if err != nil {
-					return false, fmt.Errorf("Hold: %w", err)
+					return false, fmt.Errorf("hold: %w", err)
 				}
 				return r.Allowed, nil
 			})
