@@ -46,6 +46,9 @@ func sendNoFollow(t *testing.T, method, url, body string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := noFollow.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
