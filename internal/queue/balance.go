@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/notify"
 )
 
 // Sharing partitions out. With pinned partition consumers alone, the
@@ -64,8 +66,11 @@ func (q *NotifyQueue) partition(ctx context.Context, l *lane, i int, r *keyedRun
 		return false
 	}
 	for m.wait(ctx, acquire) {
-		// Taken over from a node presumed dead: its pin is to be dropped.
-		fromDead := before != nil && m.presumedDead(before[owner(before, l.index, i)])
+		// Taken over from a node presumed dead: its pin is to be dropped,
+		// for critical streams only. A node merely paused past
+		// presenceTimeout still holds jobs; other streams keep its pin
+		// until pinnedTTL, so their users' order holds across the pause.
+		fromDead := l.key.cat == notify.Critical && before != nil && m.presumedDead(before[owner(before, l.index, i)])
 		before = nil
 		l.holds[i].Store(true)
 		pctx, cancel := context.WithCancel(ctx)

@@ -280,8 +280,8 @@ func TestDeadNodeShareTakenOver(t *testing.T) {
 	t.Parallel()
 	srv := enginetest.StartNATSCluster(t, 1)
 	prefix := "D" + strings.ToUpper(t.Name()[4:8]) + "_"
-	o := NotifyOptions{Partitions: 4, Workers: map[notify.Category]int{notify.Orders: 4}}
-	k := streamKey{notify.Webhook, notify.Orders}
+	o := NotifyOptions{Partitions: 4, Workers: map[notify.Category]int{notify.Critical: 4}}
+	k := streamKey{notify.Webhook, notify.Critical}
 	qa := notifyQueue(t, open(t, Options{URL: srv.URL(), StreamPrefix: prefix}), o)
 	// b is closed by hand: its streams are a's, and deleted with them.
 	cb, err := Open(t.Context(), Options{URL: srv.URL(), StreamPrefix: prefix, Logger: testLogger(nil, t)})
