@@ -97,6 +97,33 @@ func TestMembers(t *testing.T) {
 	}
 }
 
+// A node frozen past presenceTimeout (SIGSTOP, or starved of CPU) must
+// not wake up presuming every peer dead: their announcements of that
+// time are still unread, and it would take (and unpin) their partitions.
+func TestMembersPauseDoesNotCountAgainstPeers(t *testing.T) {
+	t.Parallel()
+	m := newMembers("b")
+	t0 := time.Now()
+	m.heard("a", t0)
+	m.heard("c", t0)
+	m.expire(t0.Add(presenceInterval))
+	woke := t0.Add(presenceInterval + 4500*time.Millisecond) // frozen 4.5 s
+	m.expire(woke)
+	if view, _ := m.current(); !slices.Equal(view, []string{"a", "b", "c"}) {
+		t.Fatalf("view after waking from a pause = %v, want a b c", view)
+	}
+	m.heard("a", woke)
+	for at := woke; at.Before(woke.Add(presenceTimeout + presenceInterval)); at = at.Add(presenceInterval) {
+		m.expire(at) // on time again: c, silent, times out
+	}
+	if view, _ := m.current(); !slices.Equal(view, []string{"a", "b"}) {
+		t.Errorf("view once c stayed silent after the pause = %v, want a b", view)
+	}
+	if !m.presumedDead("c") {
+		t.Error("c, silent after the pause, is not presumed dead")
+	}
+}
+
 // tally counts, for each node, the jobs handled from each partition.
 type tally struct {
 	mu     sync.Mutex

@@ -165,6 +165,8 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 	if !subscribe() {
 		return ""
 	}
+	gate := q.settleGate(ctx, l, i, r)
+	defer gate.close()
 	missed, resubscribed := 0, 0 // heartbeats missed in a row; new subscriptions that did not help
 	for {
 		mu.Lock()
@@ -227,7 +229,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 		if md, err := m.Metadata(); err != nil || md.NumDelivered > 1 {
 			j.Redelivered = true
 		}
-		r.dispatch(task{job: j, msg: m, part: i})
+		gate.dispatch(task{job: j, msg: m, part: i})
 	}
 }
 

@@ -36,6 +36,7 @@ type members struct {
 
 	mu      sync.Mutex
 	seen    map[string]time.Time // peer -> when last heard
+	checked time.Time            // the last expire
 	dead    map[string]time.Time // peer -> when presumed dead (not heard, no goodbye), for pinnedTTL
 	view    []string             // sorted node ids, self included
 	changed chan struct{}        // closed, and replaced, when view changes
@@ -62,10 +63,23 @@ func (m *members) left(id string) {
 	m.update()
 }
 
-// expire forgets the peers not heard within presenceTimeout of now.
+// expire forgets the peers not heard within presenceTimeout of now. Time
+// this node itself did not run (frozen, or starved of CPU: its checks
+// came more than presenceInterval late) does not count against its peers:
+// their announcements of that time may still be unread, and a node back
+// from a pause would otherwise presume every other node dead and pull
+// their partitions.
 func (m *members) expire(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.checked.IsZero() {
+		if away := now.Sub(m.checked) - presenceInterval; away > presenceInterval {
+			for id, t := range m.seen {
+				m.seen[id] = t.Add(away)
+			}
+		}
+	}
+	m.checked = now
 	for id, t := range m.seen {
 		if now.Sub(t) > presenceTimeout {
 			delete(m.seen, id)
@@ -190,9 +204,9 @@ func (p *presence) run(ctx context.Context) {
 			p.announce(presenceBye)
 			_ = flush(context.WithoutCancel(ctx), p.nc)
 			return
-		case now := <-tick.C:
+		case <-tick.C:
 			p.announce(presenceAlive)
-			p.m.expire(now)
+			p.m.expire(time.Now()) // not the tick's time, which may predate a pause
 		}
 	}
 }

@@ -1,0 +1,177 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Settling a partition. When a node starts pulling a pinned partition,
+// jobs of it may still be out to another node: one that died or froze
+// holding them (they come back when their ack wait lapses), or one that
+// handed the partition over while the server was sending it a job its
+// subscription no longer read (that job, too, comes back only after the
+// ack wait). The server meanwhile sends this node the partition's later
+// jobs; run at once, a user's later job would go before the earlier one.
+// So the jobs of a partition just taken are held, not run, until the
+// consumer shows no job out but the ones this node holds; then they run
+// in stream order, the redelivered earlier jobs first. A partition handed
+// over in an orderly way has nothing out and settles at the first look
+// (one consumer info request). The wait is bounded by the consumer's ack
+// wait plus settleSlack, after which the held jobs run anyway.
+const (
+	settlePoll  = 50 * time.Millisecond
+	settleSlack = time.Second
+)
+
+// settle holds the jobs of partition i of l that reach this node until
+// the partition has settled, then passes them, and every later one, to r.
+type settle struct {
+	mu   sync.Mutex
+	open bool
+	held []held // while not open, in arrival order
+	r    *keyedRunner
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// held is a job waiting for its partition to settle, with its sequences.
+type held struct {
+	t          task
+	stream     uint64 // the stream sequence: the job's place in the partition
+	deliveries uint64 // the consumer sequence of this delivery
+}
+
+// settleGate returns an open gate when l is not pinned (every node pulls
+// every consumer: there is no taking over), else a gate that opens once
+// partition i has settled. Call close when consume ends.
+func (q *NotifyQueue) settleGate(ctx context.Context, l *lane, i int, r *keyedRunner) *settle {
+	g := &settle{r: r, done: make(chan struct{})}
+	if l.consumers[i].PriorityPolicy != jetstream.PriorityPolicyPinned {
+		g.open = true
+		close(g.done)
+		g.cancel = func() {}
+		return g
+	}
+	ctx, g.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(g.done)
+		q.watchSettle(ctx, l, i, g)
+	}()
+	return g
+}
+
+// dispatch passes t to the runner, or holds it until the gate opens.
+func (g *settle) dispatch(t task) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open {
+		g.r.dispatch(t)
+		return
+	}
+	h := held{t: t}
+	if md, err := t.msg.Metadata(); err == nil {
+		h.stream, h.deliveries = md.Sequence.Stream, md.Sequence.Consumer
+	}
+	g.held = append(g.held, h)
+}
+
+// openGate passes the held jobs to the runner in stream order (a job
+// delivered twice while held keeps its latest delivery) and lets every
+// later one through.
+func (g *settle) openGate() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open {
+		return
+	}
+	g.open = true
+	slices.SortStableFunc(g.held, func(a, b held) int {
+		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.deliveries, b.deliveries))
+	})
+	for k, h := range g.held {
+		if k+1 < len(g.held) && h.stream != 0 && g.held[k+1].stream == h.stream {
+			continue // delivered again while held: the later copy runs
+		}
+		g.r.dispatch(h.t)
+	}
+	g.held = nil
+}
+
+// close stops watching and opens the gate: the jobs still held run (or,
+// when the node stops, are handed back by the runner).
+func (g *settle) close() {
+	g.cancel()
+	<-g.done
+	g.openGate()
+}
+
+// mine counts the held jobs the server had delivered by consumer sequence
+// delivered.
+func (g *settle) mine(delivered uint64) (n int, msgs []jetstream.Msg) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, h := range g.held {
+		if h.deliveries <= delivered {
+			n++
+		}
+		msgs = append(msgs, h.t.msg)
+	}
+	return n, msgs
+}
+
+// watchSettle opens g once no job of partition i is out to a node but
+// this one, looking every settlePoll, and keeps the held jobs alive
+// meanwhile; it opens g anyway after the ack wait and settleSlack, or
+// when ctx ends.
+func (q *NotifyQueue) watchSettle(ctx context.Context, l *lane, i int, g *settle) {
+	defer g.openGate()
+	cfg := l.consumers[i]
+	began := time.Now()
+	deadline := began.Add(cfg.AckWait + settleSlack)
+	lastAlive := began
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if q.settled(ctx, l, i, g) {
+			if waited := time.Since(began); waited > 10*settlePoll {
+				q.log.Info("queue: a partition taken over had jobs out to another node; ran them first",
+					"stream", q.streamName(l.key), "consumer", cfg.Durable, "waited", waited.Round(time.Millisecond))
+			}
+			return
+		}
+		if time.Since(lastAlive) >= cfg.AckWait/3 {
+			_, msgs := g.mine(0)
+			for _, m := range msgs {
+				_ = m.InProgress()
+			}
+			lastAlive = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(settlePoll):
+		}
+	}
+	if ctx.Err() == nil {
+		q.log.Warn("queue: a partition taken over did not settle within its ack wait; running its jobs",
+			"stream", q.streamName(l.key), "consumer", cfg.Durable)
+	}
+}
+
+// settled reports whether every job of partition i that the server counts
+// as out (delivered, not acknowledged) is one this node holds: held by g,
+// or still in the runner from an earlier turn with the partition.
+func (q *NotifyQueue) settled(ctx context.Context, l *lane, i int, g *settle) bool {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := l.str.Consumer(rctx, l.consumers[i].Durable)
+	if err != nil {
+		return false // unknown (a leader election, say): look again
+	}
+	info := c.CachedInfo()
+	n, _ := g.mine(info.Delivered.Consumer)
+	return info.NumAckPending <= n+g.r.holdingPart(i)
+}
