@@ -218,6 +218,9 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 		missed, resubscribed = 0, 0
 		l.received[i].Add(1)
 		if p := m.Headers().Get("Nats-Pin-Id"); p != "" {
+			if pin != "" && p != pin {
+				gate.rearm() // pinned afresh: another node may have held jobs of it meanwhile
+			}
 			pin = p
 		}
 		var j notify.Job

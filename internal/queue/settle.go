@@ -36,6 +36,7 @@ type settle struct {
 	held []held // while not open, in arrival order
 	r    *keyedRunner
 
+	watch  func() // starts a watcher that opens the gate (with mu held)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -58,12 +59,33 @@ func (q *NotifyQueue) settleGate(ctx context.Context, l *lane, i int, r *keyedRu
 		g.cancel = func() {}
 		return g
 	}
-	ctx, g.cancel = context.WithCancel(ctx)
-	go func() {
-		defer close(g.done)
-		q.watchSettle(ctx, l, i, g)
-	}()
+	g.open = true
+	g.watch = func() {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		g.cancel, g.done, g.open = cancel, done, false
+		go func() {
+			defer close(done)
+			q.watchSettle(ctx, l, i, g)
+		}()
+	}
+	g.watch()
 	return g
+}
+
+// rearm closes g again, holding what arrives until the partition has
+// settled anew: the server pinned the partition to this node afresh, so
+// another node may have held jobs of it meanwhile. The jobs g holds stay
+// held. Call it from the goroutine that calls dispatch.
+func (g *settle) rearm() {
+	if g.watch == nil {
+		return // not pinned
+	}
+	g.cancel()
+	<-g.done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.watch()
 }
 
 // dispatch passes t to the runner, or holds it until the gate opens.
@@ -127,10 +149,9 @@ func (g *settle) mine(delivered uint64) (n int, msgs []jetstream.Msg) {
 
 // watchSettle opens g once no job of partition i is out to a node but
 // this one, looking every settlePoll, and keeps the held jobs alive
-// meanwhile; it opens g anyway after the ack wait and settleSlack, or
-// when ctx ends.
+// meanwhile; it opens g anyway after the ack wait and settleSlack. When
+// ctx ends first it returns with g still closed (see close and rearm).
 func (q *NotifyQueue) watchSettle(ctx context.Context, l *lane, i int, g *settle) {
-	defer g.openGate()
 	cfg := l.consumers[i]
 	began := time.Now()
 	deadline := began.Add(cfg.AckWait + settleSlack)
@@ -141,6 +162,7 @@ func (q *NotifyQueue) watchSettle(ctx context.Context, l *lane, i int, g *settle
 				q.log.Info("queue: a partition taken over had jobs out to another node; ran them first",
 					"stream", q.streamName(l.key), "consumer", cfg.Durable, "waited", waited.Round(time.Millisecond))
 			}
+			g.openGate()
 			return
 		}
 		if time.Since(lastAlive) >= cfg.AckWait/3 {
@@ -158,6 +180,7 @@ func (q *NotifyQueue) watchSettle(ctx context.Context, l *lane, i int, g *settle
 	if ctx.Err() == nil {
 		q.log.Warn("queue: a partition taken over did not settle within its ack wait; running its jobs",
 			"stream", q.streamName(l.key), "consumer", cfg.Durable)
+		g.openGate()
 	}
 }
 
