@@ -124,8 +124,8 @@ type UsageStore interface {
 	Settle(ctx context.Context, id string, cost int64) (Settlement, error)
 }
 
-// NewReservationID returns a random reservation id.
-func NewReservationID() string {
+// newReservationID returns a random reservation id: 32 hex digits.
+func newReservationID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -146,7 +146,7 @@ func ReserveUsage(ctx context.Context, store Store, checks []Check, opts UsageOp
 	if !ok {
 		return nil, ErrUsageUnsupported
 	}
-	h, err := us.Hold(ctx, NewReservationID(), checks, opts)
+	h, err := us.Hold(ctx, newReservationID(), checks, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -200,7 +201,7 @@ func TestConcurrencyLeaseOverHTTP(t *testing.T) {
 func TestReservationAcrossNodesOverHTTP(t *testing.T) {
 	t.Parallel()
 	client := enginetest.RedisClient(t, enginetest.RedisURL(t))
-	prefix := "sluicetest:httpusage:" + ratelimit.NewReservationID()[:12] + ":"
+	prefix := "sluicetest:httpusage:" + rand.Text()[:12] + ":"
 	t.Cleanup(func() { // the test's keys, off the shared server
 		ctx := context.Background()
 		var cursor uint64

@@ -3,6 +3,7 @@ package limits
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func (s *Service) Reserve(ctx context.Context, reqs []UsageRequest, opts ratelim
 		if !ok {
 			return false, nil, Reservation{}, apperr.New(apperr.Unavailable, "the rate limit store does not support reservations")
 		}
-		h, err := us.Hold(ctx, ratelimit.NewReservationID(), checks, opts)
+		h, err := us.Hold(ctx, rand.Text(), checks, opts)
 		if err != nil {
 			return false, nil, Reservation{}, usageError(err)
 		}

@@ -1,6 +1,7 @@
 package ratelimittest
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"testing"
@@ -32,7 +33,7 @@ func testHolds(t *testing.T, h Harness) {
 				first = r
 			}
 		}
-		if r, err := us.Hold(b.Ctx, ratelimit.NewReservationID(), c, opts); !errors.Is(err, ratelimit.ErrTooManyHolds) || r.Allowed {
+		if r, err := us.Hold(b.Ctx, rand.Text(), c, opts); !errors.Is(err, ratelimit.ErrTooManyHolds) || r.Allowed {
 			t.Fatalf("fourth unsettled hold = %+v, %v; want ErrTooManyHolds", r, err)
 		}
 		if d := b.Peek(t, p, "k"); d.Remaining != 1_000_000-3 {
@@ -63,7 +64,7 @@ func testHolds(t *testing.T, h Harness) {
 			ids = append(ids, b.hold(t, opts, ratelimit.Check{Policy: p, Key: fmt.Sprint("user", i), Cost: 1}).ID)
 		}
 		c := []ratelimit.Check{{Policy: p, Key: "user9", Cost: 1}}
-		if _, err := us.Hold(b.Ctx, ratelimit.NewReservationID(), c, opts); !errors.Is(err, ratelimit.ErrTooManyHolds) {
+		if _, err := us.Hold(b.Ctx, rand.Text(), c, opts); !errors.Is(err, ratelimit.ErrTooManyHolds) {
 			t.Fatalf("third hold of the owner on a new key: %v, want ErrTooManyHolds", err)
 		}
 		if r := b.hold(t, ratelimit.UsageOptions{Owner: "api-key-2", MaxOwnerHolds: 2}, c...); !r.Allowed {
@@ -89,7 +90,7 @@ func testOnSettleFlood(t *testing.T, h Harness) {
 			opts := ratelimit.UsageOptions{Charge: ratelimit.ChargeOnSettle}
 			const workers, each = 8, 25
 			admitted := Flood(t, workers, each, func() (bool, error) {
-				r, err := us.Hold(b.Ctx, ratelimit.NewReservationID(), c, opts)
+				r, err := us.Hold(b.Ctx, rand.Text(), c, opts)
 				if err != nil {
 					return false, fmt.Errorf("hold: %w", err)
 				}

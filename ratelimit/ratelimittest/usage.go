@@ -1,6 +1,7 @@
 package ratelimittest
 
 import (
+	"crypto/rand"
 	"errors"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func usageStore(t *testing.T, b *Bundle) ratelimit.UsageStore {
 
 func (b *Bundle) hold(t *testing.T, opts ratelimit.UsageOptions, checks ...ratelimit.Check) ratelimit.Hold {
 	t.Helper()
-	h, err := usageStore(t, b).Hold(b.Ctx, ratelimit.NewReservationID(), checks, opts)
+	h, err := usageStore(t, b).Hold(b.Ctx, rand.Text(), checks, opts)
 	if err != nil {
 		t.Fatalf("Hold: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 
 // Reservation ids become part of a Redis key name, so only ids of the
 // shape this package takes and issues are let near one: 1 to maxIDBytes
-// of letters, digits, '-' and '_' (ratelimit.NewReservationID makes 32
+// of letters, digits, '-' and '_' (ratelimit's reservations use 32
 // hex digits; limits adds "local-"), then on a Cluster '~' and the
 // unpadded base64url of the first check's hash tag, which must not hold
 // a closing brace. Anything else is no reservation, without a round trip.

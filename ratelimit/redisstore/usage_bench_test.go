@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/rand"
 	"strconv"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func BenchmarkUsage(b *testing.B) {
 			})
 			b.Run(st.name+"/reserve+settle/callers="+strconv.Itoa(callers), func(b *testing.B) {
 				runCallers(b, callers, func(ctx context.Context, key string) error {
-					h, err := us.Hold(ctx, ratelimit.NewReservationID(), []ratelimit.Check{{Policy: p, Key: key, Cost: 10}}, ratelimit.UsageOptions{})
+					h, err := us.Hold(ctx, rand.Text(), []ratelimit.Check{{Policy: p, Key: key, Cost: 10}}, ratelimit.UsageOptions{})
 					if err != nil {
 						return err
 					}

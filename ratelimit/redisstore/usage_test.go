@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestReservationAcrossProcessesAndCrash(t *testing.T) {
 	p := &ratelimit.Policy{Name: "tpm", Algorithm: ratelimit.TokenBucket, Limit: 1000, Period: time.Hour}
 	checks := []ratelimit.Check{{Policy: p, Key: "key1", Cost: 600}}
 
-	h, err := a.Hold(ctx, ratelimit.NewReservationID(), checks, ratelimit.UsageOptions{TTL: time.Minute})
+	h, err := a.Hold(ctx, rand.Text(), checks, ratelimit.UsageOptions{TTL: time.Minute})
 	if err != nil || !h.Allowed {
 		t.Fatalf("Hold = %+v, %v", h, err)
 	}
@@ -46,7 +47,7 @@ func TestReservationAcrossProcessesAndCrash(t *testing.T) {
 		t.Errorf("after settling 600 as 100 on another node: remaining %d, want 900", d.Remaining)
 	}
 
-	h, err = a.Hold(ctx, ratelimit.NewReservationID(), checks, ratelimit.UsageOptions{TTL: time.Minute})
+	h, err = a.Hold(ctx, rand.Text(), checks, ratelimit.UsageOptions{TTL: time.Minute})
 	if err != nil || !h.Allowed {
 		t.Fatalf("second Hold = %+v, %v", h, err)
 	}
