@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -61,76 +62,17 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 		return err
 	}
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
-	// write buffers b (the ResponseWriter's buffer); flush sends what is
-	// buffered. Events waiting together go out in one write.
-	write := func(b []byte) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
-		_, err := w.Write(b)
-		return err
-	}
-	flush := func() error {
-		_ = rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
-		return rc.Flush()
-	}
-	send := func(b []byte) error {
-		if err := write(b); err != nil {
-			return err
-		}
-		return flush()
-	}
-	sendMessage := func(m inbox.Message, data []byte) error {
-		last = max(last, m.Seq)
-		return write(sseEvent(last, "message", data))
-	}
-	// catchUp sends what the store holds after last, up to the replay bound.
-	catchUp := func(unread int) error {
-		for sent := 0; sent < inboxReplayMax; {
-			ms, err := svc.Since(ctx, user, last, inboxReplayPage)
-			if err != nil {
-				return err
-			}
-			for _, m := range ms {
-				if err := sendMessage(m, messageData(m, unread)); err != nil {
-					return err
-				}
-			}
-			if len(ms) < inboxReplayPage {
-				return nil
-			}
-			sent += len(ms)
-		}
-		return nil
-	}
-	if err := send([]byte("retry: " + strconv.Itoa(inboxRetryMillis) + "\n\n")); err != nil {
+	out := startSSE(w)
+	feed := &inboxFeed{svc: svc, user: user, out: out, last: last}
+	if err := out.send([]byte("retry: " + strconv.Itoa(inboxRetryMillis) + "\n\n")); err != nil {
 		return nil // the client is gone
 	}
 	if last >= 0 {
-		if err := catchUp(unread); err != nil {
+		if err := feed.catchUp(ctx, unread); err != nil {
 			return nil
 		}
 	}
-	// handle writes one event from the subscription (flushed by the caller).
-	handle := func(e inbox.Event) error {
-		switch {
-		case e.Kind == inbox.KindUnread:
-			return write(sseEvent(-1, "unread", e.Payload(unreadData)))
-		case e.Message == nil || e.Message.Seq <= last:
-			return nil // sent already (replayed, or a republished retry)
-		case last < 0 || e.Message.Seq == last+1:
-			return sendMessage(*e.Message, e.Payload(func(e inbox.Event) []byte { return messageData(*e.Message, e.Unread) }))
-		default:
-			// Messages were published out of order (two workers): the
-			// store, whose seqs commit in order, has the ones between.
-			return catchUp(e.Unread)
-		}
-	}
-	if err := send(sseEvent(-1, "unread", unreadData(inbox.Event{Unread: unread}))); err != nil {
+	if err := out.send(sseEvent(-1, "unread", unreadData(inbox.Event{Unread: unread}))); err != nil {
 		return nil
 	}
 	heartbeat := time.NewTicker(cmp.Or(s.opts.InboxHeartbeat, 15*time.Second))
@@ -147,12 +89,12 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 			if !stillAdmitted(r) {
 				return nil
 			}
-			err = send([]byte(": keepalive\n\n"))
+			err = out.send([]byte(": keepalive\n\n"))
 		case e, ok := <-sub.C:
 			// This event and those already waiting behind it (up to a
 			// bound), then one flush.
 			for n := 0; ok && err == nil; n++ {
-				err = handle(e)
+				err = feed.handle(ctx, e)
 				if n == 64 {
 					break
 				}
@@ -164,7 +106,7 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 				break
 			}
 			if err == nil {
-				err = flush()
+				err = out.flush()
 			}
 			if !ok {
 				return nil // shutting down, or too slow: the client reconnects
@@ -176,6 +118,57 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 	}
 }
 
+// inboxFeed turns one user's inbox events into the stream's events, after
+// last (the seq of the last message sent; -1: none yet).
+type inboxFeed struct {
+	svc  Inbox
+	user string
+	out  *sseStream
+	last int64
+}
+
+// message writes m (data is its event's JSON) and moves last past it.
+func (f *inboxFeed) message(m inbox.Message, data []byte) error {
+	f.last = max(f.last, m.Seq)
+	return f.out.write(sseEvent(f.last, "message", data))
+}
+
+// catchUp writes what the store holds after last, up to the replay bound.
+func (f *inboxFeed) catchUp(ctx context.Context, unread int) error {
+	for sent := 0; sent < inboxReplayMax; {
+		ms, err := f.svc.Since(ctx, f.user, f.last, inboxReplayPage)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if err := f.message(m, messageData(m, unread)); err != nil {
+				return err
+			}
+		}
+		if len(ms) < inboxReplayPage {
+			return nil
+		}
+		sent += len(ms)
+	}
+	return nil
+}
+
+// handle writes one event from the subscription (flushed by the caller).
+func (f *inboxFeed) handle(ctx context.Context, e inbox.Event) error {
+	switch {
+	case e.Kind == inbox.KindUnread:
+		return f.out.write(sseEvent(-1, "unread", e.Payload(unreadData)))
+	case e.Message == nil || e.Message.Seq <= f.last:
+		return nil // sent already (replayed, or a republished retry)
+	case f.last < 0 || e.Message.Seq == f.last+1:
+		return f.message(*e.Message, e.Payload(func(e inbox.Event) []byte { return messageData(*e.Message, e.Unread) }))
+	default:
+		// Messages were published out of order (two workers): the
+		// store, whose seqs commit in order, has the ones between.
+		return f.catchUp(ctx, e.Unread)
+	}
+}
+
 func messageData(m inbox.Message, unread int) []byte {
 	data, _ := json.Marshal(map[string]any{"message": toInboxJSON(m), "unread": unread})
 	return data
@@ -184,20 +177,4 @@ func messageData(m inbox.Message, unread int) []byte {
 func unreadData(e inbox.Event) []byte {
 	data, _ := json.Marshal(map[string]int{"unread": e.Unread})
 	return data
-}
-
-// sseEvent formats one event; id < 0 leaves the client's last event id.
-// data is JSON, one line.
-func sseEvent(id int64, event string, data []byte) []byte {
-	b := make([]byte, 0, len(data)+48)
-	if id >= 0 {
-		b = append(b, "id: "...)
-		b = strconv.AppendInt(b, id, 10)
-		b = append(b, '\n')
-	}
-	b = append(b, "event: "...)
-	b = append(b, event...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
 }

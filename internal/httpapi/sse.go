@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// sseStream writes Server-Sent Events to one client. The server's write
+// timeout is lifted for a stream's life, so every write and flush has a
+// deadline of its own (inboxWriteWait): a client that stops reading is
+// cut off rather than holding the handler.
+type sseStream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startSSE sends a stream's headers and its 200.
+func startSSE(w http.ResponseWriter) *sseStream {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	return &sseStream{w: w, rc: http.NewResponseController(w)}
+}
+
+// write buffers b (the ResponseWriter's buffer); flush sends what is
+// buffered, so events waiting together go out in one write.
+func (s *sseStream) write(b []byte) error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
+	_, err := s.w.Write(b)
+	return err
+}
+
+func (s *sseStream) flush() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(inboxWriteWait))
+	return s.rc.Flush()
+}
+
+// send writes b and flushes it.
+func (s *sseStream) send(b []byte) error {
+	if err := s.write(b); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// sseEvent formats one event; id < 0 leaves the client's last event id.
+// data is JSON, one line.
+func sseEvent(id int64, event string, data []byte) []byte {
+	b := make([]byte, 0, len(data)+48)
+	if id >= 0 {
+		b = append(b, "id: "...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
