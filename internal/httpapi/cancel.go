@@ -18,7 +18,7 @@ type canceledJSON struct {
 // cancelNotification answers 200 whenever the notification exists, even
 // when nothing could be canceled (outcome not_canceled): the deliveries
 // say what happened to each, which a 409 could not carry as plainly.
-func cancelNotification(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func cancelNotification(svc notifySender, w http.ResponseWriter, r *http.Request) error {
 	rec, err := svc.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err

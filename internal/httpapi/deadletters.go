@@ -17,7 +17,7 @@ type deadLetterJSON struct {
 	ReplayedAt     string         `json:"replayed_at,omitempty"`
 }
 
-func deadLetters(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func deadLetters(svc deadLetterQueue, w http.ResponseWriter, r *http.Request) error {
 	limit, err := limitParam(r)
 	if err != nil {
 		return err
@@ -35,7 +35,7 @@ func deadLetters(svc NotifyService, w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func replayDeadLetter(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func replayDeadLetter(svc deadLetterQueue, w http.ResponseWriter, r *http.Request) error {
 	d, err := svc.ReplayDeadLetter(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err

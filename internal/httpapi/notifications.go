@@ -54,7 +54,7 @@ type acceptedJSON struct {
 	Status         string `json:"status"`
 }
 
-func sendNotification(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func sendNotification(svc notifySender, w http.ResponseWriter, r *http.Request) error {
 	var body notificationRequest
 	if err := decodeJSON(r, &body); err != nil {
 		return err
@@ -84,7 +84,7 @@ type batchResult struct {
 	Error          *Problem `json:"error,omitempty"`
 }
 
-func (s *Server) sendBatch(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func (s *Server) sendBatch(svc notifySender, w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Notifications []notificationRequest `json:"notifications"`
 	}
@@ -141,7 +141,7 @@ func (s *Server) sendBatch(svc NotifyService, w http.ResponseWriter, r *http.Req
 	return nil
 }
 
-func getNotification(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func getNotification(svc notificationReader, w http.ResponseWriter, r *http.Request) error {
 	rec, err := svc.Notification(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func getNotification(svc NotifyService, w http.ResponseWriter, r *http.Request) 
 	return nil
 }
 
-func userNotifications(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func userNotifications(svc notificationReader, w http.ResponseWriter, r *http.Request) error {
 	limit, err := limitParam(r)
 	if err != nil {
 		return err

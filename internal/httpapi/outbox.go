@@ -17,7 +17,7 @@ type outboxJSON struct {
 	CreatedAt      string         `json:"created_at"`
 }
 
-func outbox(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func outbox(svc outboxReader, w http.ResponseWriter, r *http.Request) error {
 	limit, err := limitParam(r)
 	if err != nil {
 		return err

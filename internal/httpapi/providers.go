@@ -11,10 +11,10 @@ import (
 // providers cannot send one, and each provider's own signature (Twilio's
 // X-Twilio-Signature) authenticates the callback instead.
 func (s *Server) registerProviders() {
-	s.Handle("POST /v1/providers/{provider}/callbacks", public, s.withNotify()(providerCallback))
+	s.Handle("POST /v1/providers/{provider}/callbacks", public, withService[callbackReceiver](s.opts.Notify, noNotify)(providerCallback))
 }
 
-func providerCallback(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func providerCallback(svc callbackReceiver, w http.ResponseWriter, r *http.Request) error {
 	if err := r.ParseForm(); err != nil {
 		return apperr.Wrap(apperr.Invalid, err, "the callback body is not a form")
 	}

@@ -41,7 +41,7 @@ func toSettingsJSON(user string, st notify.Settings) settingsJSON {
 	return out
 }
 
-func getSettings(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func getSettings(svc settingsStore, w http.ResponseWriter, r *http.Request) error {
 	st, err := svc.Settings(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func getSettings(svc NotifyService, w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func putSettings(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func putSettings(svc settingsStore, w http.ResponseWriter, r *http.Request) error {
 	var b settingsBody
 	if err := decodeJSON(r, &b); err != nil {
 		return err

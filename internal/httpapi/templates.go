@@ -18,7 +18,7 @@ type templateJSON struct {
 	Escalation *notify.EscalationRule `json:"escalation,omitempty"`
 }
 
-func getTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func getTemplate(svc templateStore, w http.ResponseWriter, r *http.Request) error {
 	t, err := svc.Template(r.Context(), r.PathValue("type"))
 	if err != nil {
 		return err
@@ -28,7 +28,7 @@ func getTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func putTemplate(svc NotifyService, w http.ResponseWriter, r *http.Request) error {
+func putTemplate(svc templateStore, w http.ResponseWriter, r *http.Request) error {
 	var b struct {
 		Category   notify.Category                      `json:"category"`
 		Channels   map[string]map[string]notify.Content `json:"channels"`
