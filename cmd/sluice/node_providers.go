@@ -58,8 +58,7 @@ func (ps *providerSet) close() {
 // buildProviders builds the providers the configuration turns on, each
 // behind a guard pacing it on pace (the node's shared rate limit store)
 // with its own breaker, reporting to reg. A backup is built only beside
-// its primary, from the fields it inherits (config.SMTPBackup.Inherit and
-// its siblings).
+// its primary, taking from it the settings it inherits (config.Inherit).
 func buildProviders(pc config.Providers, pace ratelimit.Store, reg prometheus.Registerer, log *slog.Logger) (*providerSet, error) {
 	b := &providerBuilder{pc: pc, pace: pace, log: log, m: metrics.NewProviders(reg), client: &http.Client{Timeout: pc.Timeout},
 		ps: &providerSet{primary: map[notify.Channel]notify.Provider{}, backups: map[notify.Channel][]notify.Provider{},
@@ -157,7 +156,7 @@ func (b *providerBuilder) email() error {
 		return err
 	}
 	if sb := b.pc.SMTPBackup; sb.Addr != "" {
-		return relay("smtp-backup", sb.Inherit(s), true)
+		return relay("smtp-backup", config.Inherit(sb, s), true)
 	}
 	return nil
 }
@@ -180,7 +179,7 @@ func (b *providerBuilder) sms() error {
 		return err
 	}
 	if tb := b.pc.TwilioBackup; tb.AccountSID != "" {
-		return account("twilio-backup", tb.Inherit(t), true)
+		return account("twilio-backup", config.Inherit(tb, t), true)
 	}
 	return nil
 }
@@ -197,7 +196,7 @@ func (b *providerBuilder) push() error {
 		}
 		router.FCM, backup.FCM = p, p
 		if fb := pc.FCMBackup; fb.CredentialsFile != "" {
-			if backup.FCM, err = b.fcm("fcm-backup", fb.Inherit(f)); err != nil {
+			if backup.FCM, err = b.fcm("fcm-backup", config.Inherit(fb, f)); err != nil {
 				return err
 			}
 		}
@@ -209,7 +208,7 @@ func (b *providerBuilder) push() error {
 		}
 		router.APNs, backup.APNs = p, p
 		if ab := pc.APNsBackup; ab.KeyFile != "" {
-			if backup.APNs, err = b.apns("apns-backup", ab.Inherit(a)); err != nil {
+			if backup.APNs, err = b.apns("apns-backup", config.Inherit(ab, a)); err != nil {
 				return err
 			}
 		}

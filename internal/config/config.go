@@ -4,7 +4,12 @@
 //
 // Every leaf field carries three tags: `yaml` (its key inside its section),
 // `flag` (the command-line name; the environment variable is SLUICE_ plus the
-// flag in upper case with dashes as underscores) and `usage`. The reference in
+// flag in upper case with dashes as underscores) and `usage`. A struct field
+// tagged `backup:"smtp-backup"` holds a backup provider's settings: those of
+// its type with the tag in place of each flag's first word (smtp-addr
+// becomes smtp-backup-addr), their usage marked as the backup's (or its
+// `backupusage` tag); the fields tagged `inherit:"true"` take the primary's
+// value when the backup leaves them empty (Inherit). The reference in
 // docs/configuration.md is generated from these tags (see Reference).
 package config
 

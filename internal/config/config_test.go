@@ -19,6 +19,16 @@ func load(t *testing.T, args []string, env map[string]string) (Config, error) {
 	return cfg, err
 }
 
+// yamlFile writes text to a configuration file and returns its path.
+func yamlFile(t *testing.T, text string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 func TestDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := load(t, nil, nil)
@@ -35,11 +45,7 @@ func TestDefaults(t *testing.T) {
 
 func TestPrecedence(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "sluice.yaml")
-	if err := os.WriteFile(file, []byte("http_addr: 127.0.0.1:9000\ngrpc_addr: 127.0.0.1:9001\nshutdown_timeout: 5s\nlog_level: debug\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := yamlFile(t, "http_addr: 127.0.0.1:9000\ngrpc_addr: 127.0.0.1:9001\nshutdown_timeout: 5s\nlog_level: debug\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -117,10 +123,7 @@ func TestBadValuesNamed(t *testing.T) {
 
 func TestUnknownYAMLKeyRefused(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(file, []byte("http_adr: 127.0.0.1:1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := yamlFile(t, "http_adr: 127.0.0.1:1\n")
 	if _, err := load(t, []string{"--config", file}, nil); err == nil || !strings.Contains(err.Error(), "http_adr") {
 		t.Fatalf("Load() error = %v, want the unknown key named", err)
 	}
@@ -128,10 +131,7 @@ func TestUnknownYAMLKeyRefused(t *testing.T) {
 
 func TestEmptyFileIsEmptyConfig(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "empty.yaml")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := yamlFile(t, "")
 	if _, err := load(t, []string{"--config", file}, nil); err != nil {
 		t.Fatalf("Load() error = %v", err)
 	}
@@ -191,11 +191,7 @@ func TestNotifySettings(t *testing.T) {
 
 func TestTrustedProxies(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "sluice.yaml")
-	yaml := "trusted_proxies: [10.0.0.0/8, \"::ffff:192.0.2.1\"]\nproxy_protocol: true\ngateway:\n  trusted_proxies: [172.16.0.0/12]\n"
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := yamlFile(t, "trusted_proxies: [10.0.0.0/8, \"::ffff:192.0.2.1\"]\nproxy_protocol: true\ngateway:\n  trusted_proxies: [172.16.0.0/12]\n")
 	tests := []struct {
 		name      string
 		args      []string
@@ -263,11 +259,7 @@ func TestNATSCluster(t *testing.T) {
 			}
 		})
 	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "sluice.yaml")
-	if err := os.WriteFile(file, []byte("nats_url: "+seeds+"\nnats_replicas: 3\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := yamlFile(t, "nats_url: "+seeds+"\nnats_replicas: 3\n")
 	if cfg, err := load(t, []string{"--config", file}, nil); err != nil || cfg.NATSReplicas != 3 {
 		t.Errorf("from YAML nats_replicas: 3: NATSReplicas = %d, %v; want 3", cfg.NATSReplicas, err)
 	}

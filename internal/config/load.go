@@ -25,12 +25,20 @@ type Field struct {
 	Usage string
 	Type  string // "string", "bool", "int", "duration", "list"
 	index []int
+	// inherits is, for a backup's setting taken from its primary when
+	// empty, the primary's flag.
+	inherits string
 }
 
 // Fields lists every setting of Config in declaration order.
-func Fields() []Field { return fields(reflect.TypeFor[Config](), nil, "") }
+func Fields() []Field { return fields(reflect.TypeFor[Config](), nil, "", "") }
 
-func fields(t reflect.Type, index []int, prefix string) []Field {
+// fields lists the settings of struct type t, at index in Config and under
+// the YAML path prefix. A struct field tagged `backup:"smtp-backup"` holds
+// a backup's settings: each flag of its type gets the tag in place of its
+// first word (smtp-addr becomes smtp-backup-addr); backup is that tag while
+// fields walks such a field's type.
+func fields(t reflect.Type, index []int, prefix, backup string) []Field {
 	var out []Field
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -41,7 +49,7 @@ func fields(t reflect.Type, index []int, prefix string) []Field {
 			path = prefix + "." + name
 		}
 		if sf.Type.Kind() == reflect.Struct && sf.Type != reflect.TypeFor[time.Duration]() {
-			out = append(out, fields(sf.Type, idx, path)...)
+			out = append(out, fields(sf.Type, idx, path, cmp.Or(sf.Tag.Get("backup"), backup))...)
 			continue
 		}
 		fl := sf.Tag.Get("flag")
@@ -51,16 +59,35 @@ func fields(t reflect.Type, index []int, prefix string) []Field {
 		if name == "-" {
 			path = ""
 		}
-		out = append(out, Field{
-			YAML:  path,
-			Flag:  fl,
-			Env:   "SLUICE_" + strings.ToUpper(strings.ReplaceAll(fl, "-", "_")),
-			Usage: sf.Tag.Get("usage"),
-			Type:  typeName(sf.Type),
-			index: idx,
-		})
+		f := Field{YAML: path, Flag: fl, Usage: sf.Tag.Get("usage"), Type: typeName(sf.Type), index: idx}
+		if backup != "" {
+			f = backupField(f, sf, backup)
+		}
+		f.Env = "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Flag, "-", "_"))
+		out = append(out, f)
 	}
 	return out
+}
+
+// backupField is primary's setting f (of field sf) as the backup's named
+// backup: its flag renamed, its usage the backupusage tag or the
+// primary's marked as the backup's, and, where the backup inherits it, its
+// "empty ..." clause saying it takes the primary's instead.
+func backupField(f Field, sf reflect.StructField, backup string) Field {
+	primary := f.Flag
+	_, rest, _ := strings.Cut(primary, "-")
+	f.Flag = backup + "-" + rest
+	if u := sf.Tag.Get("backupusage"); u != "" {
+		f.Usage = u
+	} else {
+		f.Usage = "backup: " + f.Usage
+	}
+	if inherits(sf) {
+		f.inherits = primary
+		f.Usage, _, _ = strings.Cut(f.Usage, "; empty ")
+		f.Usage += "; empty uses --" + primary
+	}
+	return f
 }
 
 func typeName(t reflect.Type) string {

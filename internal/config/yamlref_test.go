@@ -33,10 +33,6 @@ var yamlDefaults = map[string]string{
 	"ratelimit.policies[].sync_interval":           "50ms",
 	"gateway.routes[].cost_from_response.policies": "the route's policies",
 	"notify.providers.smtp.auth":                   "PLAIN when offered, else LOGIN",
-	"notify.providers.smtp_backup.from":            "notify.providers.smtp.from",
-	"notify.providers.fcm_backup.base_url":         "notify.providers.fcm.base_url",
-	"notify.providers.apns_backup.base_url":        "notify.providers.apns.base_url",
-	"notify.providers.apns_backup.topic":           "notify.providers.apns.topic",
 	"ratelimit.policies[].burst":                   "the limit",
 	"gateway.routes[].methods":                     "every method",
 	"gateway.routes[].count_statuses":              "every status",
@@ -51,6 +47,8 @@ var yamlValues = map[string][]string{
 	"notify.providers.failover_categories":  {"critical", "orders", "marketing"},
 	"notify.providers.smtp.tls":             {"starttls", "tls", "none"},
 	"notify.providers.smtp.auth":            {"plain", "login"},
+	"notify.providers.smtp_backup.tls":      {"starttls", "tls", "none"},
+	"notify.providers.smtp_backup.auth":     {"plain", "login"},
 	"ratelimit.policies[].mode":             {string(limits.Hard), string(limits.Soft), string(limits.Shadow)},
 	"ratelimit.policies[].on_store_failure": {string(limits.FailOpen), string(limits.FailClosed)},
 	"ratelimit.policies[].sync":             {string(limits.SyncLocal)},
@@ -117,7 +115,10 @@ func structDocs(docs map[string]string, owner string, st *ast.StructType) {
 // yamlKeys lists every key of the YAML file, nested ones included.
 func yamlKeys(t *testing.T) []yamlKey {
 	t.Helper()
-	w := keyWalker{docs: fieldDocs(t)}
+	w := keyWalker{docs: fieldDocs(t), fields: map[string]Field{}, flags: map[string]Field{}}
+	for _, f := range Fields() {
+		w.fields[f.YAML], w.flags[f.Flag] = f, f
+	}
 	ct := reflect.TypeFor[Config]()
 	w.walk(ct, reflect.ValueOf(Default()), ct.PkgPath()+"."+ct.Name(), "")
 	return w.keys
@@ -125,7 +126,9 @@ func yamlKeys(t *testing.T) []yamlKey {
 
 type keyWalker struct {
 	docs map[string]string
-	keys []yamlKey
+	// fields and flags are Fields by YAML key and by flag.
+	fields, flags map[string]Field
+	keys          []yamlKey
 }
 
 var (
@@ -169,12 +172,15 @@ func (w *keyWalker) walk(st reflect.Type, v reflect.Value, owner, prefix string)
 }
 
 func (w *keyWalker) add(path, typ, def string, sf reflect.StructField, doc string) {
-	if d, ok := yamlDefaults[path]; ok {
-		def = d
-	}
 	k := yamlKey{path: path, typ: typ, def: def, setBy: "YAML only", meaning: sf.Tag.Get("usage")}
-	if fl := sf.Tag.Get("flag"); fl != "" {
-		k.setBy = fmt.Sprintf("`--%s`, `SLUICE_%s`", fl, strings.ToUpper(strings.ReplaceAll(fl, "-", "_")))
+	if f, ok := w.fields[path]; ok { // a backup's flag and usage are its primary's, rewritten
+		k.setBy, k.meaning = fmt.Sprintf("`--%s`, `%s`", f.Flag, f.Env), f.Usage
+		if f.inherits != "" {
+			k.def = w.flags[f.inherits].YAML
+		}
+	}
+	if d, ok := yamlDefaults[path]; ok {
+		k.def = d
 	}
 	if k.meaning == "" {
 		k.meaning = plainDoc(sf.Name, doc)
