@@ -168,6 +168,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 	gate := q.settleGate(ctx, l, i, r)
 	defer gate.close()
 	missed, resubscribed := 0, 0 // heartbeats missed in a row; new subscriptions that did not help
+	var delivered uint64         // the consumer sequence of the last delivery received
 	for {
 		mu.Lock()
 		cur := it
@@ -217,11 +218,23 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 		}
 		missed, resubscribed = 0, 0
 		l.received[i].Add(1)
-		if p := m.Headers().Get("Nats-Pin-Id"); p != "" {
-			if pin != "" && p != pin {
-				gate.rearm() // pinned afresh: another node may have held jobs of it meanwhile
-			}
+		md, mdErr := m.Metadata()
+		p := m.Headers().Get("Nats-Pin-Id")
+		// A delivery of a pinned partition that did not reach this node
+		// (the consumer's delivery sequence skipped one: it went to a
+		// connection that dropped, or to a pull request nobody reads) is
+		// out until its ack wait lapses, and the user's later jobs must
+		// not pass it; nor may they pass jobs another node held while the
+		// partition was pinned elsewhere. Either way the partition
+		// settles again (see settle.go).
+		if (p != "" && pin != "" && p != pin) || (mdErr == nil && delivered != 0 && md.Sequence.Consumer != delivered+1) {
+			gate.rearm()
+		}
+		if p != "" {
 			pin = p
+		}
+		if mdErr == nil {
+			delivered = md.Sequence.Consumer
 		}
 		var j notify.Job
 		if err := json.Unmarshal(m.Data(), &j); err != nil {
@@ -229,7 +242,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 			_ = m.Term()
 			continue
 		}
-		if md, err := m.Metadata(); err != nil || md.NumDelivered > 1 {
+		if mdErr != nil || md.NumDelivered > 1 {
 			j.Redelivered = true
 		}
 		gate.dispatch(task{job: j, msg: m, part: i})

@@ -36,7 +36,8 @@ type settle struct {
 	held []held // while not open, in arrival order
 	r    *keyedRunner
 
-	watch  func() // starts a watcher that opens the gate (with mu held)
+	since  time.Time // when the gate last closed: a rearm does not move it
+	watch  func()    // starts a watcher that opens the gate (with mu held)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -63,6 +64,9 @@ func (q *NotifyQueue) settleGate(ctx context.Context, l *lane, i int, r *keyedRu
 	g.watch = func() {
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
+		if g.open {
+			g.since = time.Now()
+		}
 		g.cancel, g.done, g.open = cancel, done, false
 		go func() {
 			defer close(done)
@@ -76,7 +80,9 @@ func (q *NotifyQueue) settleGate(ctx context.Context, l *lane, i int, r *keyedRu
 // rearm closes g again, holding what arrives until the partition has
 // settled anew: the server pinned the partition to this node afresh, so
 // another node may have held jobs of it meanwhile. The jobs g holds stay
-// held. Call it from the goroutine that calls dispatch.
+// held, and the bound on holding still counts from when g closed, so
+// pins that keep changing cannot hold a job longer. Call it from the
+// goroutine that calls dispatch.
 func (g *settle) rearm() {
 	if g.watch == nil {
 		return // not pinned
@@ -153,7 +159,7 @@ func (g *settle) mine(delivered uint64) (n int, msgs []jetstream.Msg) {
 // ctx ends first it returns with g still closed (see close and rearm).
 func (q *NotifyQueue) watchSettle(ctx context.Context, l *lane, i int, g *settle) {
 	cfg := l.consumers[i]
-	began := time.Now()
+	began := g.since
 	deadline := began.Add(cfg.AckWait + settleSlack)
 	lastAlive := began
 	for ctx.Err() == nil && time.Now().Before(deadline) {
