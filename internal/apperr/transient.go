@@ -49,11 +49,15 @@ const (
 // RetryTransient calls fn, and calls it again after a pause for as long as
 // it fails with a transient error (see [ErrTransient]), until it returns nil
 // or another error. It stops retrying when the next pause would end past
-// deadline or past ctx's deadline, or when ctx is done, and returns fn's
-// last error, so a caller that gives up answers with the store's own
-// (Unavailable) error. Several calls that share one deadline share one
-// window. Pauses are on the wall clock (time.Now, timers).
+// deadline, past ctx's retry deadline (see [WithRetryDeadline]) or past
+// ctx's deadline, or when ctx is done, and returns fn's last error, so a
+// caller that gives up answers with the store's own (Unavailable) error.
+// Several calls that share one deadline share one window. Pauses are on
+// the wall clock (time.Now, timers).
 func RetryTransient(ctx context.Context, deadline time.Time, fn func() error) error {
+	if d, ok := ctx.Value(retryDeadlineKey{}).(time.Time); ok && d.Before(deadline) {
+		deadline = d
+	}
 	pause := retryFirstPause
 	for {
 		err := fn()
@@ -76,4 +80,21 @@ func RetryTransient(ctx context.Context, deadline time.Time, fn func() error) er
 		}
 		pause = min(2*pause, retryMaxPause)
 	}
+}
+
+type retryDeadlineKey struct{}
+
+// WithRetryDeadline returns ctx carrying t, or the retry deadline ctx
+// already carries if that is earlier: [RetryTransient] does not retry past
+// it. It is for work done on behalf of requests that waited in a queue
+// before it started (a batch of link creations written together): the
+// batch retries only within the window of its oldest request, so a
+// request never waits for the retries of the batch ahead of it and then
+// for a whole window of its own. Unlike a context deadline it cuts no
+// attempt short.
+func WithRetryDeadline(ctx context.Context, t time.Time) context.Context {
+	if d, ok := ctx.Value(retryDeadlineKey{}).(time.Time); ok && !t.Before(d) {
+		return ctx
+	}
+	return context.WithValue(ctx, retryDeadlineKey{}, t)
 }

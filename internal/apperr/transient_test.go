@@ -34,6 +34,7 @@ func TestRetryTransient(t *testing.T) {
 		name     string
 		window   time.Duration // deadline, from the start
 		ctxLimit time.Duration // ctx's own deadline; 0: none
+		ctxRetry time.Duration // ctx's retry deadline (WithRetryDeadline); 0: none
 		failures int           // transient failures before fn succeeds; -1: always
 		final    error         // what fn returns after failures (nil: success)
 		want     error
@@ -51,6 +52,10 @@ func TestRetryTransient(t *testing.T) {
 			took: 3750 * time.Millisecond},
 		{name: "gives up at ctx's deadline", window: RetryWindow, ctxLimit: time.Second, failures: -1, want: transient, calls: 5,
 			took: 750 * time.Millisecond},
+		{name: "gives up at ctx's retry deadline", window: RetryWindow, ctxRetry: time.Second, failures: -1, want: transient, calls: 5,
+			took: 750 * time.Millisecond},
+		{name: "a later retry deadline changes nothing", window: time.Second, ctxRetry: time.Minute, failures: -1, want: transient, calls: 5,
+			took: 750 * time.Millisecond},
 		{name: "no window, no retry", window: 0, failures: -1, want: transient, calls: 1},
 	}
 	for _, tt := range tests {
@@ -64,6 +69,9 @@ func TestRetryTransient(t *testing.T) {
 					defer cancel()
 				}
 				start := time.Now()
+				if tt.ctxRetry > 0 {
+					ctx = WithRetryDeadline(ctx, start.Add(tt.ctxRetry))
+				}
 				calls := 0
 				err := RetryTransient(ctx, start.Add(tt.window), func() error {
 					calls++
@@ -101,6 +109,20 @@ func TestRetryTransientStopsWhenCtxIsDone(t *testing.T) {
 		})
 		if !errors.Is(err, transient) || calls != 2 {
 			t.Errorf("RetryTransient = %v after %d calls, want the transient error after 2", err, calls)
+		}
+	})
+}
+
+func TestWithRetryDeadlineKeepsTheEarlier(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ctx := WithRetryDeadline(t.Context(), start.Add(time.Second))
+		ctx = WithRetryDeadline(ctx, start.Add(time.Hour)) // later: ignored
+		calls := 0
+		_ = RetryTransient(ctx, start.Add(RetryWindow), func() error { calls++; return MarkTransient(io.EOF) })
+		if took := time.Since(start); took != 750*time.Millisecond || calls != 5 {
+			t.Errorf("RetryTransient under retry deadlines of 1 s then 1 h: %d calls in %v, want 5 in 750ms (the earlier wins)", calls, took)
 		}
 	})
 }
