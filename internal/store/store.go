@@ -62,7 +62,9 @@ type Options struct {
 	// LinkCreateRetry is how long [DB.CreateLinks] retries a transient
 	// failure (apperr.ErrTransient: a connection refused or dropped,
 	// PostgreSQL restarting) before returning it, never past ctx's
-	// deadline. If zero, apperr.RetryWindow; negative: no retry.
+	// deadline or its retry deadline (apperr.WithRetryDeadline, which the
+	// shortener's batches carry). If zero, apperr.RetryWindow; negative:
+	// no retry.
 	LinkCreateRetry time.Duration
 }
 
