@@ -209,9 +209,10 @@ func TestChaosPostgresRestart(t *testing.T) {
 	}
 	// Checks keep answering through the outage, also after the auth
 	// cache's 3 s TTL has run out (a stale answer serves while the
-	// database cannot be asked): poll them for 4 s past the stop.
+	// database cannot be asked): poll them for 4 s more (the creations
+	// above each retried for up to 4 s before their 503).
 	checks := 0
-	for time.Since(stopped) < 4*time.Second {
+	for polling := time.Now(); time.Since(polling) < 4*time.Second; {
 		// A new key every 1,000 checks: the loop can outrun the policy's
 		// 6,000 a minute on one key.
 		key := "pg-down-" + strconv.Itoa(checks/1000)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/shorten"
 )
 
 // TestWriteErrorClientGone: a request cancelled because its client went
@@ -154,6 +155,57 @@ func TestProblemTitlesAreStatusText(t *testing.T) {
 		resp := b.do(call{method: method, path: path, key: admin})
 		if p := decodeProblem(t, resp); resp.StatusCode != 404 || p.Title != "Not Found" {
 			t.Errorf("%s %s = %d %q, want 404 \"Not Found\"", method, path, resp.StatusCode, p.Title)
+		}
+	}
+}
+
+// storeDown is a NotifyService and Links whose creations fail as the
+// store's do once its retries ran out with PostgreSQL down; the other
+// methods are not called by TestCreationsAnswer503WithRetryAfter.
+type storeDown struct {
+	NotifyService
+	Links
+}
+
+// errStoreDown is what the store returns for a write while PostgreSQL is
+// down: Unavailable, transient, its cause for the log only.
+var errStoreDown = apperr.Wrap(apperr.Unavailable,
+	apperr.MarkTransient(errors.New("create notification: dial tcp 10.0.0.5:5432: connect: connection refused")), "database unavailable")
+
+func (storeDown) Send(context.Context, notify.Request) (notify.Accepted, error) {
+	return notify.Accepted{}, errStoreDown
+}
+
+func (storeDown) Create(context.Context, shorten.CreateRequest) (shorten.Link, error) {
+	return shorten.Link{}, fmt.Errorf("create link: %w", errStoreDown)
+}
+
+// TestCreationsAnswer503WithRetryAfter: a notification post or a link
+// creation that the store refused as unavailable answers 503 problem+json
+// with Retry-After, and shows the client neither address nor cause.
+func TestCreationsAnswer503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	down := storeDown{}
+	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Keys: setup(t).db, Notify: down, Links: down})
+	for _, c := range []struct{ path, body string }{
+		{"/v1/notifications", `{"user_id":"u1","type":"otp","data":{"code":"1"}}`},
+		{"/v1/links", `{"url":"https://example.com/a"}`},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "http://localhost"+c.path, strings.NewReader(c.body))
+		req.RemoteAddr = "127.0.0.1:5555"
+		req.Header.Set("Content-Type", "application/json")
+		w := record(t, srv, req)
+		var p Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatalf("POST %s = %d %s: %v", c.path, w.Code, w.Body, err)
+		}
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Content-Type") != "application/problem+json" ||
+			w.Header().Get("Retry-After") != "1" || p.Type != ProblemBase+"unavailable" || p.Detail != "database unavailable" {
+			t.Errorf("POST %s = %d, Content-Type %q, Retry-After %q, problem %+v; want 503 problem+json, Retry-After 1, type unavailable, detail \"database unavailable\"",
+				c.path, w.Code, w.Header().Get("Content-Type"), w.Header().Get("Retry-After"), p)
+		}
+		if strings.Contains(w.Body.String(), "10.0.0.5") || strings.Contains(w.Body.String(), "refused") {
+			t.Errorf("POST %s = %s; the cause must not be shown", c.path, w.Body)
 		}
 	}
 }

@@ -87,7 +87,9 @@ type DigestStore interface {
 	// also joins n to a digest for each of joins, in the same
 	// transaction: an event is in a digest exactly when it is saved. A
 	// digest that reaches its MaxItems is closed and due at once. When
-	// n.RequestID is taken it saves and joins nothing.
+	// n.RequestID is taken it saves and joins nothing; when n.ID is
+	// already stored, likewise, and it reports created true (see
+	// CreateNotification).
 	CreateDigested(ctx context.Context, n Notification, ds []Delivery, joins []DigestJoin) (existing Notification, created bool, err error)
 	// DueDigests returns up to limit digests without a message whose
 	// window ended at or before now, oldest first, without their items.

@@ -62,6 +62,12 @@ type Options struct {
 	// RecoveryAfter is how long a queued delivery may go unhandled before
 	// the recovery sweep republishes it. If zero, one minute.
 	RecoveryAfter time.Duration
+	// StoreRetry is how long Send retries the store's transient failures
+	// (a connection refused or dropped, the database restarting; see
+	// apperr.ErrTransient) before it returns the store's Unavailable error
+	// (503 at the edge); never past the request's context deadline. If
+	// zero, apperr.RetryWindow; negative: no retry.
+	StoreRetry time.Duration
 	// SendTimeout bounds one provider call. If zero, 15 seconds.
 	SendTimeout time.Duration
 	// ClaimFor is how long a worker's claim on a delivery (status sending)
@@ -156,6 +162,7 @@ func NewService(opts Options) *Service {
 	opts.ClaimLease = min(cmp.Or(opts.ClaimLease, DefaultClaimLease), opts.ClaimFor)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, 5*time.Second)
 	opts.DedupeTimeout = cmp.Or(opts.DedupeTimeout, DefaultDedupeTimeout)
+	opts.StoreRetry = cmp.Or(opts.StoreRetry, apperr.RetryWindow)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -176,14 +183,26 @@ func NewService(opts Options) *Service {
 // durably saved, then queues its deliveries. A request_id seen before
 // answers the first notification (Duplicate) when the request is the same,
 // and apperr Conflict when it differs.
+//
+// Each store call Send makes is retried on a transient failure for up to
+// Options.StoreRetry in all (one window for the whole request), so a
+// database restart of a few seconds delays the answer instead of failing
+// it. The retries are safe: the reads change nothing, and the create is
+// of one notification whose id is chosen once, before the first attempt,
+// so a create whose transaction committed but whose answer was lost (the
+// connection dropped during COMMIT) is found by the next attempt under
+// that id and reported created, once (notify.Store.CreateNotification);
+// its jobs are then queued as usual. Only the store is retried: the
+// marketing cap and the SMS guard, which count, are asked once.
 func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	now := s.now()
 	req, err := req.Validate(now)
 	if err != nil {
 		return Accepted{}, err
 	}
-	cat, err := s.category(ctx, req.Type)
-	if err != nil {
+	retry := s.storeRetry(ctx)
+	var cat Category
+	if err := retry(func() (err error) { cat, err = s.category(ctx, req.Type); return err }); err != nil {
 		return Accepted{}, err
 	}
 	hash := req.hash()
@@ -203,7 +222,12 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 		}
 		claimed = ok && err == nil
 		if err == nil && !ok {
-			if a, done, err := s.resolveDuplicate(ctx, req.RequestID, hash, existing); done || err != nil {
+			var (
+				a    Accepted
+				done bool
+			)
+			err := retry(func() (err error) { a, done, err = s.resolveDuplicate(ctx, req.RequestID, hash, existing); return err })
+			if done || err != nil {
 				return a, err
 			}
 		}
@@ -215,13 +239,13 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 			}
 		}()
 	}
-	settings, err := s.sharedSettings(ctx, req.UserID) // read only
-	if err != nil {
+	var settings Settings
+	if err := retry(func() (err error) { settings, err = s.sharedSettings(ctx, req.UserID); return err }); err != nil { // read only
 		return Accepted{}, err
 	}
 	ds := s.plan(ctx, n, settings, now)
-	rules, err := s.rulesOf(ctx, n.Type)
-	if err != nil {
+	var rules Template
+	if err := retry(func() (err error) { rules, err = s.rulesOf(ctx, n.Type); return err }); err != nil {
 		return Accepted{}, err
 	}
 	joins := s.digestJoins(n, rules, ds)
@@ -231,8 +255,11 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	if err := s.checkSMS(ctx, n.UserID, settings, ds); err != nil {
 		return s.smsRefused(ctx, req.RequestID, hash, err)
 	}
-	existing, created, err := s.create(ctx, n, ds, joins)
-	if err != nil {
+	var (
+		existing Notification
+		created  bool
+	)
+	if err := retry(func() (err error) { existing, created, err = s.create(ctx, n, ds, joins); return err }); err != nil {
 		return Accepted{}, err
 	}
 	// Keep the fast-path key only when it describes what was stored; a
@@ -255,6 +282,15 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	s.publish(ctx, n, ds)
 	s.emitAccepted(ctx, n, ds)
 	return Accepted{NotificationID: n.ID}, nil
+}
+
+// storeRetry returns the retry of Send's store calls: each call it is given
+// runs until it succeeds, fails otherwise, or the request's window
+// (Options.StoreRetry from now, on the wall clock, as the pauses are) or
+// ctx's deadline would be passed.
+func (s *Service) storeRetry(ctx context.Context) func(fn func() error) error {
+	deadline := time.Now().Add(s.opts.StoreRetry)
+	return func(fn func() error) error { return apperr.RetryTransient(ctx, deadline, fn) }
 }
 
 // requeue publishes again the jobs of notification id's deliveries that

@@ -14,8 +14,13 @@ type Store interface {
 	// which may be shared with other callers' writes (group commit); it
 	// returns once that transaction is durable. When a notification with
 	// n.RequestID already exists it saves nothing and returns that one's
-	// ID and RequestHash with created false. A store that queues writes
-	// serves those of a notification whose n.Category is Urgent first.
+	// ID and RequestHash with created false. When n.ID itself is already
+	// stored (a call again after one that failed while its transaction
+	// committed: the connection dropped before COMMIT's answer) it saves
+	// nothing and reports created true, so a caller may repeat a failed
+	// create of the same n (same ID) without making two. A store that
+	// queues writes serves those of a notification whose n.Category is
+	// Urgent first.
 	CreateNotification(ctx context.Context, n Notification, ds []Delivery) (existing Notification, created bool, err error)
 	// NotificationByRequestID returns the notification saved with
 	// requestID, or NotFound.

@@ -33,7 +33,9 @@ func (db *DB) CreateDigested(ctx context.Context, n notify.Notification, ds []no
 			if err != nil {
 				return err
 			}
-			existing, err = scanNotification(tx.QueryRowContext(ctx, db.Rebind(`SELECT `+notificationColumns+` FROM notifications WHERE request_id = ?`), n.RequestID))
+			q, arg := takenQuery(n)
+			existing, err = scanNotification(tx.QueryRowContext(ctx, db.Rebind(q), arg))
+			existing, created = takenBy(n, existing) // ours: its digest items went in with it
 			return err
 		}
 		created = true

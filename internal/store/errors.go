@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -27,8 +28,11 @@ const timeoutMessage = "the database did not answer within its statement timeout
 // mapErr wraps err from the engine with op, a short lowercase description of
 // what was being done ("create api key"), and gives it the apperr code the
 // edge needs: Conflict for unique violations, Unavailable when the engine
-// cannot be reached or cancelled a statement past its timeout, Internal (a plain wrapped error) otherwise. Errors that
-// already carry an apperr code keep it. mapErr(nil, op) is nil.
+// cannot be reached or cancelled a statement past its timeout, Internal (a
+// plain wrapped error) otherwise. An Unavailable error that a moment's wait
+// may cure (isTransient) is also marked apperr.ErrTransient, for the callers
+// that retry. Errors that already carry an apperr code keep it.
+// mapErr(nil, op) is nil.
 func mapErr(err error, op string) error {
 	if err == nil {
 		return nil
@@ -42,6 +46,8 @@ func mapErr(err error, op string) error {
 		return apperr.Wrap(apperr.Conflict, cause, "%s: already exists", op)
 	case isTimeout(err):
 		return apperr.Wrap(apperr.Unavailable, cause, timeoutMessage)
+	case isTransient(err):
+		return apperr.Wrap(apperr.Unavailable, apperr.MarkTransient(cause), unavailableMessage)
 	case isUnavailable(err):
 		return apperr.Wrap(apperr.Unavailable, cause, unavailableMessage)
 	default:
@@ -80,6 +86,46 @@ func isTimeout(err error) bool {
 	return false
 }
 
+// isTransient reports the failures a moment's wait may cure, which callers
+// whose work is safe to repeat retry (apperr.RetryTransient): the engine's
+// connection refused, reset or dropped, PostgreSQL shutting down, crashed
+// or starting up (SQLSTATE 57P01, 57P02, 57P03) or any connection_exception
+// (class 08), and a failed connect. This is the one place that decides it.
+// Not transient: constraint violations and other SQL errors, a statement
+// timeout (the database already had its time), too_many_connections (a
+// retry adds to the load), SQLite busy or full (busy_timeout already
+// waited), a closed *sql.DB (the node is stopping) and a context that
+// ended (the caller gave up).
+func isTransient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if e, ok := errors.AsType[*pgconn.PgError](err); ok { // also inside a ConnectError
+		switch {
+		case strings.HasPrefix(e.Code, "08"): // connection_exception class
+			return true
+		case e.Code == "57P01", e.Code == "57P02", e.Code == "57P03":
+			// admin_shutdown, crash_shutdown, cannot_connect_now
+			return true
+		}
+		return false
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[*sqlite.Error](err); ok {
+		return false
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, pgconn.ErrConnClosed):
+		return true
+	}
+	_, ok := errors.AsType[net.Error](err)
+	return ok
+}
+
 // isUnavailable reports errors that mean "the engine cannot serve now; try
 // again later" as opposed to a bug or a bad request: refused or dropped
 // connections, PostgreSQL shutting down or out of connections, SQLite still
@@ -108,10 +154,7 @@ func isUnavailable(err error) bool {
 	if _, ok := errors.AsType[net.Error](err); ok {
 		return true
 	}
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, driver.ErrBadConn):
+	if isTransient(err) {
 		return true
 	}
 	// database/sql's errDBClosed is unexported; its text is stable since Go 1.0.

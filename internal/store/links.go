@@ -29,45 +29,118 @@ const insertChunk = 500
 // difference between the engines; the rest is one multi-row INSERT ... ON
 // CONFLICT DO NOTHING RETURNING id per chunk, in one transaction, so a
 // batch of creations costs one commit.
+//
+// A transient failure (apperr.ErrTransient) is retried for up to
+// Options.LinkCreateRetry, never past ctx's deadline, without ever making
+// a link twice: on PostgreSQL every attempt after the one that reserved
+// ids reuses them (a sequence never hands an id out twice, even when the
+// transaction that took it rolled back), so the links keep their ids and
+// codes, and an attempt whose COMMIT reached the server but whose answer
+// was lost (the connection dropped) left rows under exactly those ids. The
+// next attempt's INSERT then skips them (ON CONFLICT) and, finding each
+// one under its own id, counts it created: it is this call's link, stored
+// once, whatever the first attempt's fate. A custom code taken by a row
+// with another id is taken for real. SQLite has no transient failures
+// (isTransient): its attempt is always the first.
 func (db *DB) CreateLinks(ctx context.Context, links []shorten.NewLink, code func(id int64) (string, error)) ([]shorten.Link, []bool, error) {
-	out := make([]shorten.Link, len(links))
-	created := make([]bool, len(links))
+	c := &linkCreate{links: links, code: code, out: make([]shorten.Link, len(links)), created: make([]bool, len(links))}
 	if len(links) == 0 {
-		return out, created, nil
+		return c.out, c.created, nil
 	}
-	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		ids, err := db.reserveLinkIDs(ctx, tx, len(links))
-		if err != nil {
-			return err
+	attempts := 0
+	err := apperr.RetryTransient(ctx, time.Now().Add(db.linkCreateRetry), func() error {
+		attempts++
+		return db.createLinksAttempt(ctx, c, attempts > 1)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range c.out {
+		if !c.created[i] {
+			c.out[i] = shorten.Link{}
 		}
-		byID := make(map[int64]int, len(links))
-		for i, l := range links {
-			c := l.Code
-			if c == "" {
-				if c, err = code(ids[i]); err != nil {
-					return fmt.Errorf("code for link %d: %w", ids[i], err)
+	}
+	return c.out, c.created, nil
+}
+
+// linkCreate is one CreateLinks call, kept across its attempts.
+type linkCreate struct {
+	links   []shorten.NewLink
+	code    func(id int64) (string, error)
+	ids     []int64 // reserved by an earlier attempt (PostgreSQL); nil before
+	out     []shorten.Link
+	created []bool
+}
+
+// createLinksAttempt runs one attempt of c in a transaction of its own;
+// again says an earlier attempt failed, perhaps after its COMMIT reached
+// the server.
+func (db *DB) createLinksAttempt(ctx context.Context, c *linkCreate, again bool) error {
+	clear(c.created)
+	return mapErr(db.InTx(ctx, func(tx *sql.Tx) error {
+		if c.ids == nil || db.dialect != DialectPostgres {
+			ids, err := db.reserveLinkIDs(ctx, tx, len(c.links))
+			if err != nil {
+				return err
+			}
+			c.ids = ids
+		}
+		byID := make(map[int64]int, len(c.links))
+		for i, l := range c.links {
+			code := l.Code
+			if code == "" {
+				var err error
+				if code, err = c.code(c.ids[i]); err != nil {
+					return fmt.Errorf("code for link %d: %w", c.ids[i], err)
 				}
 			}
-			out[i] = shorten.Link{ID: ids[i], Code: c, URL: l.URL, Owner: l.Owner, NotificationID: l.NotificationID,
+			c.out[i] = shorten.Link{ID: c.ids[i], Code: code, URL: l.URL, Owner: l.Owner, NotificationID: l.NotificationID,
 				CreatedAt: l.CreatedAt.Truncate(time.Microsecond).UTC(), ExpiresAt: utcMicros(l.ExpiresAt), LinkExtras: l.LinkExtras}
-			byID[ids[i]] = i
+			byID[c.ids[i]] = i
 		}
-		for chunk := range slices.Chunk(out, insertChunk) {
-			if err := db.insertLinks(ctx, tx, chunk, byID, created); err != nil {
+		for chunk := range slices.Chunk(c.out, insertChunk) {
+			if err := db.insertLinks(ctx, tx, chunk, byID, c.created); err != nil {
 				return err
 			}
 		}
+		if again {
+			return db.findOwnLinks(ctx, tx, byID, c.created)
+		}
 		return nil
-	})
-	if err != nil {
-		return nil, nil, mapErr(err, "create links")
-	}
-	for i := range out {
+	}), "create links")
+}
+
+// findOwnLinks sets created for the links of byID (id -> index) that a
+// retried CreateLinks did not insert but that are stored under their own
+// id: an earlier attempt of the same call committed them (see CreateLinks).
+func (db *DB) findOwnLinks(ctx context.Context, tx *sql.Tx, byID map[int64]int, created []bool) error {
+	var missing []any
+	for id, i := range byID {
 		if !created[i] {
-			out[i] = shorten.Link{}
+			missing = append(missing, id)
 		}
 	}
-	return out, created, nil
+	for chunk := range slices.Chunk(missing, insertChunk) {
+		q := "SELECT id FROM links WHERE id IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
+		rows, err := tx.QueryContext(ctx, db.Rebind(q), chunk...)
+		if err != nil {
+			return mapErr(err, "find links of an earlier attempt")
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return mapErr(err, "find links of an earlier attempt")
+			}
+			created[byID[id]] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return mapErr(err, "find links of an earlier attempt")
+		}
+	}
+	return nil
 }
 
 func (db *DB) reserveLinkIDs(ctx context.Context, tx *sql.Tx, n int) ([]int64, error) {

@@ -73,8 +73,9 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 			if err != nil {
 				return err
 			}
-			row := tx.QueryRowContext(ctx, db.Rebind(`SELECT `+notificationColumns+` FROM notifications WHERE request_id = ?`), n.RequestID)
-			existing, err = scanNotification(row)
+			q, arg := takenQuery(n)
+			existing, err = scanNotification(tx.QueryRowContext(ctx, db.Rebind(q), arg))
+			existing, created = takenBy(n, existing)
 			return err
 		}
 		created = true
@@ -95,13 +96,41 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 	}
 	if taken {
 		// ON CONFLICT waited for the transaction that took the request_id
-		// to commit (or it was ours), so its notification can be read now.
-		existing, err = scanNotification(db.queryRow(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE request_id = ?`, n.RequestID))
+		// (or the id) to commit, so its notification can be read now.
+		q, arg := takenQuery(n)
+		existing, err = scanNotification(db.queryRow(ctx, q, arg))
 		if err != nil {
 			return notify.Notification{}, false, mapErr(err, "create notification")
 		}
+		existing, created = takenBy(n, existing)
 	}
 	return existing, created, nil
+}
+
+// takenQuery returns the query (with ? placeholders) and its argument that
+// read the notification that made n's INSERT ... ON CONFLICT DO NOTHING
+// insert nothing: the one holding n.RequestID, or, when n has none, the one
+// holding n.ID.
+func takenQuery(n notify.Notification) (string, any) {
+	if n.RequestID != "" {
+		return `SELECT ` + notificationColumns + ` FROM notifications WHERE request_id = ?`, n.RequestID
+	}
+	return `SELECT ` + notificationColumns + ` FROM notifications WHERE id = ?`, n.ID
+}
+
+// takenBy reports what a create of n that inserted nothing means, from
+// existing, the notification that took n's request_id or id. Another
+// notification: n is a repeat of it (existing, false). n itself: this call
+// is a retry of one whose transaction committed although its caller got an
+// error (the connection dropped before COMMIT's answer arrived; see
+// notify.Store.CreateNotification), so n and its deliveries are stored, by
+// that attempt, and the create is reported done (created, true) exactly
+// once: ids are random, so no other request saves a notification with n's.
+func takenBy(n, existing notify.Notification) (notify.Notification, bool) {
+	if existing.ID == n.ID {
+		return notify.Notification{}, true
+	}
+	return existing, false
 }
 
 // Rows of deliveryColumns in a VALUES list. Outside an INSERT's own VALUES

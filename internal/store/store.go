@@ -59,6 +59,13 @@ type Options struct {
 	// backgroundTx). If zero, none is set (the server's default applies).
 	// SQLite ignores it: busy_timeout bounds the one wait it has.
 	StatementTimeout time.Duration
+	// LinkCreateRetry is how long [DB.CreateLinks] retries a transient
+	// failure (apperr.ErrTransient: a connection refused or dropped,
+	// PostgreSQL restarting) before returning it, never past ctx's
+	// deadline or its retry deadline (apperr.WithRetryDeadline, which the
+	// shortener's batches carry). If zero, apperr.RetryWindow; negative:
+	// no retry.
+	LinkCreateRetry time.Duration
 }
 
 // DB is an open record store. It is safe for concurrent use; Close it when
@@ -84,6 +91,8 @@ type DB struct {
 	// statementTimeout is the statement_timeout Open set on PostgreSQL
 	// connections, zero if it set none.
 	statementTimeout time.Duration
+	// linkCreateRetry is Options.LinkCreateRetry with its default.
+	linkCreateRetry time.Duration
 }
 
 // maxReadStmts bounds the prepared reads kept: queries built with a
@@ -125,6 +134,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		dialect: t.dialect,
 		log:     cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		now:     opts.Now,
+
+		linkCreateRetry: cmp.Or(opts.LinkCreateRetry, apperr.RetryWindow),
 	}
 	if db.now == nil {
 		db.now = time.Now

@@ -9,10 +9,10 @@ import (
 // and Clicks are read afterwards, Deliver is seen at a receiver).
 var clientKinds = []Kind{Check, Notify, Redirect, Create}
 
-// checkAvailability fills Requests, Errors, LongestStreak and StreakTime
-// of every row from the client operations (Check, Notify, Redirect,
-// Create) that belong to it. An error is an operation that is not
-// [Op.OK]. The longest streak is the longest run of consecutive errors
+// checkAvailability fills Requests, Errors, their split by kind
+// (RequestsByKind, ErrorsByKind), LongestStreak and StreakTime of every
+// row from the client operations (Check, Notify, Redirect, Create) that
+// belong to it. An error is an operation that is not [Op.OK]. The longest streak is the longest run of consecutive errors
 // among the row's client operations in start order, all kinds together;
 // its time runs from the Start of its first operation to the End of its
 // last (so a streak of one lasts as long as that request). Availability is
@@ -34,11 +34,13 @@ func checkAvailability(r *run) {
 		for _, i := range r.rowsAt(o.Start) {
 			row := &r.rows[i]
 			row.Requests++
+			addKind(&row.RequestsByKind, o.Kind)
 			if o.OK() {
 				current[i] = streak{}
 				continue
 			}
 			row.Errors++
+			addKind(&row.ErrorsByKind, o.Kind)
 			s := &current[i]
 			if s.n == 0 {
 				s.first = o.Start
@@ -52,6 +54,15 @@ func checkAvailability(r *run) {
 			}
 		}
 	}
+}
+
+// addKind counts one operation of kind k in *m, making the map on first
+// use.
+func addKind(m *map[Kind]int, k Kind) {
+	if *m == nil {
+		*m = make(map[Kind]int, len(clientKinds))
+	}
+	(*m)[k]++
 }
 
 // opEnd is o's End, or its Start when no End was recorded.

@@ -8,14 +8,16 @@ import (
 func TestCheckAvailability(t *testing.T) {
 	t.Parallel()
 	only := func(r Row) Row {
-		return Row{Fault: r.Fault, Requests: r.Requests, Errors: r.Errors, LongestStreak: r.LongestStreak, StreakTime: r.StreakTime}
+		return Row{Fault: r.Fault, Requests: r.Requests, Errors: r.Errors, LongestStreak: r.LongestStreak, StreakTime: r.StreakTime,
+			RequestsByKind: r.RequestsByKind, ErrorsByKind: r.ErrorsByKind}
 	}
 	kill := mkFault("kill -9 node 2", 1000, 2000)
 	runChecks(t, []checkTest{
 		{
-			name:          "no errors",
-			ops:           []Op{op(Check, 0, 200), op(Notify, 1, 202), op(Redirect, 2, 302), op(Create, 3, 201), op(Check, 4, 429), op(Redirect, 5, 404)},
-			rows:          []Row{{Fault: NoFault, Requests: 6}},
+			name: "no errors",
+			ops:  []Op{op(Check, 0, 200), op(Notify, 1, 202), op(Redirect, 2, 302), op(Create, 3, 201), op(Check, 4, 429), op(Redirect, 5, 404)},
+			rows: []Row{{Fault: NoFault, Requests: 6,
+				RequestsByKind: map[Kind]int{Check: 2, Notify: 1, Redirect: 2, Create: 1}}},
 			otherCheckers: true,
 		},
 		{
@@ -28,7 +30,9 @@ func TestCheckAvailability(t *testing.T) {
 				op(Create, 40, 201),
 				op(Check, 50, 503),
 			},
-			rows:          []Row{{Fault: NoFault, Requests: 6, Errors: 4, LongestStreak: 3, StreakTime: 35 * time.Millisecond}},
+			rows: []Row{{Fault: NoFault, Requests: 6, Errors: 4, LongestStreak: 3, StreakTime: 35 * time.Millisecond,
+				RequestsByKind: map[Kind]int{Check: 3, Notify: 1, Redirect: 1, Create: 1},
+				ErrorsByKind:   map[Kind]int{Check: 2, Notify: 1, Redirect: 1}}},
 			otherCheckers: true,
 		},
 		{
@@ -43,8 +47,10 @@ func TestCheckAvailability(t *testing.T) {
 				op(Check, 3000, 503),
 			},
 			rows: []Row{
-				{Fault: kill.Name, Requests: 4, Errors: 3, LongestStreak: 2, StreakTime: 101 * time.Millisecond},
-				{Fault: NoFault, Requests: 2, Errors: 2, LongestStreak: 2, StreakTime: 2501 * time.Millisecond},
+				{Fault: kill.Name, Requests: 4, Errors: 3, LongestStreak: 2, StreakTime: 101 * time.Millisecond,
+					RequestsByKind: map[Kind]int{Check: 2, Create: 1, Redirect: 1}, ErrorsByKind: map[Kind]int{Check: 1, Create: 1, Redirect: 1}},
+				{Fault: NoFault, Requests: 2, Errors: 2, LongestStreak: 2, StreakTime: 2501 * time.Millisecond,
+					RequestsByKind: map[Kind]int{Check: 2}, ErrorsByKind: map[Kind]int{Check: 2}},
 			},
 		},
 	}, only)

@@ -139,21 +139,18 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 }
 
 // WriteTable writes s as a Markdown table, a row per fault: requests,
-// errors (and their share), the longest error streak (count and ms),
-// overshoot, lost, duplicated, order violations, OTP p99, bad redirects
-// and missing clicks; then the violations as a list, or "no violations".
+// errors (and their share), the errors by kind of request (see
+// errorsByKind), the longest error streak (count and ms), overshoot, lost,
+// duplicated, order violations, OTP p99, bad redirects and missing clicks;
+// then the violations as a list, or "no violations".
 func (s Summary) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| fault | requests | errors | longest error streak | overshoot | lost | duplicated | order violations | OTP p99 | bad redirects | missing clicks |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| fault | requests | errors | errors by kind | longest error streak | overshoot | lost | duplicated | order violations | OTP p99 | bad redirects | missing clicks |\n")
+	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, row := range s.Rows {
-		pct := 0.0
-		if row.Requests > 0 {
-			pct = 100 * float64(row.Errors) / float64(row.Requests)
-		}
-		fmt.Fprintf(&b, "| %s | %d | %d (%.2f%%) | %d (%d ms) | %.2f | %d | %d | %d | %d ms | %d | %d |\n",
-			strings.ReplaceAll(row.Fault, "|", `\|`), row.Requests, row.Errors, pct,
-			row.LongestStreak, row.StreakTime.Milliseconds(), row.Overshoot,
+		fmt.Fprintf(&b, "| %s | %d | %d (%s) | %s | %d (%d ms) | %.2f | %d | %d | %d | %d ms | %d | %d |\n",
+			strings.ReplaceAll(row.Fault, "|", `\|`), row.Requests, row.Errors, percent(row.Errors, row.Requests),
+			errorsByKind(row), row.LongestStreak, row.StreakTime.Milliseconds(), row.Overshoot,
 			row.Lost, row.Duplicated, row.OrderViolations, row.OTPp99.Milliseconds(),
 			row.BadRedirects, row.MissingClicks)
 	}
@@ -167,4 +164,28 @@ func (s Summary) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// percent is part of whole as "1.25%" (0.00% of nothing).
+func percent(part, whole int) string {
+	if whole == 0 {
+		return "0.00%"
+	}
+	return fmt.Sprintf("%.2f%%", 100*float64(part)/float64(whole))
+}
+
+// errorsByKind writes a row's errors per kind of request, in clientKinds
+// order, only the kinds that had errors: "notify 12/300 (4.00%), create
+// 4/30 (13.33%)", or "-" for none.
+func errorsByKind(row Row) string {
+	var parts []string
+	for _, k := range clientKinds {
+		if n := row.ErrorsByKind[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d/%d (%s)", k, n, row.RequestsByKind[k], percent(n, row.RequestsByKind[k])))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -16,7 +16,9 @@ func TestWriteTable(t *testing.T) {
 		Seed: 7,
 		Rows: []Row{
 			{Fault: "kill -9 node 2", Requests: 400, Errors: 3, LongestStreak: 2, StreakTime: 41 * time.Millisecond,
-				Overshoot: 1.5, Lost: 1, Duplicated: 4, OrderViolations: 0, OTPp99: 235 * time.Millisecond,
+				RequestsByKind: map[Kind]int{Check: 300, Notify: 60, Redirect: 30, Create: 10},
+				ErrorsByKind:   map[Kind]int{Create: 1, Notify: 2},
+				Overshoot:      1.5, Lost: 1, Duplicated: 4, OrderViolations: 0, OTPp99: 235 * time.Millisecond,
 				BadRedirects: 2, MissingClicks: 5},
 			{Fault: NoFault, Requests: 1000},
 		},
@@ -28,9 +30,10 @@ func TestWriteTable(t *testing.T) {
 	}
 	got := b.String()
 	for _, want := range []string{
-		"| fault | requests | errors | longest error streak | overshoot | lost | duplicated | order violations | OTP p99 | bad redirects | missing clicks |\n",
-		"| kill -9 node 2 | 400 | 3 (0.75%) | 2 (41 ms) | 1.50 | 1 | 4 | 0 | 235 ms | 2 | 5 |\n",
-		"| none | 1000 | 0 (0.00%) | 0 (0 ms) | 0.00 | 0 | 0 | 0 | 0 ms | 0 | 0 |\n",
+		"| fault | requests | errors | errors by kind | longest error streak | overshoot | lost | duplicated | order violations | OTP p99 | bad redirects | missing clicks |\n",
+		// Kinds in the order checks, notifications, redirects, creations; only those with errors.
+		"| kill -9 node 2 | 400 | 3 (0.75%) | notify 2/60 (3.33%), create 1/10 (10.00%) | 2 (41 ms) | 1.50 | 1 | 4 | 0 | 235 ms | 2 | 5 |\n",
+		"| none | 1000 | 0 (0.00%) | - | 0 (0 ms) | 0.00 | 0 | 0 | 0 | 0 ms | 0 | 0 |\n",
 		"1 violations:\n- notification during",
 	} {
 		if !strings.Contains(got, want) {
@@ -59,7 +62,8 @@ func TestSummaryJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)
 	}
-	for _, want := range []string{`"seed":42`, `"fault":"kill -9 node 2"`, `"longest_error_streak":2`, `"longest_error_streak_ns":101000000`, `"violations":[]`} {
+	for _, want := range []string{`"seed":42`, `"fault":"kill -9 node 2"`, `"longest_error_streak":2`, `"longest_error_streak_ns":101000000`,
+		`"requests_by_kind":{"check":5}`, `"errors_by_kind":{"check":2}`, `"violations":[]`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("json.Marshal(Summarize) = %s, want it to contain %s", b, want)
 		}

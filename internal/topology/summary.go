@@ -38,6 +38,11 @@ type Row struct {
 	Errors        int           `json:"errors"`
 	LongestStreak int           `json:"longest_error_streak"`
 	StreakTime    time.Duration `json:"longest_error_streak_ns"`
+	// RequestsByKind and ErrorsByKind split Requests and Errors by kind of
+	// client operation (check, notify, redirect, create); a kind without
+	// requests (or errors) is absent, and so is the map when it is empty.
+	RequestsByKind map[Kind]int `json:"requests_by_kind,omitempty"`
+	ErrorsByKind   map[Kind]int `json:"errors_by_kind,omitempty"`
 	// Rate limits: the worst admitted/limit ratio over keys and windows.
 	Overshoot float64 `json:"overshoot"`
 	// Notifications: accepted but never terminal or never delivered,

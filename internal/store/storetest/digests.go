@@ -33,7 +33,8 @@ func join(t *testing.T, db *store.DB, id, reqID, user string, at time.Time, w ti
 }
 
 // digestWindows pins a window's life: the first event opens it, later ones
-// join it in order, a repeated request_id joins nothing, a full digest is
+// join it in order, a repeated request_id joins nothing (a repeated id is
+// reported created and joins nothing either), a full digest is
 // closed and due at once, an ended window makes the next event open a new
 // one, closing stops joins, and DigestsOf shows both sides.
 func (s suite) digestWindows(t *testing.T) {
@@ -43,6 +44,11 @@ func (s suite) digestWindows(t *testing.T) {
 	w := 10 * time.Minute
 	join(t, db, "ntf_a", "req-a", "u1", t0, w, 3)
 	join(t, db, "ntf_b", "", "u1", t0.Add(time.Minute), w, 3)
+	// The same notification again (a retry whose first commit's answer was
+	// lost): reported created, joined once (CloseDigest below counts 2).
+	if !join(t, db, "ntf_b", "", "u1", t0.Add(time.Minute), w, 3) {
+		t.Error("CreateDigested of a notification already stored under its id: not reported created")
+	}
 	if join(t, db, "ntf_a2", "req-a", "u1", t0.Add(2*time.Minute), w, 3) {
 		t.Fatal("a repeated request_id was created again")
 	}

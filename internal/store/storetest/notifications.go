@@ -85,6 +85,21 @@ func (s suite) notificationCreate(t *testing.T) {
 		n, ds := newNotification(id, "", "u1", t0, notify.SMS)
 		mustCreate(t, db, n, ds)
 	}
+	// The same notification again (same id: a retry of a create whose
+	// commit happened but whose answer was lost) is reported created and
+	// saves nothing more, with a request_id and without.
+	again, againDs := newNotification("ntf_3", "", "u1", t0, notify.SMS)
+	mustCreate(t, db, again, againDs)
+	mustCreate(t, db, n, ds)
+	if recs, err := db.UserNotifications(ctx, "u1", t0.Add(-time.Hour), notify.Cursor{}, 10); err != nil || len(recs) != 3 {
+		t.Errorf("UserNotifications after creating ntf_1 and ntf_3 again = %d records, %v; want 3 (ntf_1, ntf_3, ntf_4)", len(recs), err)
+	} else {
+		for _, r := range recs {
+			if want := map[string]int{"ntf_1": 2, "ntf_3": 1, "ntf_4": 1}[r.ID]; len(r.Deliveries) != want {
+				t.Errorf("%s has %d deliveries after its create was repeated, want %d", r.ID, len(r.Deliveries), want)
+			}
+		}
+	}
 	if got, err := db.NotificationByRequestID(ctx, "req-1"); err != nil || got.ID != "ntf_1" {
 		t.Errorf("NotificationByRequestID = %v, %v", got.ID, err)
 	}
