@@ -54,7 +54,7 @@ func (q *NotifyQueue) partition(ctx context.Context, l *lane, i int, r *keyedRun
 	defer l.holds[i].Store(false)
 	if m == nil {
 		l.holds[i].Store(true)
-		return q.consume(ctx, l, i, r)
+		return q.consume(ctx, l, i, r, m)
 	}
 	mine := func(view []string) bool { return view[owner(view, l.index, i)] == m.self }
 	var before []string // the last view in which the partition was not this node's
@@ -83,7 +83,7 @@ func (q *NotifyQueue) partition(ctx context.Context, l *lane, i int, r *keyedRun
 		}()
 		watched := make(chan struct{})
 		go func() { defer close(watched); q.watchPin(pctx, l, i, fromDead) }()
-		pin = q.consume(pctx, l, i, r)
+		pin = q.consume(pctx, l, i, r, m)
 		cancel()
 		<-released
 		<-watched

@@ -107,10 +107,22 @@ func TestMembersPauseDoesNotCountAgainstPeers(t *testing.T) {
 	m.heard("a", t0)
 	m.heard("c", t0)
 	m.expire(t0.Add(presenceInterval))
-	woke := t0.Add(presenceInterval + 4500*time.Millisecond) // frozen 4.5 s
+	wakeUp := m.woken()
+	m.expire(t0.Add(2 * presenceInterval)) // on time
+	select {
+	case <-wakeUp:
+		t.Fatal("a check on time signalled a wake-up")
+	default:
+	}
+	woke := t0.Add(2*presenceInterval + 4500*time.Millisecond) // frozen 4.5 s
 	m.expire(woke)
 	if view, _ := m.current(); !slices.Equal(view, []string{"a", "b", "c"}) {
 		t.Fatalf("view after waking from a pause = %v, want a b c", view)
+	}
+	select {
+	case <-wakeUp:
+	default:
+		t.Error("no wake-up signalled after a pause: the node's pulls would wait for missed heartbeats")
 	}
 	m.heard("a", woke)
 	for at := woke; at.Before(woke.Add(presenceTimeout + presenceInterval)); at = at.Add(presenceInterval) {

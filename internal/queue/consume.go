@@ -118,27 +118,51 @@ func (q *NotifyQueue) unpinOne(ctx context.Context, l *lane, i int, pin string) 
 // drains the subscription: the jobs the server already sent are
 // dispatched to r too, none is left unseen in the client's buffer (where
 // it would wait out AckWait, behind the user's later jobs).
-func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunner) (pin string) {
+func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunner, m *members) (pin string) {
 	cfg := l.consumers[i]
 	stream := q.streamName(l.key)
 	log := q.log.With("stream", stream, "consumer", cfg.Durable)
 	var (
 		mu sync.Mutex // it is replaced while ctx's AfterFunc may stop it
 		it jetstream.MessagesContext
+		// cons is kept across subscriptions: the client keeps the pin the
+		// server gave it on the consumer handle, and a new handle's pulls,
+		// without it, would not be served until the pin lapsed.
+		cons jetstream.Consumer
 	)
-	stop := context.AfterFunc(ctx, func() {
+	drain := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if it != nil {
 			it.Drain()
 		}
-	})
+	}
+	stop := context.AfterFunc(ctx, drain)
 	defer stop()
+	// Back from a pause, this node's pull requests may have expired or
+	// been dropped without the client knowing (it would wait for missed
+	// heartbeats, seconds): drained, the subscription is made again at
+	// once, on the same handle.
+	returned := make(chan struct{})
+	defer close(returned)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-returned:
+				return
+			case <-m.woken():
+				drain()
+			}
+		}
+	}()
 	// subscribe replaces it with a new subscription, making the consumer
 	// first when it is gone; it retries until it succeeds or ctx ends.
 	subscribe := func() bool {
 		for {
-			next, err := q.subscribe(ctx, l, cfg)
+			c, next, err := q.subscribe(ctx, l, cfg, cons)
+			cons = c // nil after an error: the next try makes a new handle
 			if err == nil {
 				mu.Lock()
 				if it != nil {
@@ -179,9 +203,15 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 				return pin
 			}
 			switch {
-			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
-				errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+				log.Info("queue: pulling again", logKeyError, err) // drained: back from a pause
+				if !subscribe() {
+					return pin
+				}
+				missed = 0
+			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
 				log.Warn("queue: consumer gone; making it again", logKeyError, err)
+				cons = nil
 				if !subscribe() {
 					return pin
 				}
@@ -206,6 +236,7 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 					if err := l.str.DeleteConsumer(ctx, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 						log.Warn("queue: delete stuck consumer", logKeyError, err)
 					}
+					cons = nil
 					resubscribed = 0
 				}
 				if !subscribe() {
@@ -249,17 +280,22 @@ func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunne
 	}
 }
 
-// subscribe starts pulling from cfg's consumer, first making it (as
-// ensureConsumer does) when the server no longer has it.
-func (q *NotifyQueue) subscribe(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig) (jetstream.MessagesContext, error) {
-	cons, err := l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		if err = ensureConsumer(ctx, l.str, cfg); err == nil {
-			cons, err = l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
+// subscribe starts pulling from cfg's consumer through the handle cons,
+// or, with cons nil, a new handle, first making the consumer (as
+// ensureConsumer does) when the server no longer has it. It returns the
+// handle it pulls through.
+func (q *NotifyQueue) subscribe(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig, cons jetstream.Consumer) (jetstream.Consumer, jetstream.MessagesContext, error) {
+	if cons == nil {
+		var err error
+		cons, err = l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if err = ensureConsumer(ctx, l.str, cfg); err == nil {
+				cons, err = l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
+			}
 		}
-	}
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	opts := []jetstream.PullMessagesOpt{
 		jetstream.PullMaxMessages(2 * l.workers), jetstream.PullExpiry(pullExpiry),
@@ -270,9 +306,9 @@ func (q *NotifyQueue) subscribe(ctx context.Context, l *lane, cfg jetstream.Cons
 	}
 	it, err := cons.Messages(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("pull: %w", err)
+		return nil, nil, fmt.Errorf("pull: %w", err)
 	}
-	return it, nil
+	return cons, it, nil
 }
 
 // stuck reports whether cfg's consumer holds jobs it hands to nobody: jobs

@@ -40,10 +40,12 @@ type members struct {
 	dead    map[string]time.Time // peer -> when presumed dead (not heard, no goodbye), for pinnedTTL
 	view    []string             // sorted node ids, self included
 	changed chan struct{}        // closed, and replaced, when view changes
+	woke    chan struct{}        // closed, and replaced, when this node is back from a pause
 }
 
 func newMembers(self string) *members {
-	return &members{self: self, seen: map[string]time.Time{}, dead: map[string]time.Time{}, view: []string{self}, changed: make(chan struct{})}
+	return &members{self: self, seen: map[string]time.Time{}, dead: map[string]time.Time{}, view: []string{self}, changed: make(chan struct{}),
+		woke: make(chan struct{})}
 }
 
 // heard records that peer id was alive at t.
@@ -77,6 +79,10 @@ func (m *members) expire(now time.Time) {
 			for id, t := range m.seen {
 				m.seen[id] = t.Add(away)
 			}
+			if away > 2*presenceInterval {
+				close(m.woke) // its pulls may be stale: see consume
+				m.woke = make(chan struct{})
+			}
 		}
 	}
 	m.checked = now
@@ -107,6 +113,18 @@ func (m *members) update() {
 	m.view = view
 	close(m.changed)
 	m.changed = make(chan struct{})
+}
+
+// woken returns a channel closed when this node is next back from a
+// pause (frozen, or starved of CPU, for over a second); nil, which never
+// fires, for m nil.
+func (m *members) woken() <-chan struct{} {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.woke
 }
 
 // presumedDead reports whether peer id left the view because it was not
