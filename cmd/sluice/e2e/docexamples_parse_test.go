@@ -39,9 +39,9 @@ import (
 //     `go run ./cmd/sluice` is the built binary; $SLUICE_API_KEY is an
 //     admin key (docs that say their examples need no key run on a node
 //     that has none), and $K is "Authorization: Bearer $SLUICE_API_KEY".
-//   - A read (a curl without -X or a body) whose answer does not hold yet
-//     is asked again for a few seconds: deliveries and clicks are
-//     asynchronous.
+//   - A read (a curl GET of /v1/..., a sluice get, list or stats) whose
+//     answer does not hold yet is asked again for a few seconds:
+//     deliveries and clicks are asynchronous.
 //   - In a table, an inline `curl ...` span is a step too, and a span
 //     after it behind an arrow is its answer: `curl ...` → `204`.
 //   - ```sh norun: <why> marks a block that is not run because it needs
@@ -84,117 +84,137 @@ func parseDoc(path string) (*docFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &docFile{path: path, norun: map[int]string{}}
-	lines := strings.Split(string(b), "\n")
-	var (
-		inFence    bool
-		indent     string
-		info       string
-		blockStart int
-		answerOf   = -1 // the step a following answer block belongs to
-		answerBuf  []string
-		prevBlank  = true
-		pending    *docStep // a command still being continued
-		pendingRaw []string
-	)
-	problem := func(line int, format string, args ...any) {
-		d.problems = append(d.problems, fmt.Sprintf("%s:%d: %s", filepath.Base(path), line, fmt.Sprintf(format, args...)))
-	}
-	flush := func() {
-		if pending != nil {
-			pending.cmd = strings.Join(pendingRaw, "\n")
-			d.steps = append(d.steps, *pending)
-			pending, pendingRaw = nil, nil
+	p := &docParser{docFile: docFile{path: path, norun: map[int]string{}}, answerOf: -1, prevBlank: true}
+	for i, raw := range strings.Split(string(b), "\n") {
+		switch m := fence.FindStringSubmatch(raw); {
+		case m != nil && !p.inFence:
+			p.open(i+1, m[1], strings.TrimSpace(m[2]))
+		case m != nil && strings.TrimSpace(m[2]) == "":
+			p.close()
+		case p.inFence:
+			p.blockLine(i+1, strings.TrimPrefix(raw, p.indent))
+		default:
+			p.proseLine(i+1, raw)
 		}
-	}
-	for i, raw := range lines {
-		n := i + 1
-		if m := fence.FindStringSubmatch(raw); m != nil {
-			if !inFence {
-				inFence, indent, info, blockStart = true, m[1], strings.TrimSpace(m[2]), n
-				if answerOf >= 0 && (info == "json" || info == "http" || info == "") {
-					answerBuf = []string{}
-				} else {
-					answerOf = -1
-				}
-				checkInfo(info, n, problem, d)
-				continue
-			}
-			if strings.TrimSpace(m[2]) == "" {
-				inFence = false
-				switch {
-				case info == "sh":
-					if pending != nil {
-						problem(pending.line, "command not ended (an unbalanced quote or a trailing backslash)")
-						pending, pendingRaw = nil, nil
-					}
-					answerOf = len(d.steps) - 1
-					if answerOf >= 0 && d.steps[answerOf].line < blockStart {
-						answerOf = -1 // a block without commands answers nothing
-					}
-				case answerBuf != nil:
-					s := &d.steps[answerOf]
-					s.answer = strings.TrimSpace(s.answer + "\n" + strings.Join(answerBuf, "\n"))
-					s.http = strings.HasPrefix(strings.TrimSpace(strings.Join(answerBuf, "\n")), "HTTP/")
-					answerOf, answerBuf = -1, nil
-				default:
-					answerOf = -1
-				}
-				continue
-			}
-		}
-		if inFence {
-			line := strings.TrimPrefix(raw, indent)
-			switch {
-			case answerBuf != nil:
-				answerBuf = append(answerBuf, line)
-			case info == "sh":
-				if pending != nil {
-					pendingRaw = append(pendingRaw, line)
-					if continues(pendingRaw) {
-						continue
-					}
-					flush()
-					continue
-				}
-				trimmed := strings.TrimSpace(line)
-				switch {
-				case trimmed == "":
-				case headingLikeAnswer.MatchString(trimmed):
-					problem(n, "an answer on a comment line of one space reads as a heading: write it as #   %s", strings.TrimSpace(trimmed[1:]))
-				case strings.HasPrefix(trimmed, "#"):
-					if answerLine.MatchString(trimmed) && len(d.steps) > 0 && d.steps[len(d.steps)-1].line > blockStart {
-						s := &d.steps[len(d.steps)-1]
-						s.answer = strings.TrimSpace(s.answer + " " + strings.TrimSpace(trimmed[1:]))
-					}
-				default:
-					pending, pendingRaw = &docStep{line: n}, []string{line}
-					if !continues(pendingRaw) {
-						flush()
-					}
-				}
-			}
-			continue
-		}
-		if strings.TrimSpace(raw) != "" {
-			answerOf = -1
-		}
-		if strings.HasPrefix(raw, "|") {
-			d.steps = append(d.steps, tableSteps(raw, n)...)
-		}
-		if prevBlank && indentedCommand.MatchString(raw) && filepath.Base(path) != "benchmarks.md" {
-			problem(n, "a command in an indented block: write it in a ```sh block (or ```sh norun: why) so the test runs it")
-		}
-		prevBlank = strings.TrimSpace(raw) == ""
 	}
 	// Split each step's inline answer from its command.
-	for i := range d.steps {
-		s := &d.steps[i]
+	for i := range p.steps {
+		s := &p.steps[i]
 		cmd, comment := splitComment(strings.ReplaceAll(s.cmd, "\\\n", " "))
 		s.cmd = strings.TrimSpace(cmd)
 		s.answer = strings.TrimSpace(comment + " " + s.answer)
 	}
-	return d, nil
+	return &p.docFile, nil
+}
+
+// docParser is parseDoc's state between two lines.
+type docParser struct {
+	docFile
+	inFence    bool
+	indent     string   // of the open fence's lines (a block in a list)
+	info       string   // the open fence's info string
+	blockStart int      // the open fence's line
+	answerOf   int      // the step a following answer block belongs to, or -1
+	answerBuf  []string // the lines of an answer block, while one is open
+	pending    []string // a command's lines while it goes on
+	pendingAt  int      // its first line
+	prevBlank  bool
+}
+
+func (p *docParser) problem(line int, format string, args ...any) {
+	p.problems = append(p.problems, fmt.Sprintf("%s:%d: %s", filepath.Base(p.path), line, fmt.Sprintf(format, args...)))
+}
+
+// open starts a fenced block: an answer block right after a sh block, a
+// sh block, or another.
+func (p *docParser) open(line int, indent, info string) {
+	p.inFence, p.indent, p.info, p.blockStart = true, indent, info, line
+	if p.answerOf >= 0 && (info == "json" || info == "http" || info == "") {
+		p.answerBuf = []string{}
+	} else {
+		p.answerOf = -1
+	}
+	p.checkInfo(info, line)
+}
+
+// close ends the open block: a sh block's last step may take the next
+// block as its answer; an answer block gives it.
+func (p *docParser) close() {
+	p.inFence = false
+	switch {
+	case p.info == "sh":
+		if p.pending != nil {
+			p.problem(p.pendingAt, "command not ended (an unbalanced quote or a trailing backslash)")
+			p.pending = nil
+		}
+		p.answerOf = len(p.steps) - 1
+		if p.answerOf >= 0 && p.steps[p.answerOf].line < p.blockStart {
+			p.answerOf = -1 // a block without commands answers nothing
+		}
+	case p.answerBuf != nil:
+		s := &p.steps[p.answerOf]
+		text := strings.TrimSpace(strings.Join(p.answerBuf, "\n"))
+		s.answer = strings.TrimSpace(s.answer + "\n" + text)
+		s.http = strings.HasPrefix(text, "HTTP/")
+		p.answerOf, p.answerBuf = -1, nil
+	default:
+		p.answerOf = -1
+	}
+}
+
+// blockLine reads a line of the open block: an answer's, or a sh block's
+// command, answer comment or heading.
+func (p *docParser) blockLine(n int, line string) {
+	switch {
+	case p.answerBuf != nil:
+		p.answerBuf = append(p.answerBuf, line)
+		return
+	case p.info != "sh":
+		return
+	case p.pending != nil:
+		p.pending = append(p.pending, line)
+		p.flush()
+		return
+	}
+	trimmed := strings.TrimSpace(line)
+	switch {
+	case trimmed == "":
+	case headingLikeAnswer.MatchString(trimmed):
+		p.problem(n, "an answer on a comment line of one space reads as a heading: write it as #   %s", strings.TrimSpace(trimmed[1:]))
+	case strings.HasPrefix(trimmed, "#"):
+		if last := len(p.steps) - 1; answerLine.MatchString(trimmed) && last >= 0 && p.steps[last].line > p.blockStart {
+			p.steps[last].answer = strings.TrimSpace(p.steps[last].answer + " " + strings.TrimSpace(trimmed[1:]))
+		}
+	default:
+		p.pending, p.pendingAt = []string{line}, n
+		p.flush()
+	}
+}
+
+// flush makes the pending command a step once it no longer goes on.
+func (p *docParser) flush() {
+	if continues(p.pending) {
+		return
+	}
+	p.steps = append(p.steps, docStep{line: p.pendingAt, cmd: strings.Join(p.pending, "\n")})
+	p.pending = nil
+}
+
+// proseLine reads a line outside any block: a table row's examples, or a
+// command left in an indented block.
+func (p *docParser) proseLine(n int, raw string) {
+	if strings.TrimSpace(raw) != "" {
+		p.answerOf = -1
+	}
+	if strings.HasPrefix(raw, "|") {
+		p.steps = append(p.steps, tableSteps(raw, n)...)
+	}
+	// benchmarks.md keeps its recipes indented: long runs, made by hand
+	// on a quiet machine, none a reader's first steps.
+	if p.prevBlank && indentedCommand.MatchString(raw) && filepath.Base(p.path) != "benchmarks.md" {
+		p.problem(n, "a command in an indented block: write it in a ```sh block (or ```sh norun: why) so the test runs it")
+	}
+	p.prevBlank = strings.TrimSpace(raw) == ""
 }
 
 // tableSpan is an inline code span of a table row, and the answer
@@ -213,20 +233,20 @@ func tableSteps(row string, line int) []docStep {
 
 // checkInfo records a norun block's reason, or a problem for a shell
 // block that is neither runnable nor marked.
-func checkInfo(info string, line int, problem func(int, string, ...any), d *docFile) {
+func (p *docParser) checkInfo(info string, line int) {
 	lang, rest, _ := strings.Cut(info, " ")
 	switch {
 	case lang == "sh" && rest == "":
 	case lang == "sh" && strings.HasPrefix(rest, "norun"):
 		why := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(rest, "norun"), ":"))
 		if why == "" {
-			problem(line, "```sh norun needs its reason: ```sh norun: needs an SMTP relay")
+			p.problem(line, "```sh norun needs its reason: ```sh norun: needs an SMTP relay")
 		}
-		d.norun[line] = why
+		p.norun[line] = why
 	case lang == "sh":
-		problem(line, "unknown info string %q: ```sh or ```sh norun: why", info)
+		p.problem(line, "unknown info string %q: ```sh or ```sh norun: why", info)
 	case lang == "bash" || lang == "shell" || lang == "console" || lang == "zsh":
-		problem(line, "```%s: write ```sh (or ```sh norun: why) so the test runs it", lang)
+		p.problem(line, "```%s: write ```sh (or ```sh norun: why) so the test runs it", lang)
 	}
 }
 
