@@ -88,6 +88,11 @@ func (s *Service) target(e *entry, now int64) Target {
 	return Target{LinkID: e.id, URL: e.url, Rules: e.rules}
 }
 
+// redirectRetry is how long a redirect whose link no cache holds asks a
+// store that fails transiently again before it answers 503: a PostgreSQL
+// restart takes about 2 s.
+const redirectRetry = 3 * time.Second
+
 // staleRetry is how long a stale entry answered because the store failed
 // is trusted again before the store is asked anew.
 const staleRetry = time.Second
@@ -117,6 +122,18 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 		}
 	}
 	l, err := s.store.LinkByCode(ctx, code)
+	if err != nil && apperr.IsTransient(err) {
+		if e, serr := s.staleEntry(code, stale, now, err); serr == nil {
+			return e, nil
+		}
+		// Nothing cached to answer from: ride out a short outage (a
+		// PostgreSQL restart) for redirectRetry rather than answer 503.
+		err = apperr.RetryTransient(ctx, time.Now().Add(redirectRetry), func() error {
+			var rerr error
+			l, rerr = s.store.LinkByCode(ctx, code)
+			return rerr
+		})
+	}
 	if apperr.Is(err, apperr.NotFound) {
 		e := &entry{notFound: true, until: now.Add(s.opts.NegativeTTL).UnixMicro()}
 		s.unknown.put(code, e)

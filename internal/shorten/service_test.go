@@ -33,6 +33,7 @@ type countingStore struct {
 	lookups atomic.Int64
 	gate    chan struct{} // when set, lookups wait for it
 	down    atomic.Bool   // when set, lookups fail as a database restarting would
+	flaky   atomic.Int32  // this many lookups fail as the store marks a restart (transient)
 	visits  atomic.Int64  // ConsumeVisit calls (visits_test.go)
 }
 
@@ -43,6 +44,9 @@ func (s *countingStore) LinkByCode(ctx context.Context, code string) (shorten.Li
 	}
 	if s.down.Load() {
 		return shorten.Link{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	}
+	if s.flaky.Add(-1) >= 0 {
+		return shorten.Link{}, apperr.MarkTransient(apperr.New(apperr.Unavailable, "database unavailable: connection refused"))
 	}
 	return s.DB.LinkByCode(ctx, code)
 }
@@ -530,6 +534,26 @@ func TestStaleIfError(t *testing.T) {
 	nb.clock.Add(time.Minute)
 	if _, err := nb.svc.Resolve(ctx, nl.Code, "c"); err == nil {
 		t.Error("Resolve with StaleTTL 0 past the cache TTL while the store fails succeeded")
+	}
+}
+
+// TestRedirectRidesOutAStoreRestart: a redirect whose link no cache holds,
+// while the store fails as a restarting PostgreSQL does (transiently),
+// asks again for a moment and answers once the store is back, rather than
+// failing at once (a 503 through the HTTP API).
+func TestRedirectRidesOutAStoreRestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *shorten.Options) { o.CacheTTL = 30 * time.Second })
+	l := b.create(t, shorten.CreateRequest{URL: "https://example.com/restart"})
+	b.clock.Add(time.Minute) // past the cache TTL, no stale TTL: nothing to answer from
+	b.store.flaky.Store(3)
+	before := b.store.lookups.Load()
+	got, err := b.svc.Resolve(t.Context(), l.Code, "c")
+	if err != nil || got.URL != "https://example.com/restart" {
+		t.Fatalf("Resolve while the store restarts = %+v, %v; want the link once the store answers", got, err)
+	}
+	if n := b.store.lookups.Load() - before; n != 4 {
+		t.Errorf("store asked %d times, want 4 (3 failures, then the answer)", n)
 	}
 }
 
