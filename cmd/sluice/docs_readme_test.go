@@ -28,7 +28,7 @@ func TestReadmeNotificationsReadWell(t *testing.T) {
 	}
 	var all []sent
 	payload := regexp.MustCompile(`/v1/notifications\s.*?-d '(\{.*\})'`)
-	sendLine := regexp.MustCompile(`^\s*(?:go run \./cmd/sluice|sluice) send (--user .*)$`)
+	sendLine := regexp.MustCompile(`^\s*(?:go run \./cmd/sluice|bin/sluice|sluice) send (--user .*)$`)
 	for _, file := range []string{"../../README.md", "../../docs/api.md"} {
 		doc, err := os.ReadFile(file)
 		if err != nil {

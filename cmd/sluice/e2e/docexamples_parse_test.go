@@ -36,7 +36,8 @@ import (
 //     value starting with `sk_`.
 //   - localhost:8080 and 127.0.0.1:8080 are the node's HTTP address and
 //     127.0.0.1:8081 its gRPC address, in commands and answers;
-//     `go run ./cmd/sluice` is the built binary; $SLUICE_API_KEY is an
+//     `go run ./cmd/sluice` and `bin/sluice` are the built binary (`make build`
+//     is skipped); $SLUICE_API_KEY is an
 //     admin key (docs that say their examples need no key run on a node
 //     that has none), and $K is "Authorization: Bearer $SLUICE_API_KEY".
 //   - A read (a curl GET of /v1/..., a sluice get, list or stats) whose
