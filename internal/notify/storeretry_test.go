@@ -59,25 +59,10 @@ func TestSendRidesOutAPostgresRestart(t *testing.T) {
 		// 10 s rather than the default 4 s, so that a restart slowed by
 		// a loaded machine stays inside the window.
 		svc := service(10 * time.Second)
-		pg.Stop()
-		res := make(chan answer, 1)
-		go func() {
+		r := enginetest.AcrossOutage(t, pg, pgOutage, "Send", func() answer {
 			a, err := svc.Send(ctx, notify.Request{RequestID: "r-within", UserID: "u-within", Type: "otp", Data: []byte(`{"code":"1"}`)})
-			res <- answer{a, err}
-		}()
-		select {
-		case r := <-res:
-			pg.Start()
-			t.Fatalf("Send answered while PostgreSQL was down: %+v, %v; want it to wait for the restart", r.a, r.err)
-		case <-time.After(pgOutage):
-		}
-		pg.Start()
-		var r answer
-		select {
-		case r = <-res:
-		case <-time.After(30 * time.Second):
-			t.Fatal("Send did not answer 30 s after PostgreSQL came back")
-		}
+			return answer{a, err}
+		})
 		if r.err != nil || r.a.NotificationID == "" || r.a.Duplicate {
 			t.Fatalf("Send across the restart = %+v, %v; want accepted", r.a, r.err)
 		}

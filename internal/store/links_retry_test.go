@@ -96,25 +96,10 @@ func TestCreateLinksRidesOutAPostgresRestart(t *testing.T) {
 	}
 
 	t.Run("back within the window", func(t *testing.T) {
-		pg.Stop()
-		res := make(chan answer, 1)
-		go func() {
+		r := enginetest.AcrossOutage(t, pg, pgOutage, "CreateLinks", func() answer {
 			_, created, err := patient.CreateLinks(ctx, links("within"), testCode)
-			res <- answer{created, err}
-		}()
-		select {
-		case r := <-res:
-			pg.Start()
-			t.Fatalf("CreateLinks answered while PostgreSQL was down: %v, %v; want it to wait for the restart", r.created, r.err)
-		case <-time.After(pgOutage):
-		}
-		pg.Start()
-		var r answer
-		select {
-		case r = <-res:
-		case <-time.After(30 * time.Second):
-			t.Fatal("CreateLinks did not answer 30 s after PostgreSQL came back")
-		}
+			return answer{created, err}
+		})
 		if r.err != nil || len(r.created) != 2 || !r.created[0] || !r.created[1] {
 			t.Fatalf("CreateLinks across the restart = %v, %v; want both created (the slug is not taken by the call itself)", r.created, r.err)
 		}
