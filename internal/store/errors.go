@@ -86,6 +86,16 @@ func isTimeout(err error) bool {
 	return false
 }
 
+// isConflict reports a transaction PostgreSQL rolled back because it
+// conflicted with another (deadlock_detected 40P01, serialization_failure
+// 40001): nothing of it was written, and running it again alone succeeds.
+func isConflict(err error) bool {
+	if e, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return e.Code == "40P01" || e.Code == "40001"
+	}
+	return false
+}
+
 // isTransient reports the failures a moment's wait may cure, which callers
 // whose work is safe to repeat retry (apperr.RetryTransient): the engine's
 // connection refused, reset or dropped, PostgreSQL shutting down, crashed

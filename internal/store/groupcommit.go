@@ -291,15 +291,31 @@ func (g *groupCommitter) commit(batch []*batchOp) {
 }
 
 // commitEach runs each op in a transaction of its own, after the batch's
-// transaction failed.
+// transaction failed. An op whose transaction PostgreSQL rolls back for a
+// conflict with another writer's (a deadlock: writers' batches may lock one
+// user's rows in different orders) runs again, up to conflictTries times.
 func (g *groupCommitter) commitEach(ctx context.Context, ops []*batchOp) {
 	for _, op := range ops {
 		start := time.Now()
-		err := g.db.InTx(ctx, func(tx *sql.Tx) error { return op.fn(ctx, tx) })
+		var err error
+		for try := 1; ; try++ {
+			err = g.db.InTx(ctx, func(tx *sql.Tx) error { return op.fn(ctx, tx) })
+			if !isConflict(err) || try == conflictTries || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Duration(try) * conflictPause) // the other writer commits meanwhile
+		}
 		g.stats.add(1, time.Since(start), false)
 		op.done <- err
 	}
 }
+
+// conflictTries and conflictPause bound commitEach's runs of one op that
+// keeps conflicting: 3 runs, 10 ms and 20 ms apart.
+const (
+	conflictTries = 3
+	conflictPause = 10 * time.Millisecond
+)
 
 // close stops accepting writes, lets the writers finish what is queued and
 // waits for them.

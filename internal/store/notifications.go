@@ -346,8 +346,10 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 			pg = db.pgFinishInbox(q, args, ib, a.Key, set)
 		}
 	}
-	err = db.pipelinedBatch(ctx, a.Urgent, fn, pg)
-	return ok, mapErr(err, "finish delivery attempt")
+	if err = db.pipelinedBatch(ctx, a.Urgent, fn, pg); err != nil {
+		return false, mapErr(err, "finish delivery attempt") // fn's ok was rolled back with it
+	}
+	return ok, nil
 }
 
 // DueDeliveries implements notify.Store.
