@@ -109,9 +109,11 @@ func (c *NATSCluster) start(i int) error {
 		return fmt.Errorf("server %s: %w", nd.name, err)
 	}
 	srv.Start()
-	if !srv.ReadyForConnections(readyTimeout) {
+	// In process, under -race and a loaded machine, a server of a cluster
+	// (its routes, JetStream's store) has been seen to take over 30 s.
+	if !srv.ReadyForConnections(clusterTimeout) {
 		srv.Shutdown()
-		return fmt.Errorf("server %s not ready after %s", nd.name, readyTimeout)
+		return fmt.Errorf("server %s not ready after %s", nd.name, clusterTimeout)
 	}
 	c.mu.Lock()
 	nd.srv = srv
