@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/edge"
+	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/inbox"
@@ -49,6 +50,9 @@ type node struct {
 	// behind failover and the hot key cache. Every limiter of the node
 	// (HTTP API, gateway, Envoy RLS, link and notification limits) uses it.
 	counters ratelimit.Store
+	// envoySync is the Envoy rate limit service once started: its rules
+	// say which "envoy:" policies sync local (node_ratelimit.go).
+	envoySync atomic.Pointer[envoyrls.Server]
 
 	// proxies are the trusted load balancers (config.Config.Proxies).
 	proxies []netip.Prefix

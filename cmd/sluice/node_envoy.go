@@ -41,6 +41,7 @@ func (n *node) startEnvoy(ctx context.Context, limitRules *limits.Rules) (*envoy
 	if err != nil {
 		return nil, err
 	}
+	n.envoySync.Store(srv) // its sync: local rules, for the LocalSync store
 	if file != "" {
 		w := envoyrls.NewWatcher(srv, file)
 		n.goBackground(ctx, "envoy config watcher", func(ctx context.Context) error { return w.Run(ctx, 0) })

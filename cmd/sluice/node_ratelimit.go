@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/announce"
+	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -51,7 +54,7 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 		}
 		// Policies with "sync": "local" decide from this node's share and
 		// sync every interval; the others pass through.
-		local := limits.NewLocalSync(n.counters, limits.LocalSyncOptions{Interval: rules.SyncInterval,
+		local := limits.NewLocalSync(n.counters, limits.LocalSyncOptions{Interval: n.syncInterval(rules),
 			Nodes: cfg.Nodes, Logger: n.log, Metrics: hooks})
 		n.goBackground(ctx, "rate limit local sync", local.Run)
 		n.counters = local
@@ -69,4 +72,18 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 	}
 	n.onStop("rate limit announcement listener", func(context.Context) error { return stopListen() })
 	return svc, nil
+}
+
+// syncInterval is LocalSync's Interval: named HTTP policies ask rules,
+// Envoy rules (policy names "envoy:...") the Envoy service in force.
+func (n *node) syncInterval(rules *limits.Rules) func(policy string) time.Duration {
+	return func(policy string) time.Duration {
+		if strings.HasPrefix(policy, envoyrls.PolicyPrefix) {
+			if srv := n.envoySync.Load(); srv != nil {
+				return srv.SyncInterval(policy)
+			}
+			return 0
+		}
+		return rules.SyncInterval(policy)
+	}
 }

@@ -60,7 +60,8 @@ type rule struct {
 	unlimited bool
 	shadow    bool
 	detailed  bool
-	always    bool // charge: always (usage.go)
+	always    bool          // charge: always (usage.go)
+	syncEvery time.Duration // sync: local, its interval; 0 when every check goes to the store (localsync.go)
 	replaces  []string
 	policy    ratelimit.Policy // zero when unlimited or rpu is 0
 	limit     *rlspb.RateLimitResponse_RateLimit
@@ -104,7 +105,7 @@ func newRule(path, name string, unit rlspb.RateLimitResponse_RateLimit_Unit, mul
 	if alg == ratelimit.TokenBucket || alg == ratelimit.GCRA {
 		r.policy.Burst = burst
 	}
-	r.policy.Name = fmt.Sprintf("envoy:%s:%s:%d/%s*%d:%d", escapeName(path), alg, rpu,
+	r.policy.Name = fmt.Sprintf(PolicyPrefix+"%s:%s:%d/%s*%d:%d", escapeName(path), alg, rpu,
 		strings.ToLower(unit.String()), mult, r.policy.Burst)
 	if err := r.policy.Validate(); err != nil {
 		return nil, err

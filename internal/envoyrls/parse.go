@@ -26,7 +26,7 @@ func nodeBudget(n int) int { return 4*n + 4096 }
 var (
 	rootKeys       = []string{"domain", "descriptors"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "charge"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "charge", "sync", "sync_interval"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -218,8 +218,12 @@ func (p *parser) rateLimit(rl *yaml.Node, path, rulePath string) (*rule, error) 
 	if charge != "" && charge != "always" {
 		return nil, p.errorf(f["charge"], path+".charge", "must be always, not %q", charge)
 	}
+	syncEvery, err := p.sync(f, path)
+	if err != nil {
+		return nil, err
+	}
 	if unlimited {
-		for _, k := range []string{"unit", "algorithm", "burst", "charge"} {
+		for _, k := range []string{"unit", "algorithm", "burst", "charge", "sync", "sync_interval"} {
 			if n := f[k]; n != nil && n.Tag != "!!null" {
 				return nil, p.errorf(n, path+"."+k, "should not be set when unlimited")
 			}
@@ -253,6 +257,10 @@ func (p *parser) rateLimit(rl *yaml.Node, path, rulePath string) (*rule, error) 
 		return nil, p.errorf(f["charge"], path+".charge", "charge: always needs requests_per_unit above 0")
 	}
 	r.always = charge == "always"
+	if syncEvery != 0 && rpu == 0 {
+		return nil, p.errorf(f["sync"], path+".sync", "sync: local needs requests_per_unit above 0")
+	}
+	r.syncEvery = syncEvery
 	return r, nil
 }
 

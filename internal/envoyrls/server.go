@@ -115,6 +115,7 @@ type Server struct {
 type state struct {
 	cfg    *Config
 	series map[*domain]*series
+	sync   map[string]time.Duration // policy name: interval of each sync: local rule
 }
 
 var _ rlspb.RateLimitServiceServer = (*Server)(nil)
@@ -161,7 +162,7 @@ func (s *Server) SetConfig(cfg *Config) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	st := &state{cfg: cfg, series: make(map[*domain]*series, len(cfg.domains))}
+	st := &state{cfg: cfg, series: make(map[*domain]*series, len(cfg.domains)), sync: cfg.syncIntervals()}
 	for name, d := range cfg.domains {
 		st.series[d] = s.m.series(name, "")
 	}
