@@ -14,7 +14,7 @@ GORELEASER := go run github.com/goreleaser/goreleaser/v2@v2.15.1
 HELM := go run helm.sh/helm/v3/cmd/helm@v3.22.0
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-race lint bench fuzz ci topology release release-check deploy-check bench-callgrind
+.PHONY: help build test test-race lint bench fuzz ci topology scale release release-check deploy-check bench-callgrind
 
 help: ## print the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-13s %s\n", $$1, $$2}'
@@ -51,6 +51,12 @@ OUT ?= topology-out
 topology: ## run the production topology under faults for DURATION (default 10m); the summary is printed and written to OUT/summary.json
 	SLUICE_TOPOLOGY=1 go test -count=1 -timeout 2h -run TestTopology -v ./internal/topology/ -args -topology.duration $(DURATION) -topology.out $(abspath $(OUT))
 	@cat $(OUT)/summary.txt
+
+SCALE_FRACTION ?= 1
+SCALE_OUT ?= scale-out
+scale: build ## the scale curve: grow SQLite and PostgreSQL (SLUICE_TEST_POSTGRES_URL) to 10M links, 100M clicks and 17M notifications, and 10M rate limit keys, measuring at each step (SCALE_FRACTION=0.01 for a quick run); the table is printed and written to SCALE_OUT/results.md
+	SLUICE_SCALE=1 SLUICE_SCALE_BIN=$(abspath bin/sluice) go test -count=1 -timeout 3h -run TestScale -v ./internal/bench/scale/ -args -scale.fraction $(SCALE_FRACTION) -scale.out $(abspath $(SCALE_OUT))
+	@cat $(SCALE_OUT)/results.md
 
 release: ## static sluice binaries for linux and darwin, amd64 and arm64, and SHA-256 checksums in dist/ (VERSION=v1.2.3)
 	@rm -rf dist && mkdir -p dist

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"net/url"
 )
 
 // LinkRule is one redirect rule of a link: conditions (If; nil always
@@ -42,10 +41,16 @@ type SplitArm struct {
 // them. Invalid rules come back as *Error with status 422, the rule and
 // field named in Errors ("rules[3].if.country").
 func (c *Client) PutLinkRules(ctx context.Context, code string, rules []LinkRule) (Link, error) {
+	return c.PutDomainLinkRules(ctx, "", code, rules)
+}
+
+// PutDomainLinkRules is PutLinkRules for the link with code on a custom
+// domain ("" for a link without one).
+func (c *Client) PutDomainLinkRules(ctx context.Context, domain, code string, rules []LinkRule) (Link, error) {
 	if rules == nil {
 		rules = []LinkRule{}
 	}
 	var l Link
-	err := c.Do(ctx, http.MethodPut, "/v1/links/"+url.PathEscape(code)+"/rules", map[string]any{"rules": rules}, &l)
+	err := c.Do(ctx, http.MethodPut, linkPath(domain, code, "/rules"), map[string]any{"rules": rules}, &l)
 	return l, err
 }

@@ -11,8 +11,11 @@ import (
 // LinkRequest asks for a short link. URL is required; the rest is
 // optional.
 type LinkRequest struct {
-	URL       string     `json:"url"`
-	Slug      string     `json:"slug,omitempty"`
+	URL  string `json:"url"`
+	Slug string `json:"slug,omitempty"`
+	// Domain is a custom domain the caller registered (CreateDomain): the
+	// link answers only on that host, and its slug is unique there.
+	Domain    string     `json:"domain,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	// MaxVisits is how many human visits the link lets through (1: a
 	// one-time link); later visits answer 410 or go to the fallback URL.
@@ -28,7 +31,9 @@ type LinkRequest struct {
 
 // Link is a short link with its statistics.
 type Link struct {
-	Code      string     `json:"code"`
+	Code string `json:"code"`
+	// Domain is the link's custom domain; empty for none.
+	Domain    string     `json:"domain,omitempty"`
 	ShortURL  string     `json:"short_url"`
 	URL       string     `json:"url"`
 	ExpiresAt *time.Time `json:"expires_at"`
@@ -68,20 +73,55 @@ func (c *Client) Shorten(ctx context.Context, req LinkRequest) (Link, error) {
 
 // Link returns the link with code and its statistics (GET /v1/links/{code}).
 func (c *Client) Link(ctx context.Context, code string) (Link, error) {
+	return c.DomainLink(ctx, "", code)
+}
+
+// DomainLink returns the link with code on a custom domain ("" for a
+// link without one).
+func (c *Client) DomainLink(ctx context.Context, domain, code string) (Link, error) {
 	var l Link
-	err := c.Do(ctx, http.MethodGet, "/v1/links/"+url.PathEscape(code), nil, &l)
+	err := c.Do(ctx, http.MethodGet, linkPath(domain, code, ""), nil, &l)
 	return l, err
 }
 
 // DeleteLink deletes the link with code (DELETE /v1/links/{code}).
 func (c *Client) DeleteLink(ctx context.Context, code string) error {
-	return c.Do(ctx, http.MethodDelete, "/v1/links/"+url.PathEscape(code), nil, nil)
+	return c.DeleteDomainLink(ctx, "", code)
+}
+
+// DeleteDomainLink deletes the link with code on a custom domain ("" for
+// a link without one).
+func (c *Client) DeleteDomainLink(ctx context.Context, domain, code string) error {
+	return c.Do(ctx, http.MethodDelete, linkPath(domain, code, ""), nil, nil)
+}
+
+// linkPath is /v1/links/{code}, then sub ("/rules"), with ?domain= for a
+// link on a custom domain.
+func linkPath(domain, code, sub string) string {
+	p := "/v1/links/" + url.PathEscape(code) + sub
+	if domain != "" {
+		p += "?domain=" + url.QueryEscape(domain)
+	}
+	return p
 }
 
 // Links returns a page of the caller's links, newest first: limit per page
 // (0: the server's default of 50), starting at cursor ("" for the first).
 func (c *Client) Links(ctx context.Context, limit int, cursor string) (LinkPage, error) {
+	return c.links(ctx, nil, limit, cursor)
+}
+
+// DomainLinks is Links, only those on a custom domain ("": only those
+// without one).
+func (c *Client) DomainLinks(ctx context.Context, domain string, limit int, cursor string) (LinkPage, error) {
+	return c.links(ctx, &domain, limit, cursor)
+}
+
+func (c *Client) links(ctx context.Context, domain *string, limit int, cursor string) (LinkPage, error) {
 	q := url.Values{}
+	if domain != nil {
+		q.Set("domain", *domain)
+	}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}

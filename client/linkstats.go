@@ -18,6 +18,8 @@ type StatsQuery struct {
 	// Group is the dimension hits are grouped by: country (the server's
 	// default), device, os, referrer, language, source or target.
 	Group string
+	// Domain is the link's custom domain, for a link on one.
+	Domain string
 }
 
 // StatsBucket counts human clicks, bot hits and conversions; Start is zero
@@ -69,6 +71,9 @@ func (c *Client) LinkStats(ctx context.Context, code string, q StatsQuery) (Link
 	if q.Group != "" {
 		v.Set("group", q.Group)
 	}
+	if q.Domain != "" {
+		v.Set("domain", q.Domain)
+	}
 	path := "/v1/links/" + url.PathEscape(code) + "/stats"
 	if len(v) > 0 {
 		path += "?" + v.Encode()
@@ -84,6 +89,8 @@ type QROptions struct {
 	Format string
 	// Size is the side in pixels, 64 to 2048; 0: the server's 256.
 	Size int
+	// Domain is the link's custom domain, for a link on one.
+	Domain string
 }
 
 // LinkQR returns the QR code of the link with code (GET
@@ -97,6 +104,9 @@ func (c *Client) LinkQR(ctx context.Context, code string, o QROptions) (image []
 	}
 	if o.Size != 0 {
 		v.Set("size", strconv.Itoa(o.Size))
+	}
+	if o.Domain != "" {
+		v.Set("domain", o.Domain)
 	}
 	path := "/v1/links/" + url.PathEscape(code) + "/qr"
 	if len(v) > 0 {

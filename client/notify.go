@@ -67,6 +67,10 @@ type Delivery struct {
 	Error         string    `json:"error"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
+	// ClickedAt and OpenedAt are an email's first click on a tracked link
+	// and first open by a person (bot hits never set them); zero for none.
+	ClickedAt time.Time `json:"clicked_at"`
+	OpenedAt  time.Time `json:"opened_at"`
 }
 
 // NotificationRecord is a stored notification with its deliveries.
@@ -147,6 +151,7 @@ type OutboxEntry struct {
 	To             string    `json:"to"`
 	Subject        string    `json:"subject"`
 	Body           string    `json:"body"`
+	HTML           string    `json:"html,omitempty"` // an email's HTML part
 	Attempt        int       `json:"attempt"`
 	CreatedAt      time.Time `json:"created_at"`
 }

@@ -41,7 +41,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	fs.Int64Var(&b.Options.Requests, "requests", 0, "stop each run after this many requests (0: only --duration bounds it)")
 	fs.IntVar(&b.Keys, "keys", 1024, "distinct rate limit keys the checks spread over")
 	fs.StringVar(&b.Policy, "policy", "", "policy for check-http (default: bench creates "+bench.DefaultPolicy+", a limit too high to refuse)")
-	fs.StringVar(&b.Domain, "domain", bench.DefaultDomain, "Envoy domain for check-grpc")
+	fs.StringVar(&b.Domain, "domain", bench.DefaultDomain, "Envoy domain for check-grpc (the in-process node also has "+bench.LocalDomain+", the same rule with sync: local)")
 	fs.StringVar(&b.Descriptor, "descriptor", "remote_address", "Envoy descriptor key for check-grpc")
 	fs.IntVar(&b.PerCall, "descriptors", 1, "descriptors per ShouldRateLimit call (batching)")
 	fs.IntVar(&b.Links, "links", 100, "links the redirect scenario creates and spreads its GETs over")
@@ -193,15 +193,21 @@ func startBenchNode(ctx context.Context, env *environment, e benchNodeEngines) (
 	if err != nil {
 		return nil, err
 	}
-	envoyFile := filepath.Join(dir, "envoy.yaml")
-	if err := os.WriteFile(envoyFile, bench.EnvoyConfig(), 0o600); err != nil {
+	envoyDir := filepath.Join(dir, "envoy")
+	if err := os.Mkdir(envoyDir, 0o700); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	for name, body := range bench.EnvoyConfig() {
+		if err := os.WriteFile(filepath.Join(envoyDir, name), body, 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	cfg := config.Default()
 	cfg.HTTPAddr, cfg.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.EnvoyConfig = envoyFile
+	cfg.EnvoyConfig = envoyDir
 	cfg.RedisURL, cfg.DatabaseURL, cfg.NATSURL = e.redis, e.database, e.nats
 	cfg.ShutdownTimeout = 5 * time.Second
 	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelError}))

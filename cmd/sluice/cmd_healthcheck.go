@@ -118,7 +118,10 @@ func healthTarget(h *clientTLS, cfg config.Config, server string) (*http.Client,
 		return cmp.Or(hc, http.DefaultClient), strings.TrimRight(server, "/"), nil
 	}
 	addr := loopbackAddr(cfg.HTTPAddr)
-	hc, scheme, err := healthClient(h, cfg.TLSCertFile, addr)
+	// With several certificates the node serves the first to a client
+	// naming no host (an address), as the health check does.
+	first, _, _ := strings.Cut(cfg.TLSCertFile, ",")
+	hc, scheme, err := healthClient(h, strings.TrimSpace(first), addr)
 	return hc, scheme + "://" + addr, err
 }
 

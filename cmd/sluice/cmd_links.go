@@ -15,20 +15,22 @@ import (
 )
 
 var linkSubcommands = map[string]subcommand{
-	"get":     {usage: "CODE: print the link with its statistics as JSON", run: linksGet},
-	"rules":   {usage: "CODE --file rules.json: replace the link's redirect rules ({\"rules\": [...]} or a bare list; [] removes them)", run: linksRules},
-	"stats":   {usage: "CODE [--from T] [--to T] [--by hour|day] [--group country|device|os|referrer|language|source|target]: print clicks and conversions as JSON", run: linksStats},
-	"qr":      {usage: "CODE --out FILE [--format png|svg] [--size 256]: write the link's QR code", run: linksQR},
+	"get":     {usage: "CODE [--domain D]: print the link with its statistics as JSON", run: linksGet},
+	"rules":   {usage: "CODE --file rules.json [--domain D]: replace the link's redirect rules ({\"rules\": [...]} or a bare list; [] removes them)", run: linksRules},
+	"stats":   {usage: "CODE [--domain D] [--from T] [--to T] [--by hour|day] [--group country|device|os|referrer|language|source|target]: print clicks and conversions as JSON", run: linksStats},
+	"live":    {usage: "CODE [--domain D] [--after ID] [--count N]: print the link's hits as they are recorded, one JSON object a line, until interrupted", run: linksLive},
+	"qr":      {usage: "CODE --out FILE [--format png|svg] [--size 256] [--domain D]: write the link's QR code", run: linksQR},
 	"convert": {usage: "--click-id ID --event sale [--value 30]: record a conversion against a click", run: linksConvert},
 }
 
 func linksGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
+	domain := fs.String("domain", "", "the link's custom domain, for a link on one")
 	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
 	}
-	l, err := newClient().Link(ctx, pos[0])
+	l, err := newClient().DomainLink(ctx, *domain, pos[0])
 	if err != nil {
 		return err
 	}
@@ -41,6 +43,7 @@ const maxRulesFile = 1 << 20
 func linksRules(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env)
 	file := fs.String("file", "", "JSON file of the rules: {\"rules\": [...]} or a bare list (required; - reads stdin)")
+	domain := fs.String("domain", "", "the link's custom domain, for a link on one")
 	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
@@ -68,7 +71,7 @@ func linksRules(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
 	}
-	l, err := newClient().PutLinkRules(ctx, pos[0], rules)
+	l, err := newClient().PutDomainLinkRules(ctx, *domain, pos[0], rules)
 	if err != nil {
 		return err
 	}
@@ -107,11 +110,12 @@ func linksStats(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	to := fs.String("to", "", "end, RFC 3339 or a duration back from now; default now")
 	by := fs.String("by", "", "bucket: hour or day (default day)")
 	group := fs.String("group", "", "dimension: country, device, os, referrer, language, source or target (default country)")
+	domain := fs.String("domain", "", "the link's custom domain, for a link on one")
 	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
 	}
-	q := client.StatsQuery{By: *by, Group: *group}
+	q := client.StatsQuery{By: *by, Group: *group, Domain: *domain}
 	now := time.Now()
 	if q.From, err = parseWhen(*from, now); err != nil {
 		return fmt.Errorf("--from: %w", err)
@@ -147,6 +151,7 @@ func linksQR(ctx context.Context, env *environment, fs *flag.FlagSet, args []str
 	out := fs.String("out", "", "file to write the image to (required; - writes stdout)")
 	format := fs.String("format", "", "png or svg (default png)")
 	size := fs.Int("size", 0, "side in pixels, 64 to 2048 (default 256)")
+	domain := fs.String("domain", "", "the link's custom domain, for a link on one")
 	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
 		return err
@@ -154,7 +159,7 @@ func linksQR(ctx context.Context, env *environment, fs *flag.FlagSet, args []str
 	if *out == "" {
 		return errors.New("--out is required")
 	}
-	img, ctype, err := newClient().LinkQR(ctx, pos[0], client.QROptions{Format: *format, Size: *size})
+	img, ctype, err := newClient().LinkQR(ctx, pos[0], client.QROptions{Format: *format, Size: *size, Domain: *domain})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 	fs.SetOutput(env.stderr)
 	newClient := clientFlags(fs, env, "API key with the links:write scope")
 	slug := fs.String("slug", "", "custom code instead of a generated one")
+	domain := fs.String("domain", "", "a custom domain you registered (`sluice domains add`): the link answers on it")
 	expiresIn := fs.Duration("expires-in", 0, "expire the link after this long (e.g. 72h); 0: never")
 	maxVisits := fs.Int64("max-visits", 0, "human visits the link lets through (1: a one-time link); 0: no limit")
 	fallback := fs.String("fallback-url", "", "where the link redirects once expired or used up (default: the server's links.fallback_url, else 410)")
@@ -27,7 +28,7 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := client.LinkRequest{URL: pos[0], Slug: *slug, MaxVisits: *maxVisits, FallbackURL: *fallback, ClickIDs: *clickIDs}
+	req := client.LinkRequest{URL: pos[0], Slug: *slug, Domain: *domain, MaxVisits: *maxVisits, FallbackURL: *fallback, ClickIDs: *clickIDs}
 	if *maxVisits < 0 {
 		return errors.New("--max-visits must not be negative")
 	}

@@ -58,6 +58,7 @@ var commands = map[string]command{
 	"inbox":         {summary: "read and change users' in-app inboxes on a running server: inbox list|read|unread|archive|read-all|token|revoke-tokens", subs: inboxSubcommands},
 	"shorten":       {summary: "ask a running server for a short link: shorten URL", run: runShorten},
 	"links":         {summary: "manage short links on a running server: links get|rules|stats|qr|convert", subs: linkSubcommands},
+	"domains":       {summary: "manage custom short domains on a running server: domains add|list|update|delete", subs: domainSubcommands},
 }
 
 func main() {

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/redisconn"
+	"github.com/sluicehq/sluice/internal/rlqs"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/httplimit"
@@ -45,6 +46,7 @@ type node struct {
 	db    *store.DB
 	queue *queue.Conn
 	redis *redisconn.Conn // nil without --redis-url; may connect after start
+	quota *rlqs.Server    // the Envoy rate limit quota service, on n.grpc
 	reg   *prometheus.Registry
 	// counters is the node's rate limit counter store: memory, or Redis
 	// behind failover and the hot key cache. Every limiter of the node
@@ -67,6 +69,8 @@ type node struct {
 	gateway  *gateway.Gateway // nil without gateway.listen
 	// inbox is the in-app inbox; its streams end when the HTTP server shuts down.
 	inbox *inbox.Service
+	// live is the live link stats feed; its streams end likewise.
+	live *liveLinks
 
 	// serving, when not nil, is told the bound addresses once Run serves.
 	serving listening
@@ -172,11 +176,15 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, err
 	}
-	envoy, err := n.startEnvoy(ctx, limiter.Rules())
+	envoy, quota, err := n.startEnvoy(ctx, limiter.Rules())
+	n.quota = quota
 	if err != nil {
 		return nil, err
 	}
 	n.events = n.newStatusEvents()
+	if n.live, err = n.startLinkFeed(ctx); err != nil {
+		return nil, err
+	}
 	links, err := n.startLinks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
@@ -209,6 +217,10 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, fmt.Errorf("--auth-failures-per-minute: %w", err)
 	}
+	unknownEmailLinks, err := n.unknownEmailLinkLimiter()
+	if err != nil {
+		return nil, fmt.Errorf("links.unknown_per_minute: %w", err)
+	}
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
@@ -228,13 +240,18 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		ProxyHeader:    n.proxyHeader,
 		AllowedHosts:   cfg.AllowedHosts,
 		AuthFailures:   authFailures,
-		MetricsAuth:    cfg.MetricsAuth,
+		// Unknown tracked email links, limited as unknown short codes.
+		UnknownEmailLinks: unknownEmailLinks,
+		MetricsAuth:       cfg.MetricsAuth,
 		// /openapi.json names ui.public_url as its server, if set.
 		PublicURL: cfg.UI.PublicURL,
 
 		// The in-app inbox's routes and streams.
 		Inbox:          n.inbox,
 		InboxHeartbeat: cfg.Notify.Inbox.Heartbeat,
+		// The live link stats streams.
+		LinkFeed:          n.live.hub,
+		LinkLiveHeartbeat: cfg.Links.Live.Heartbeat,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
 		if ever, err := n.db.APIKeyEverCreated(ctx); err == nil && ever {
@@ -250,7 +267,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, fmt.Errorf("grpc tls: %w", err)
 	}
-	n.grpc, n.health = newGRPCServer(envoy, cfg.GRPCReflection, grpcOpts...)
+	n.grpc, n.health = newGRPCServer(envoy, quota, cfg.GRPCReflection, grpcOpts...)
 
 	if cfg.Gateway.Listen != "" {
 		gwTLS, err := n.gatewayTLS() // with --gateway-tls-cert-file or --tls-cert-file (node_tls.go)
@@ -322,6 +339,7 @@ func (n *node) serveHTTP(errc chan<- error) (addr string, err error) {
 	n.cfg.HTTP.Apply(hs) // slow clients are cut off; inbox streams lift the write timeout for themselves
 	// Open inbox streams would hold Shutdown until its deadline: end them.
 	hs.RegisterOnShutdown(n.inbox.Close)
+	hs.RegisterOnShutdown(n.live.hub.Close)
 	go func() {
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
@@ -353,7 +371,11 @@ func (n *node) serveGRPC(errc chan<- error) (addr string, err error) {
 			errc <- err
 		}
 	}()
-	n.onStop("grpc server", func(ctx context.Context) error { stopGRPC(ctx, n.grpc, n.health); return nil })
+	n.onStop("grpc server", func(ctx context.Context) error {
+		n.quota.Close() // its streams never end by themselves
+		stopGRPC(ctx, n.grpc, n.health)
+		return nil
+	})
 	return ln.Addr().String(), nil
 }
 

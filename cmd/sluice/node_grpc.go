@@ -14,18 +14,20 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/internal/rlqs"
 )
 
 // newGRPCServer builds the node's gRPC server: the Envoy rate limit
-// service, the standard health service answering for "" and for every
+// service, the Envoy rate limit quota service (RLQS), the standard health service answering for "" and for every
 // registered service by its full name, and, unless --grpc-reflection=false,
 // server reflection (grpcurl and Postman list and call the services without
 // proto files). opts are the transport credentials (grpcServerOptions).
-func newGRPCServer(envoy *envoyrls.Server, withReflection bool, opts ...grpc.ServerOption) (*grpc.Server, *grpcHealth) {
+func newGRPCServer(envoy *envoyrls.Server, quota *rlqs.Server, withReflection bool, opts ...grpc.ServerOption) (*grpc.Server, *grpcHealth) {
 	gs := grpc.NewServer(opts...)
 	h := &grpcHealth{Server: health.NewServer(), done: make(chan struct{})}
 	healthpb.RegisterHealthServer(gs, h)
 	envoy.Register(gs)
+	quota.Register(gs)
 	if withReflection {
 		reflection.Register(gs)
 	}

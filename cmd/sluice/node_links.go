@@ -35,17 +35,11 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		return nil, err
 	}
 	base := n.cfg.LinksBaseURL()
-	prefixes, hosts := cfg.AllowedTargetPrefixes()
 	opts := shorten.Options{
-		Store:   n.db,
-		Codec:   codec,
-		BaseURL: base,
-		Targets: shorten.TargetPolicy{
-			OwnHosts:       shorten.OwnHosts(base, n.cfg.HTTPAddr),
-			AllowPrivate:   n.cfg.AllowPrivate,
-			AllowedPrivate: prefixes,
-			AllowedHosts:   hosts,
-		},
+		Store:             n.db,
+		Codec:             codec,
+		BaseURL:           base,
+		Targets:           n.linkTargets(),
 		FallbackURL:       cfg.FallbackURL,
 		CacheSize:         cfg.CacheSize,
 		NegativeCacheSize: cfg.NegativeCacheSize,
@@ -62,6 +56,7 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 
 		NotificationClickIDs: cfg.NotificationClickIDs,
 		OnClicks:             n.events.svc.OnClicks,
+		OnRecorded:           n.live.publish, // the live stats streams (node_linkfeed.go)
 	}
 	if n.redis != nil {
 		opts.Shared = n.sharedLinkCache()
@@ -99,7 +94,9 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	// the database and Redis both fail.
 	deleted := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksDeleted))
 	created := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksCreated))
+	domains := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectDomainsChanged))
 	opts.Announce = deleted.Post
+	opts.AnnounceDomains = func() error { return domains.Post("") }
 	opts.AnnounceCreated = func(code string, l shorten.CachedLink) error {
 		return created.Post(announce.EncodeLinkCreated(code, l))
 	}
@@ -112,7 +109,10 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		return nil, err
 	}
 	n.onStop("link delete listener", func(context.Context) error { return stopDeleted() })
-	stopCreated, err := created.Listen(func(data string) {
+	// This node cached what it created or changed already; its own
+	// announcement, heard late, would undo a later change (see
+	// ListenOthers).
+	stopCreated, err := created.ListenOthers(func(data string) {
 		if code, l, err := announce.DecodeLinkCreated(data); err == nil {
 			links.Learn(code, l)
 		}
@@ -121,10 +121,27 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		return nil, err
 	}
 	n.onStop("link create listener", func(context.Context) error { return stopCreated() })
+	stopDomains, err := domains.Listen(func(string) { links.ForgetDomains() })
+	if err != nil {
+		return nil, err
+	}
+	n.onStop("domain change listener", func(context.Context) error { return stopDomains() })
 	// The click flusher and purge job stop after the servers have drained
 	// (no more hits), with a last flush.
 	n.goBackground(ctx, "link click flusher", links.Run)
 	return links, nil
+}
+
+// linkTargets is where short links, and email tracked links, may lead:
+// not to this server's own addresses, nor to private ones unless allowed.
+func (n *node) linkTargets() shorten.TargetPolicy {
+	prefixes, hosts := n.cfg.Links.AllowedTargetPrefixes()
+	return shorten.TargetPolicy{
+		OwnHosts:       shorten.OwnHosts(n.cfg.LinksBaseURL(), n.cfg.HTTPAddr),
+		AllowPrivate:   n.cfg.AllowPrivate,
+		AllowedPrivate: prefixes,
+		AllowedHosts:   hosts,
+	}
 }
 
 // smsLinks adapts the shortener to notify.LinkShortener, so the

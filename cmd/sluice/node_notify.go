@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/notify/webhook"
 	"github.com/sluicehq/sluice/internal/queue"
+	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -106,6 +107,9 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 	if n.redis != nil {
 		opts.Dedupe = n.requestDedupe()
 	}
+	if opts.Email, err = n.emailTracking(nc); err != nil {
+		return nil, nil, err
+	}
 	if nc.Providers.ShortenSMSLinks && links != nil {
 		opts.Links = links
 		opts.Rewriters = append(opts.Rewriters, notify.ShortenSMSLinks(links, 2*time.Second))
@@ -188,4 +192,47 @@ func webhookGuards(wh notify.Provider, nc config.Notify, pace ratelimit.Store, h
 			}
 			return b, p
 		}}, nil
+}
+
+// emailTracking configures tracked links and opens in email: always on
+// the record store, so a type's track_links works without
+// notify.email.track_links; links start with the links' public base URL.
+func (n *node) emailTracking(nc config.Notify) (notify.EmailTracking, error) {
+	nets, err := nc.Email.Networks()
+	if err != nil {
+		return notify.EmailTracking{}, err
+	}
+	window := nc.Email.BotWindow
+	if window == 0 {
+		window = -1 // 0 in the config turns the window off
+	}
+	// The List-Unsubscribe target (and any body link to it) is never
+	// tracked: one-click unsubscribe must reach the sender as it is.
+	var unsubscribe []string
+	for _, u := range []string{nc.Providers.SMTP.UnsubscribeURL, nc.Providers.SMTPBackup.UnsubscribeURL} {
+		if prefix, _, _ := strings.Cut(u, "{"); prefix != "" {
+			unsubscribe = append(unsubscribe, prefix)
+		}
+	}
+	targets := n.linkTargets()
+	return notify.EmailTracking{
+		Store: n.db, BaseURL: n.cfg.LinksBaseURL(),
+		TrackLinks: nc.Email.TrackLinks, TrackOpens: nc.Email.TrackOpens,
+		BotWindow: window, BotNetworks: nets,
+		ClassifyAgent: shorten.ClassifyHit,
+		Observe:       metrics.NewEmailHits(n.reg),
+		ValidTarget: func(url string) error {
+			_, err := targets.ValidateTarget(url)
+			return err
+		},
+		RewriteText: shorten.RewriteLinks,
+		Skip: func(url string) bool {
+			for _, p := range unsubscribe {
+				if strings.HasPrefix(url, p) {
+					return true
+				}
+			}
+			return false
+		},
+	}, nil
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // TestCriticalNotDelayedByCampaign floods the marketing queues with a
-// campaign and measures how long OTPs take from acceptance to the outbox
-// meanwhile: a separate queue and workers per category keep it short.
+// campaign, then sends OTPs: separate queues and workers per category, and
+// the node's priority gate, send them while the campaign still drains.
 func TestCriticalNotDelayedByCampaign(t *testing.T) {
 	t.Parallel()
 	const campaign = 6000 // 12,000 messages: still draining when the OTPs go out, even at load
@@ -69,16 +69,26 @@ func TestCriticalNotDelayedByCampaign(t *testing.T) {
 		})
 		latencies = append(latencies, got.Deliveries[0].UpdatedAt.Sub(got.CreatedAt))
 	}
-	// The campaign must still have been draining when the OTPs went out.
-	_, body := call(t, "GET", base+"/v1/outbox?user_id=m"+fmt.Sprint(campaign-1), "")
-	stillDraining := !strings.Contains(string(body), `"channel":"email"`)
+	// The OTPs overtook the campaign: when the last of them was sent, the
+	// campaign's backlog, accepted before any of them, was still draining.
+	// Sharing its queue, they would have waited behind all of it. How long
+	// they took is logged, not asserted (the machine's load decides it):
+	// `sluice bench notify` measures it, docs/benchmarks.md has the figures.
+	_, metrics := call(t, "GET", base+"/metrics", "")
+	marketing := 0
+	for line := range strings.Lines(string(metrics)) {
+		if strings.HasPrefix(line, "sluice_notify_deliveries_total{") && strings.Contains(line, `category="marketing"`) {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+				marketing += int(v)
+			}
+		}
+	}
 	slices.Sort(latencies)
 	p50, p99 := latencies[len(latencies)/2], latencies[len(latencies)-1]
-	t.Logf("OTP accept-to-outbox latency during a %d-message campaign: p50 %v, max %v (campaign still draining: %v)",
-		2*campaign, p50, p99, stillDraining)
-	// An OTP goes out within 5 s even during a campaign: critical
-	// notifications have queues of their own (docs/notifications.md).
-	if p99 > 5*time.Second {
-		t.Errorf("OTP latency during the campaign: max %v, want under 5s", p99)
+	t.Logf("OTP accept-to-outbox latency during a %d-message campaign: p50 %v, max %v (campaign deliveries done by then: %d)",
+		2*campaign, p50, p99, marketing)
+	if marketing >= 2*campaign {
+		t.Errorf("the campaign's %d deliveries were all done before the last OTP was sent: the OTPs waited behind them", marketing)
 	}
 }

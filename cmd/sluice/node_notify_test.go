@@ -280,6 +280,15 @@ func TestSettingsAndTemplatesAPI(t *testing.T) {
 	if code, resp := call(t, "PUT", base+"/v1/templates/otp", put); code != 200 {
 		t.Fatalf("PUT template = %d %s", code, resp)
 	}
+	if code, resp := call(t, "PUT", base+"/v1/templates/invoice.html", `{"category":"orders","channels":{"email":{"en":{"body":"x","html":"<p>{n}</p>"}}}}`); code != 200 || !strings.Contains(string(resp), `"html":"\u003cp\u003e{n}\u003c/p\u003e"`) {
+		t.Errorf("PUT a template with an HTML part = %d %s, want it returned", code, resp)
+	}
+	if code, resp := call(t, "GET", base+"/v1/templates/order.shipped", ""); code != 200 || !strings.Contains(string(resp), `"html":"\u003c!doctype html\u003e`) {
+		t.Errorf("GET a shipped template = %d %s, want its HTML part", code, resp)
+	}
+	if code, resp := call(t, "PUT", base+"/v1/templates/invoice.html", `{"category":"orders","channels":{"sms":{"en":{"body":"x","html":"<p>x</p>"}}}}`); code != 422 || !strings.Contains(string(resp), "channels.sms.en.html") {
+		t.Errorf("PUT an SMS text with an HTML part = %d %s, want 422 naming the field", code, resp)
+	}
 	if code, resp := call(t, "PUT", base+"/v1/templates/otp", `{"channels":{"fax":{"en":{"body":"x"}}}}`); code != 422 {
 		t.Errorf("PUT template with an unknown channel = %d %s, want 422", code, resp)
 	}

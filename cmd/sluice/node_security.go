@@ -22,3 +22,16 @@ func (n *node) authFailureLimiter() (httpapi.AuthFailureLimiter, error) {
 		Name: "auth_failures", Algorithm: ratelimit.TokenBucket, Limit: per, Period: time.Minute, Burst: per,
 	})
 }
+
+// unknownEmailLinkLimiter limits lookups of unknown tracked email links
+// (GET /e/{token}) to links.unknown_per_minute per client, as the
+// shortener limits unknown codes, or returns nil when that is 0.
+func (n *node) unknownEmailLinkLimiter() (httpapi.AuthFailureLimiter, error) {
+	per := int64(n.cfg.Links.UnknownPerMinute)
+	if per <= 0 {
+		return nil, nil
+	}
+	return ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
+		Name: "email_unknown", Algorithm: ratelimit.TokenBucket, Limit: per, Period: time.Minute, Burst: per,
+	})
+}

@@ -55,17 +55,30 @@ func seedDashboard(t *testing.T, n *testNode) string {
 	apiCall(t, n, "POST", "/v1/keys", "", map[string]any{"name": "dashboard", "scopes": []string{"admin"}}, http.StatusCreated, &k)
 	apiCall(t, n, "PUT", "/v1/ratelimit/policies/login", k.Key, map[string]any{"algorithm": "sliding_window_log", "limit": 20, "period": "1m"}, http.StatusCreated, nil)
 	apiCall(t, n, "POST", "/v1/ratelimit/blocks", k.Key, map[string]any{"key": "203.0.113.9", "duration": "1h", "reason": "credential stuffing"}, http.StatusCreated, nil)
+	// The most clicked link is on a custom domain, its code also a link
+	// without a domain and without clicks: the links page must ask for
+	// the domain's.
+	apiCall(t, n, "POST", "/v1/domains", k.Key, map[string]any{"domain": "go.example.com"}, http.StatusCreated, nil)
+	apiCall(t, n, "POST", "/v1/links", k.Key, map[string]any{"url": "https://example.com/plain", "slug": "sale"}, http.StatusCreated, nil)
 	for i := range 3 {
 		var l struct {
 			Code string `json:"code"`
 		}
-		apiCall(t, n, "POST", "/v1/links", k.Key, map[string]any{"url": "https://example.com/sale/" + string(rune('a'+i))}, http.StatusCreated, &l)
+		body := map[string]any{"url": "https://example.com/sale/" + string(rune('a'+i))}
+		host := ""
+		if i == 0 {
+			body["slug"], body["domain"], host = "sale", "go.example.com", "go.example.com"
+		}
+		apiCall(t, n, "POST", "/v1/links", k.Key, body, http.StatusCreated, &l)
 		for j := range 5 - i {
 			ua := "Mozilla/5.0 (X11; Linux x86_64) Chrome/126.0"
 			if j%2 == 1 {
 				ua = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
 			}
 			req, _ := http.NewRequest("GET", n.httpURL+"/"+l.Code, nil)
+			if host != "" {
+				req.Host = host
+			}
 			req.Header.Set("User-Agent", ua)
 			resp, err := noFollow.Do(req)
 			if err != nil {
@@ -182,6 +195,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	key := seedDashboard(t, n)
 	seeded := seedNotifications(t, n, key, hook)
 	checkTraffic(t, n, key)
+	// An Envoy reporting a quota bucket no rule matches: the Overview lists it.
+	if _, err := openQuota(t, n.grpcAddr).report("edge", map[string]string{"tenant": "acme"}, 7, time.Second); err != nil {
+		t.Fatal(err)
+	}
 
 	b.run(t, "open the sign-in page", chromedp.Navigate(n.httpURL+"/ui/?poll=500"), chromedp.WaitVisible(chromedp.ID("api-key")))
 	b.screenshot(t, "00-sign-in")
@@ -192,6 +209,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("nav")), chromedp.WaitVisible(chromedp.ID("chart-checks")),
 		// Two polls make a rate, three a line.
 		waitJS(`[...document.querySelectorAll("#chart-checks svg path")].some(p => p.getAttribute("d").includes("L"))`))
+	b.run(t, "the quota buckets on the overview", waitText("#rlqs-buckets", "(unmatched)"))
 	b.screenshot(t, "01-overview")
 	b.noErrors(t, "overview")
 
@@ -278,6 +296,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.run(t, "links chart", chromedp.WaitVisible(chromedp.CSS("#clicks-chart svg rect")))
 	b.run(t, "link breakdown", chromedp.WaitVisible(chromedp.CSS("#link-daily svg rect")),
 		chromedp.WaitVisible(chromedp.CSS("#link-groups tbody tr")), waitJS(`document.querySelector("#link-qr img").naturalWidth > 0`))
+	// The live panel of the link shown (the most clicked): a redirect
+	// served now shows there within seconds.
+	var top struct {
+		Items []struct{ Code, Domain string } `json:"items"`
+	}
+	apiCall(t, n, "GET", "/v1/stats/links?limit=1", key, nil, http.StatusOK, &top)
+	b.run(t, "live panel listening", waitText("#live-status", "Listening"))
+	req, _ := http.NewRequest("GET", n.httpURL+"/"+top.Items[0].Code, nil)
+	if top.Items[0].Domain != "" { // on its custom domain, by Host
+		req.Host = top.Items[0].Domain
+	}
+	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36")
+	resp, err := noFollow.Do(req)
+	if err != nil || resp.StatusCode != http.StatusFound {
+		t.Fatalf("redirect %s: %v %v", top.Items[0].Code, resp, err)
+	}
+	resp.Body.Close()
+	b.run(t, "live hit", chromedp.WaitVisible(chromedp.CSS("#live-hits tbody tr")), waitText("#live-status", "1 human click and 0 bot hits"))
 	b.screenshot(t, "06-links")
 	b.noErrors(t, "links")
 

@@ -5,7 +5,8 @@
 // cache's freshness; the cache's own expiry (a periodic reload, a TTL) is
 // the other half, so delivery is best effort: a lost announcement costs
 // what no announcement would, a duplicate costs one reload or one cache
-// miss. Every node listening, the sender included, receives each one.
+// miss. Every node listening, the sender included, receives each one
+// (ListenOthers leaves out the sender's own).
 //
 // It is a NATS adapter for two domains: the rate limit service
 // (limits.Options.Announce) and the shortener (shorten.Options.Announce).
@@ -24,12 +25,18 @@ import (
 type Bus struct {
 	nc      *nats.Conn
 	subject string
+	origin  string // names this Bus's own posts, so ListenOthers can skip them
 }
 
 // New returns a Bus on subject. Sluice names subjects with queue.Conn.Name
 // ("ratelimit.rules.changed", "links.deleted"), so tests sharing a server
 // stay apart.
-func New(nc *nats.Conn, subject string) *Bus { return &Bus{nc: nc, subject: subject} }
+func New(nc *nats.Conn, subject string) *Bus {
+	return &Bus{nc: nc, subject: subject, origin: nats.NewInbox()}
+}
+
+// originHeader carries the posting Bus's origin.
+const originHeader = "Sluice-Origin"
 
 // Signal announces an event that carries no data, and returns once the
 // server has it, or ctx ends.
@@ -62,7 +69,8 @@ func (b *Bus) Send(ctx context.Context, data []byte) error {
 // queued (connection closed, reconnect buffer full). Link deletes use it,
 // so a DELETE is never slowed by NATS.
 func (b *Bus) Post(data string) error {
-	if err := b.nc.Publish(b.subject, []byte(data)); err != nil {
+	m := &nats.Msg{Subject: b.subject, Data: []byte(data), Header: nats.Header{originHeader: []string{b.origin}}}
+	if err := b.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("announce on %s: %w", b.subject, err)
 	}
 	return nil
@@ -71,7 +79,24 @@ func (b *Bus) Post(data string) error {
 // Listen calls heard with the data of every announcement (from a NATS
 // goroutine; it must not block) until stop is called.
 func (b *Bus) Listen(heard func(data string)) (stop func() error, err error) {
-	sub, err := b.nc.Subscribe(b.subject, func(m *nats.Msg) { heard(string(m.Data)) })
+	return b.listen(func(m *nats.Msg) { heard(string(m.Data)) })
+}
+
+// ListenOthers is Listen without this Bus's own posts. A node that has
+// already applied its change must not apply it again when its own
+// announcement comes back late: a link created and then given rules
+// would otherwise be cached again without them when the creation's
+// announcement arrived after the rules were set.
+func (b *Bus) ListenOthers(heard func(data string)) (stop func() error, err error) {
+	return b.listen(func(m *nats.Msg) {
+		if m.Header.Get(originHeader) != b.origin {
+			heard(string(m.Data))
+		}
+	})
+}
+
+func (b *Bus) listen(h nats.MsgHandler) (stop func() error, err error) {
+	sub, err := b.nc.Subscribe(b.subject, h)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", b.subject, err)
 	}

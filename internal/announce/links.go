@@ -10,7 +10,9 @@ import (
 )
 
 // The short link announcement subjects, before the deployment's prefix:
-// a deleted link carries its code; a created one its code, id, expiry
+// a link is named by shorten.Key (its code, or "domain/code" on a custom
+// domain, which a node that knows no domains takes for an invalid code
+// and ignores); a deleted link carries its key; a created one its code, id, expiry
 // (Unix microseconds, 0 for none) and URL, space-separated. A link with
 // redirect rules is announced when created or when its rules change, as
 // "code r:id expiry url\nrules": a node that does not know rules fails to
@@ -19,6 +21,9 @@ import (
 const (
 	SubjectLinksDeleted = "links.deleted"
 	SubjectLinksCreated = "links.created"
+	// SubjectDomainsChanged carries nothing: a custom domain was added or
+	// removed, read them again.
+	SubjectDomainsChanged = "links.domains.changed"
 )
 
 // EncodeLinkCreated is a created link on the wire (SubjectLinksCreated).

@@ -162,7 +162,7 @@ func TestDeleteReachesTheOtherNode(t *testing.T) {
 // restarts.
 type downLinks struct{ *store.DB }
 
-func (downLinks) LinkByCode(context.Context, string) (shorten.Link, error) {
+func (downLinks) LinkByCode(context.Context, string, string) (shorten.Link, error) {
 	return shorten.Link{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 }
 
@@ -185,6 +185,37 @@ func TestCreateReachesTheOtherNode(t *testing.T) {
 		return err == nil && tg.URL == l.URL
 	})
 	t.Logf("link created on A redirected on B (store down) after %v", took)
+}
+
+// TestDomainLinkReachesTheOtherNode: a link on a custom domain created on
+// A is announced under its domain's key; B, whose link reads fail,
+// redirects it on the domain's host only, and its code without a domain
+// stays unknown there.
+func TestDomainLinkReachesTheOtherNode(t *testing.T) {
+	t.Parallel()
+	nats := enginetest.StartNATS(t)
+	dbPath := filepath.Join(t.TempDir(), "sluice.db")
+	prefix := testPrefix()
+	a, b := announcingNode(t, dbPath, nats.URL(), prefix, false), announcingNode(t, dbPath, nats.URL(), prefix, true)
+	admin := shorten.Caller{Admin: true}
+	if _, err := a.CreateDomain(t.Context(), admin, "go.example.com", ""); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Create(t.Context(), shorten.CreateRequest{URL: "https://example.com/on-go", Slug: "spring", Domain: "go.example.com", Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 5*time.Second, "B redirects the domain's link created on A", func() bool {
+		tg, err := b.ResolveHost(t.Context(), "go.example.com", "spring", "client")
+		return err == nil && tg.URL == l.URL
+	})
+	if tg, err := b.ResolveHost(t.Context(), "sho.rt", "spring", "client"); err == nil {
+		t.Errorf("B redirects spring without a domain to %q; want no link", tg.URL)
+	}
+	code, cl, err := announce.DecodeLinkCreated(announce.EncodeLinkCreated(shorten.Key("go.example.com", "spring"), shorten.CachedLink{ID: 3, URL: "https://e.x/"}))
+	if err != nil || code != "go.example.com/spring" || cl.ID != 3 {
+		t.Errorf("round trip of a domain link = %q %+v, %v", code, cl, err)
+	}
 }
 
 func TestLinkCreatedEncoding(t *testing.T) {

@@ -18,16 +18,23 @@ import (
 const (
 	DefaultPolicy = "sluice-bench"
 	DefaultDomain = "sluice-bench"
+	// LocalDomain is the same rule with sync: local, decided from the
+	// node's share and synced with the store every 50 ms.
+	LocalDomain = "sluice-bench-local"
 	// Limit is high enough that a benchmark measures admitted checks.
 	Limit = 1_000_000_000
 )
 
-// EnvoyConfig returns an Envoy rate limit configuration that gives
-// check-grpc DefaultDomain with a limit never reached, for a node started
-// for a benchmark.
-func EnvoyConfig() []byte {
-	return fmt.Appendf(nil, "domain: %s\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: %d}\n",
-		DefaultDomain, Limit)
+// EnvoyConfig returns Envoy rate limit configuration files, by name, that
+// give check-grpc DefaultDomain and LocalDomain with a limit never reached,
+// for a node started for a benchmark.
+func EnvoyConfig() map[string][]byte {
+	return map[string][]byte{
+		"bench.yaml": fmt.Appendf(nil, "domain: %s\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: %d}\n",
+			DefaultDomain, Limit),
+		"bench-local.yaml": fmt.Appendf(nil, "domain: %s\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: %d, sync: local}\n",
+			LocalDomain, Limit),
+	}
 }
 
 // Session is one benchmark's settings and targets: the load, the Sluice

@@ -48,6 +48,7 @@ type Config struct {
 	AllowPrivate    bool          `yaml:"allow_private_targets" flag:"allow-private-targets" usage:"allow webhook and link targets on loopback or private addresses"`
 	HTTP            HTTP          `yaml:"http"` // listener timeouts and header limit (http.go)
 	Ratelimit       Ratelimit     `yaml:"ratelimit"`
+	RLQS            RLQS          `yaml:"rlqs"`
 	Gateway         Gateway       `yaml:"gateway"`
 
 	// DatabaseStatementTimeout is PostgreSQL's statement_timeout on the
@@ -57,12 +58,12 @@ type Config struct {
 
 	// TLS on the HTTP and gRPC listeners, client certificates and API
 	// keys on gRPC (tls.go, docs/security.md).
-	TLSCertFile      string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"PEM certificate (leaf first, then intermediates) served with TLS 1.2+ on --http-addr and, unless --grpc-tls-cert-file is set, on --grpc-addr; a replaced file is picked up at the next handshake, no restart; empty serves plain HTTP and gRPC"`
-	TLSKeyFile       string `yaml:"tls_key_file" flag:"tls-key-file" usage:"PEM private key of --tls-cert-file"`
+	TLSCertFile      string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"PEM certificate (leaf first, then intermediates) served with TLS 1.2+ on --http-addr and, unless --grpc-tls-cert-file is set, on --grpc-addr; a comma-separated list serves several, picked by the client's SNI (the first when none matches); a replaced file is picked up at the next handshake, no restart; empty serves plain HTTP and gRPC"`
+	TLSKeyFile       string `yaml:"tls_key_file" flag:"tls-key-file" usage:"PEM private key of --tls-cert-file (a list pairs with its list, in order)"`
 	GRPCTLSCertFile  string `yaml:"grpc_tls_cert_file" flag:"grpc-tls-cert-file" usage:"PEM certificate served on --grpc-addr instead of --tls-cert-file (TLS on gRPC only, or another name); reloaded like it"`
 	GRPCTLSKeyFile   string `yaml:"grpc_tls_key_file" flag:"grpc-tls-key-file" usage:"PEM private key of --grpc-tls-cert-file"`
 	GRPCClientCAFile string `yaml:"grpc_client_ca_file" flag:"grpc-client-ca-file" usage:"PEM certificate authorities: every gRPC client (health and reflection too) must present a certificate signed by one (mutual TLS); needs TLS on gRPC; reloaded like the certificate"`
-	GRPCRequireKey   bool   `yaml:"grpc_require_key" flag:"grpc-require-key" usage:"ShouldRateLimit needs an API key with the ratelimit:check scope in gRPC metadata (authorization: Bearer <key>, or x-api-key): UNAUTHENTICATED without a valid one, PERMISSION_DENIED without the scope; health and reflection stay open"`
+	GRPCRequireKey   bool   `yaml:"grpc_require_key" flag:"grpc-require-key" usage:"ShouldRateLimit and the rate limit quota streams need an API key with the ratelimit:check scope in gRPC metadata (authorization: Bearer <key>, or x-api-key): UNAUTHENTICATED without a valid one, PERMISSION_DENIED without the scope; health and reflection stay open"`
 
 	// TrustedProxies and ProxyProtocol say how the client's address comes
 	// through load balancers (proxies.go).
@@ -87,6 +88,13 @@ type Config struct {
 	Config string `yaml:"-" flag:"config" usage:"YAML configuration file"`
 }
 
+// RLQS configures the Envoy rate limit quota service on --grpc-addr,
+// whose buckets take their limits from --envoy-config.
+type RLQS struct {
+	Unmatched  string `yaml:"unmatched" flag:"rlqs-unmatched" usage:"blanket rule assigned to rate limit quota buckets that no --envoy-config rule matches: allow (ALLOW_ALL) or deny (DENY_ALL)"`
+	MaxStreams int    `yaml:"max_streams" flag:"rlqs-max-streams" usage:"rate limit quota streams (Envoys) open at once on this node; more are refused with RESOURCE_EXHAUSTED and reconnect elsewhere"`
+}
+
 // Default returns the embedded defaults: everything on this machine, no setup.
 func Default() Config {
 	return Config{
@@ -104,6 +112,7 @@ func Default() Config {
 		AuthFailures:    20,
 		HTTP:            DefaultHTTP(),
 		Ratelimit:       defaultRatelimit(),
+		RLQS:            RLQS{Unmatched: "allow", MaxStreams: 10_000},
 		Links:           DefaultLinks(),
 		UI:              DefaultUI(),
 		Notify:          defaultNotify(),
@@ -190,6 +199,12 @@ func (c Config) Validate() error {
 	}
 	if c.EnvoyDetailed < 1 {
 		bad("envoy-detailed-metric-values", "must be at least 1")
+	}
+	if c.RLQS.MaxStreams < 1 {
+		bad("rlqs-max-streams", "must be at least 1")
+	}
+	if c.RLQS.Unmatched != "allow" && c.RLQS.Unmatched != "deny" {
+		bad("rlqs-unmatched", "%q is not allow or deny", c.RLQS.Unmatched)
 	}
 	c.validateProxies(bad)
 	c.validateRatelimit(bad)

@@ -17,7 +17,7 @@ type Links struct {
 	AllowedTargets    []string      `yaml:"allowed_private_targets" flag:"links-allowed-private-targets" usage:"host names or CIDR prefixes accepted as link targets although private, loopback or this service's own (comma-separated)"`
 	CacheSize         int           `yaml:"cache_size" flag:"links-cache-size" usage:"links cached in process for redirects"`
 	NegativeCacheSize int           `yaml:"negative_cache_size" flag:"links-negative-cache-size" usage:"unknown codes remembered in process"`
-	CacheTTL          time.Duration `yaml:"cache_ttl" flag:"links-cache-ttl" usage:"how long a cached link is trusted; bounds how long a link deleted on another node still redirects here if the deletion's announcement is lost"`
+	CacheTTL          time.Duration `yaml:"cache_ttl" flag:"links-cache-ttl" usage:"how long a cached link (and the list of custom domains) is trusted; bounds how long a link deleted, or a domain added, changed or removed, on another node is unseen here if the announcement is lost"`
 	StaleTTL          time.Duration `yaml:"stale_ttl" flag:"links-stale-ttl" usage:"how long past links.cache_ttl a link stays cached (in process and in Redis) to keep redirecting while the database fails; 0: not kept"`
 	NegativeTTL       time.Duration `yaml:"negative_ttl" flag:"links-negative-ttl" usage:"how long an unknown code is remembered as unknown"`
 	ClickBuffer       int           `yaml:"click_buffer" flag:"links-click-buffer" usage:"hits held between flushes; beyond it hits are dropped and counted, never slowing a redirect"`
@@ -25,11 +25,46 @@ type Links struct {
 	PurgeInterval     time.Duration `yaml:"purge_interval" flag:"links-purge-interval" usage:"time between purges of expired links"`
 	ExpiredRetention  time.Duration `yaml:"expired_retention" flag:"links-expired-retention" usage:"how long an expired link is kept (answering 410) before it is purged"`
 	ClickRetention    time.Duration `yaml:"click_retention" flag:"links-click-retention" usage:"how long raw clicks are kept; the purge job (every links.purge_interval) deletes older ones in batches of 1,000, keeping the hourly rollups, so stats of old periods still answer; 0: forever"`
-	UnknownPerMinute  int           `yaml:"unknown_per_minute" flag:"links-unknown-per-minute" usage:"lookups of unknown codes allowed per client IP per minute (429 beyond); 0: unlimited"`
+	UnknownPerMinute  int           `yaml:"unknown_per_minute" flag:"links-unknown-per-minute" usage:"lookups of unknown codes allowed per client IP per minute (429 beyond), and as many of unknown tracked email links (counted apart); 0: unlimited"`
 
 	// Attribution (docs/links.md).
 	NotificationClickIDs bool   `yaml:"notification_click_ids" flag:"links-notification-click-ids" usage:"give the short links made for notifications' SMS click ids (a sluice_cid parameter on the target), so POST /v1/conversions can credit a sale to the message"`
 	GeoIPDB              string `yaml:"geoip_db" flag:"links-geoip-db" usage:"MaxMind-format database (GeoLite2 or DB-IP lite, Country or City .mmdb) locating clients for country and city redirect rules; reloaded within a minute when the file changes; empty: such rules are refused"`
+
+	// Live configures the live stats streams (docs/links.md, "Live stats").
+	Live LinksLive `yaml:"live"`
+}
+
+// LinksLive configures the live link stats streams
+// (GET /v1/links/{code}/stats/stream).
+type LinksLive struct {
+	MaxStreams   int           `yaml:"max_streams" flag:"links-live-max-streams" usage:"live link stats streams open at once on this node; more are refused with 429"`
+	MaxPerKey    int           `yaml:"max_streams_per_key" flag:"links-live-max-streams-per-key" usage:"live link stats streams one API key (or dashboard session's key) may hold open on this node; more are refused with 429"`
+	Buffer       int           `yaml:"buffer" flag:"links-live-buffer" usage:"hits one live stream may have waiting to be written; a client further behind is cut off (it reconnects and resumes), never slowing the click flusher"`
+	Heartbeat    time.Duration `yaml:"heartbeat" flag:"links-live-heartbeat" usage:"how often an idle live link stats stream sends a comment line; the stream's key or session is checked again at each"`
+	ReplayWindow time.Duration `yaml:"replay_window" flag:"links-live-replay-window" usage:"how long recorded hits are kept (in NATS memory) for a stream that reconnects with Last-Event-ID"`
+}
+
+func defaultLinksLive() LinksLive {
+	return LinksLive{MaxStreams: 1000, MaxPerKey: 20, Buffer: 256, Heartbeat: 15 * time.Second, ReplayWindow: 10 * time.Minute}
+}
+
+func (c LinksLive) validate(bad func(flag, format string, args ...any)) {
+	if c.MaxStreams < 1 {
+		bad("links-live-max-streams", "must be at least 1")
+	}
+	if c.MaxPerKey < 1 {
+		bad("links-live-max-streams-per-key", "must be at least 1")
+	}
+	if c.Buffer < 1 || c.Buffer > 100_000 {
+		bad("links-live-buffer", "must be from 1 to 100000")
+	}
+	if c.Heartbeat < time.Second || c.Heartbeat > 5*time.Minute {
+		bad("links-live-heartbeat", "must be from 1s to 5m")
+	}
+	if c.ReplayWindow < time.Minute || c.ReplayWindow > 24*time.Hour {
+		bad("links-live-replay-window", "must be from 1m to 24h")
+	}
 }
 
 // DefaultLinks returns the shortener's defaults.
@@ -42,10 +77,11 @@ func DefaultLinks() Links {
 		StaleTTL:          24 * time.Hour,
 		NegativeTTL:       5 * time.Second,
 		ClickBuffer:       100_000,
-		FlushInterval:     time.Second,
+		FlushInterval:     500 * time.Millisecond,
 		PurgeInterval:     time.Hour,
 		ExpiredRetention:  24 * time.Hour,
 		UnknownPerMinute:  60,
+		Live:              defaultLinksLive(),
 	}
 }
 
@@ -132,6 +168,7 @@ func (l Links) validate(bad func(flag, format string, args ...any)) {
 	if l.ClickRetention < 0 {
 		bad("links-click-retention", "must not be negative (0 keeps clicks forever)")
 	}
+	l.Live.validate(bad)
 }
 
 func validPrefix(s string) bool {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +46,17 @@ type Notify struct {
 
 	// SMSGuard is the SMS-pumping guard.
 	SMSGuard SMSGuard `yaml:"sms_guard"`
+	// Email configures link and open tracking in email.
+	Email Email `yaml:"email"`
+}
+
+// Email configures tracked links and opens in email (docs/notifications.md,
+// "Tracked links and opens in email").
+type Email struct {
+	TrackLinks  bool          `yaml:"track_links" flag:"notify-email-track-links" usage:"replace the links of every email's text and HTML parts by tracked links (a type's template may ask for it alone with track_links: true); clicks show on the delivery as clicked_at"`
+	TrackOpens  bool          `yaml:"track_opens" flag:"notify-email-track-opens" usage:"add an open pixel to every email with an HTML part; opens show on the delivery as opened_at"`
+	BotWindow   time.Duration `yaml:"bot_window" flag:"notify-email-bot-window" usage:"hits on an email's tracked links or pixel this soon after it was handed to its provider are mail scanners, recorded as bot hits; 0 turns the window off"`
+	BotNetworks []string      `yaml:"bot_networks" flag:"notify-email-bot-networks" usage:"comma-separated CIDRs of mail scanners and image proxies, besides the built-in ones; hits from them are bot hits"`
 }
 
 // Webhook configures the webhook channel.
@@ -101,6 +114,7 @@ func defaultNotify() Notify {
 		GroupCommit:      true,
 		ConfirmPublish:   true,
 		SMSGuard:         defaultSMSGuard(),
+		Email:            Email{BotWindow: 10 * time.Second},
 	}
 	n.Retry.Critical.Base, n.Retry.Critical.Cap = 250*time.Millisecond, 5*time.Second
 	n.Retry.Orders.Base, n.Retry.Orders.Cap, n.Retry.Orders.Attempts = time.Second, 5*time.Minute, 5
@@ -175,6 +189,33 @@ func (n Notify) validate(bad func(flag, format string, args ...any)) {
 		bad("notify-marketing-cap", "must be 0 (off) or more")
 	}
 	n.SMSGuard.validate(bad)
+	if n.Email.BotWindow < 0 || n.Email.BotWindow > time.Hour {
+		bad("notify-email-bot-window", "must be from 0 to 1h")
+	}
+	if _, err := n.Email.Networks(); err != nil {
+		bad("notify-email-bot-networks", "%v", err)
+	}
+}
+
+// Networks parses BotNetworks.
+func (e Email) Networks() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(e.BotNetworks))
+	for _, s := range e.BotNetworks {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not a CIDR or address", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // SMSGuard configures the SMS-pumping guard: where SMS may go and

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
+
+	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 // HTTPTLS returns the certificate and key files of the HTTP listener; both
@@ -41,8 +43,15 @@ func (c Config) validateTLS(bad func(flag, format string, args ...any)) {
 		case key == "":
 			bad(keyFlag, "must be set with --%s", certFlag)
 		default:
-			if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			certs, keys, err := tlsconf.SplitPairs(cert, key)
+			if err != nil {
 				bad(certFlag, "%v", err)
+				return
+			}
+			for i := range certs {
+				if _, err := tls.LoadX509KeyPair(certs[i], keys[i]); err != nil {
+					bad(certFlag, "%v", err)
+				}
 			}
 		}
 	}

@@ -42,6 +42,7 @@ var yamlDefaults = map[string]string{
 var yamlValues = map[string][]string{
 	"log_format":                            {"text", "json"},
 	"log_level":                             {"debug", "info", "warn", "error"},
+	"rlqs.unmatched":                        {"allow", "deny"},
 	"trusted_proxy_header":                  ProxyHeaders,
 	"notify.sms_guard.refuse_types":         smsNumberTypes,
 	"notify.providers.failover_categories":  {"critical", "orders", "marketing"},

@@ -236,3 +236,14 @@ func peerOf(ctx context.Context) string {
 	}
 	return ""
 }
+
+// Authorize applies Options.Keys to a call of another service on the same
+// listener (the rate limit quota service's streams): nil when no key is
+// required or the call's key holds the scope, else the status error
+// ShouldRateLimit would answer.
+func (s *Server) Authorize(ctx context.Context) error {
+	if s.keys == nil {
+		return nil
+	}
+	return s.keys.authorize(ctx)
+}

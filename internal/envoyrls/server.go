@@ -85,6 +85,10 @@ type Options struct {
 	// proxy's address, so one bad key locks all its calls out. If nil,
 	// failures are not limited.
 	AuthFailures AuthFailureLimiter
+	// OnConfig is called with every Config put in force, the first one by
+	// New, after it is in force (the rate limit quota service, which reads
+	// the same rules, re-evaluates its buckets). If nil, nothing is called.
+	OnConfig func(*Config)
 }
 
 // Server implements envoy.service.ratelimit.v3.RateLimitService. It is safe
@@ -99,6 +103,7 @@ type Server struct {
 	failClosed bool
 	nearRatio  float64
 	blocked    func(domain, key, value string, now time.Time) (time.Time, bool)
+	onConfig   func(*Config)
 	m          *metrics
 	keys       *keyCheck // nil: no key required
 	// unknownBlocked counts blocked descriptors of unconfigured domains.
@@ -132,6 +137,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		failClosed: opts.FailClosed,
 		nearRatio:  opts.NearLimitRatio,
 		blocked:    opts.Blocked,
+		onConfig:   opts.OnConfig,
 		m:          newMetrics(opts.Registerer, cmp.Or(opts.DetailedMetricValues, 100)),
 	}
 	s.unknownBlocked = s.m.blocked.WithLabelValues("")
@@ -167,6 +173,9 @@ func (s *Server) SetConfig(cfg *Config) {
 		st.series[d] = s.m.series(name, "")
 	}
 	s.state.Store(st)
+	if s.onConfig != nil {
+		s.onConfig(cfg)
+	}
 }
 
 // Reload loads path and puts it in force. When it is bad, the error is

@@ -40,11 +40,14 @@ const (
 	DeliveryDelivered    = "delivery.delivered"
 	DeliveryFailed       = "delivery.failed"
 	DeliveryDead         = "delivery.dead"
+	DeliveryClicked      = "delivery.clicked"
+	DeliveryOpened       = "delivery.opened"
 	LinkClicked          = "link.clicked"
 )
 
 // Types lists every event type, in the order documentation shows them.
-var Types = []string{NotificationAccepted, DeliverySent, DeliveryDelivered, DeliveryFailed, DeliveryDead, LinkClicked}
+var Types = []string{NotificationAccepted, DeliverySent, DeliveryDelivered, DeliveryFailed, DeliveryDead,
+	DeliveryClicked, DeliveryOpened, LinkClicked}
 
 // ValidType reports whether t is a known event type.
 func ValidType(t string) bool { return slices.Contains(Types, t) }

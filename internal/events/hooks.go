@@ -62,6 +62,7 @@ func (s *Service) OnStatus(ctx context.Context, e notify.StatusEvent) {
 type clickData struct {
 	LinkID  int64     `json:"link_id"`
 	Code    string    `json:"code"`
+	Domain  string    `json:"domain,omitempty"`
 	Visitor string    `json:"visitor"`
 	At      time.Time `json:"at"`
 }
@@ -76,6 +77,6 @@ func (s *Service) OnClicks(ctx context.Context, clicks []shorten.Click) {
 		if c.Bot {
 			continue
 		}
-		s.Emit(ctx, LinkClicked, clickData{LinkID: c.LinkID, Code: c.Code, Visitor: c.Visitor, At: c.At.UTC()})
+		s.Emit(ctx, LinkClicked, clickData{LinkID: c.LinkID, Code: c.Code, Domain: c.Domain, Visitor: c.Visitor, At: c.At.UTC()})
 	}
 }

@@ -64,7 +64,7 @@ func (s *Server) linkDimStats(w http.ResponseWriter, r *http.Request) error {
 		}
 		group = d
 	}
-	st, err := x.Stats(r.Context(), linkCaller(r), r.PathValue("code"), from, to, by, group)
+	st, err := x.Stats(r.Context(), linkCaller(r), linkKey(r), from, to, by, group)
 	if err != nil {
 		return err
 	}

@@ -32,11 +32,11 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request) error {
 		}
 		size = n
 	}
-	l, err := s.opts.Links.Get(r.Context(), linkCaller(r), r.PathValue("code"))
+	l, err := s.opts.Links.Get(r.Context(), linkCaller(r), linkKey(r))
 	if err != nil {
 		return err
 	}
-	modules, err := shorten.QRModules(s.opts.Links.ShortURL(l.Code) + "?" + shorten.QRMarker)
+	modules, err := shorten.QRModules(s.opts.Links.LinkURL(l) + "?" + shorten.QRMarker)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func (s *Server) putLinkRules(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	l, err := s.opts.Links.SetRules(r.Context(), linkCaller(r), r.PathValue("code"), req.Rules)
+	l, err := s.opts.Links.SetRules(r.Context(), linkCaller(r), linkKey(r), req.Rules)
 	if err != nil {
 		return err
 	}

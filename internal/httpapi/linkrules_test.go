@@ -106,7 +106,7 @@ func TestLinkRules(t *testing.T) {
 	if err := svc.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	l, _ := b.db.LinkByCode(t.Context(), "promo")
+	l, _ := b.db.LinkByCode(t.Context(), "", "promo")
 	got, err := b.db.LinkTargetClicks(t.Context(), l.ID, time.Time{})
 	arm := "ab/a"
 	if first == "https://example.com/b" {

@@ -17,10 +17,15 @@ type Links interface {
 	Create(ctx context.Context, req shorten.CreateRequest) (shorten.Link, error)
 	Get(ctx context.Context, caller shorten.Caller, code string) (shorten.Link, error)
 	Delete(ctx context.Context, caller shorten.Caller, code string) error
-	List(ctx context.Context, caller shorten.Caller, cursor string, limit int) ([]shorten.Link, string, error)
-	Resolve(ctx context.Context, code, client string) (shorten.Target, error)
+	List(ctx context.Context, caller shorten.Caller, domain *string, cursor string, limit int) ([]shorten.Link, string, error)
+	ResolveHost(ctx context.Context, host, code, client string) (shorten.Target, error)
 	RecordHit(h shorten.Hit) bool
-	ShortURL(code string) string
+	LinkURL(l shorten.Link) string
+	CreateDomain(ctx context.Context, caller shorten.Caller, name, fallbackURL string) (shorten.Domain, error)
+	Domains(ctx context.Context, caller shorten.Caller) ([]shorten.Domain, error)
+	Domain(ctx context.Context, caller shorten.Caller, name string) (shorten.Domain, error)
+	UpdateDomain(ctx context.Context, caller shorten.Caller, name, fallbackURL string) (shorten.Domain, error)
+	DeleteDomain(ctx context.Context, caller shorten.Caller, name string) error
 	SetRules(ctx context.Context, caller shorten.Caller, code string, rules []shorten.Rule) (shorten.Link, error)
 	Choose(t shorten.Target, v shorten.Visit) shorten.Target
 }
@@ -37,6 +42,7 @@ func (s *Server) registerLinks() {
 	s.Handle("GET /v1/links/{code}", auth.ScopeLinksWrite, s.getLink)
 	s.Handle("DELETE /v1/links/{code}", auth.ScopeLinksWrite, s.deleteLink)
 	s.registerLinkRules()
+	s.registerDomains()
 	// GET patterns serve HEAD too; a separate "HEAD /{code}" would
 	// conflict with "GET /healthz" and the other fixed GET routes.
 	s.Handle("GET /{code}", public, s.redirect)
@@ -47,6 +53,7 @@ var errLinksOff = apperr.New(apperr.Unavailable, "the URL shortener is not confi
 type linkRequest struct {
 	URL       string `json:"url"`
 	Slug      string `json:"slug"`
+	Domain    string `json:"domain"`
 	ExpiresAt string `json:"expires_at"`
 	linkExtrasRequest
 }
@@ -54,6 +61,7 @@ type linkRequest struct {
 // LinkResponse is a link as the API shows it.
 type linkResponse struct {
 	Code           string         `json:"code"`
+	Domain         string         `json:"domain,omitempty"`
 	ShortURL       string         `json:"short_url"`
 	URL            string         `json:"url"`
 	ExpiresAt      *time.Time     `json:"expires_at"`
@@ -68,7 +76,7 @@ type linkResponse struct {
 
 func (s *Server) toLinkResponse(l shorten.Link) linkResponse {
 	return linkResponse{
-		Code: l.Code, ShortURL: s.opts.Links.ShortURL(l.Code), URL: l.URL,
+		Code: l.Code, Domain: l.Domain, ShortURL: s.opts.Links.LinkURL(l), URL: l.URL,
 		ExpiresAt: optTime(l.ExpiresAt), CreatedAt: l.CreatedAt.UTC(),
 		Clicks: l.Clicks, BotHits: l.BotHits, FirstClickAt: optTime(l.FirstClickAt),
 		NotificationID: l.NotificationID, Rules: l.Rules, linkExtrasResponse: toLinkExtras(l),
@@ -96,7 +104,8 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	cr := shorten.CreateRequest{URL: req.URL, Slug: req.Slug, Owner: callerOf(r).ID, LinkExtras: req.extras()}
+	caller := linkCaller(r)
+	cr := shorten.CreateRequest{URL: req.URL, Slug: req.Slug, Domain: req.Domain, Owner: callerOf(r).ID, Admin: caller.Admin, LinkExtras: req.extras()}
 	if req.ExpiresAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, req.ExpiresAt)
 		if err != nil {
@@ -109,7 +118,11 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/v1/links/"+l.Code)
+	loc := "/v1/links/" + l.Code
+	if l.Domain != "" {
+		loc += "?domain=" + l.Domain
+	}
+	w.Header().Set("Location", loc)
 	writeJSON(w, http.StatusCreated, s.toLinkResponse(l))
 	return nil
 }
@@ -127,7 +140,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	links, next, err := s.opts.Links.List(r.Context(), linkCaller(r), r.URL.Query().Get("cursor"), limit)
+	links, next, err := s.opts.Links.List(r.Context(), linkCaller(r), domainFilter(r), r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
@@ -143,7 +156,7 @@ func (s *Server) getLink(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Links == nil {
 		return errLinksOff
 	}
-	l, err := s.opts.Links.Get(r.Context(), linkCaller(r), r.PathValue("code"))
+	l, err := s.opts.Links.Get(r.Context(), linkCaller(r), linkKey(r))
 	if err != nil {
 		return err
 	}
@@ -155,11 +168,37 @@ func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Links == nil {
 		return errLinksOff
 	}
-	if err := s.opts.Links.Delete(r.Context(), linkCaller(r), r.PathValue("code")); err != nil {
+	if err := s.opts.Links.Delete(r.Context(), linkCaller(r), linkKey(r)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// domainFilter is the ?domain= of a listing: nil when absent (every
+// link), "" for the links without a domain.
+func domainFilter(r *http.Request) *string {
+	q := r.URL.Query()
+	if !q.Has("domain") {
+		return nil
+	}
+	d := q.Get("domain")
+	return &d
+}
+
+// linkKey names the link a /v1/links/{code} route is about: its code,
+// on the domain of ?domain= when given (shorten.Key).
+func linkKey(r *http.Request) string {
+	code := r.PathValue("code")
+	d := r.URL.Query().Get("domain")
+	if d == "" {
+		return code
+	}
+	norm, err := shorten.NormalizeDomain(d)
+	if err != nil {
+		norm = "." // a domain no link can be on (never registered): 404
+	}
+	return shorten.Key(norm, code)
 }
 
 // Header values of every redirect, shared to spare an allocation each.
@@ -176,7 +215,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 		return shorten.ErrNotFound
 	}
 	client := s.clientAddr(r)
-	t, err := s.opts.Links.Resolve(r.Context(), r.PathValue("code"), client)
+	t, err := s.opts.Links.ResolveHost(r.Context(), r.Host, r.PathValue("code"), client)
 	if err != nil {
 		if le, ok := errors.AsType[*shorten.LimitedError](err); ok {
 			secs := int64((le.RetryAfter + time.Second - 1) / time.Second)
@@ -188,6 +227,11 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := w.Header()
 	h["Cache-Control"] = noStore
+	if t.Unknown { // an unknown code on a domain with a fallback URL
+		h["Location"] = []string{t.URL}
+		w.WriteHeader(http.StatusFound)
+		return nil
+	}
 	if t.Expired {
 		if t.URL == "" {
 			return apperr.New(apperr.Gone, "this short link has expired")
@@ -208,6 +252,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client, HitDetails: hitDetails(r),
 		Target: t.Rule,
 		Code:   r.PathValue("code"),
+		Domain: t.Domain,
 	}
 	if t.Limited || t.ClickIDs {
 		return s.redirectSpecial(w, r, t, hit) // linkvisits.go

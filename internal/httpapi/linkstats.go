@@ -14,7 +14,7 @@ import (
 // LinkStats is what the link statistics routes need beyond Links; the
 // shortener (*shorten.Service) has both. A Links without it answers 503.
 type LinkStats interface {
-	TopLinks(ctx context.Context, caller shorten.Caller, limit int) ([]shorten.Link, error)
+	TopLinks(ctx context.Context, caller shorten.Caller, domain *string, limit int) ([]shorten.Link, error)
 	Clicks(ctx context.Context, caller shorten.Caller, code string, since time.Time, bucket time.Duration) (shorten.ClickSeries, error)
 }
 
@@ -45,7 +45,7 @@ func (s *Server) topLinks(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	links, err := ls.TopLinks(r.Context(), linkCaller(r), limit)
+	links, err := ls.TopLinks(r.Context(), linkCaller(r), domainFilter(r), limit)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (s *Server) linkClicks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	series, err := ls.Clicks(r.Context(), linkCaller(r), r.PathValue("code"), s.opts.Now().Add(-span), bucket)
+	series, err := ls.Clicks(r.Context(), linkCaller(r), linkKey(r), s.opts.Now().Add(-span), bucket)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/events"
 	"github.com/sluicehq/sluice/internal/inbox"
 	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/linkfeed"
 	"github.com/sluicehq/sluice/internal/notify"
 	notifyoutbox "github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -64,8 +65,9 @@ func setupFull(tb testing.TB) *fullAPI {
 		Providers: map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: ob}})
 	ev := events.NewService(events.Options{Store: b.db, Notifier: ns})
 	b.srv = New(Options{Logger: log, Keys: b.db, Ratelimit: rl, Links: links, Notify: ns, Preferences: ns, Events: ev,
-		Inbox:  inbox.New(inbox.Options{Store: b.db}),
-		Checks: []Check{{Name: "database", Ping: b.db.Ping}},
+		Inbox:    inbox.New(inbox.Options{Store: b.db}),
+		LinkFeed: linkfeed.NewHub(linkfeed.Options{}),
+		Checks:   []Check{{Name: "database", Ping: b.db.Ping}},
 		UI: UIOptions{Secret: []byte("0123456789abcdef0123456789abcdef"), PublicURL: "https://n.example.com",
 			Assets: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}}}})
 	secret, key, err := auth.NewKey("fuzz", []auth.Scope{auth.ScopeAdmin}, time.Now(), nil)
@@ -94,7 +96,7 @@ func (a *fullAPI) request(pattern, param string, body []byte, contentType, query
 	req := httptest.NewRequest(method, "http://127.0.0.1:8080"+path, strings.NewReader(string(body)))
 	req.RemoteAddr = "192.0.2.10:5555"
 	req.Header.Set("Authorization", "Bearer "+a.admin)
-	if strings.HasSuffix(path, "/inbox/stream") || strings.Contains(path, "/inbox/stream?") {
+	if strings.HasSuffix(path, "/stream") || strings.Contains(path, "/stream?") {
 		// An event stream runs until its client leaves: this one leaves soon.
 		ctx, cancel := context.WithTimeout(req.Context(), 20*time.Millisecond)
 		_ = cancel // released by the timeout

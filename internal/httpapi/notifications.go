@@ -180,6 +180,10 @@ type deliveryJSON struct {
 	ProviderMessageID string     `json:"provider_message_id,omitempty"`
 	Hops              []hopJSON  `json:"hops,omitempty"`
 	Links             []linkJSON `json:"links,omitempty"`
+	// ClickedAt and OpenedAt are an email's first click and open by a
+	// person (bot hits never set them).
+	ClickedAt string `json:"clicked_at,omitempty"`
+	OpenedAt  string `json:"opened_at,omitempty"`
 }
 
 type hopJSON struct {
@@ -203,7 +207,8 @@ type linkJSON struct {
 
 func toDeliveryJSON(d notify.Delivery) deliveryJSON {
 	out := deliveryJSON{Channel: d.Channel, Provider: d.Provider, Status: d.Status, Attempts: d.Attempts,
-		Error: d.Error, UpdatedAt: timestamp(d.UpdatedAt), NextAt: timestamp(d.NextAttemptAt), ProviderMessageID: d.ProviderMessageID}
+		Error: d.Error, UpdatedAt: timestamp(d.UpdatedAt), NextAt: timestamp(d.NextAttemptAt), ProviderMessageID: d.ProviderMessageID,
+		ClickedAt: timestamp(d.ClickedAt), OpenedAt: timestamp(d.OpenedAt)}
 	for _, h := range d.Hops {
 		out.Hops = append(out.Hops, hopJSON{Provider: h.Provider, Channel: h.Channel, Result: h.Result, Error: h.Error, To: h.To, At: timestamp(h.At)})
 	}

@@ -22,6 +22,7 @@ type NotifyService interface {
 	deadLetterQueue
 	outboxReader
 	callbackReceiver
+	emailTracker
 }
 
 // The roles of NotifyService.
@@ -83,6 +84,7 @@ func (s *Server) registerNotify() {
 	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, dead(replayDeadLetter))
 	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, box(outbox))
 	s.Handle("DELETE /v1/notifications/{id}", auth.ScopeNotifySend, send(cancelNotification))
+	s.Handle("GET /e/{token}", public, withService[emailTracker](n, noNotify)(s.emailHit))
 }
 
 // limitParam reads ?limit= (0 when absent: the service's default).

@@ -13,6 +13,7 @@ type outboxJSON struct {
 	To             string         `json:"to"`
 	Subject        string         `json:"subject"`
 	Body           string         `json:"body"`
+	HTML           string         `json:"html,omitempty"`
 	Attempt        int            `json:"attempt"`
 	CreatedAt      string         `json:"created_at"`
 }
@@ -31,7 +32,7 @@ func outbox(svc outboxReader, w http.ResponseWriter, r *http.Request) error {
 	items := make([]outboxJSON, len(es))
 	for i, e := range es {
 		items[i] = outboxJSON{NotificationID: e.NotificationID, Channel: e.Channel, UserID: e.UserID, To: e.To,
-			Subject: e.Subject, Body: e.Body, Attempt: e.Attempt, CreatedAt: timestamp(e.CreatedAt)}
+			Subject: e.Subject, Body: e.Body, HTML: e.HTML, Attempt: e.Attempt, CreatedAt: timestamp(e.CreatedAt)}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 	return nil

@@ -18,6 +18,7 @@ var routeScopes = map[string]auth.Scope{
 	"GET /metrics":        public, // a key with --metrics-auth (TestMetricsAuth)
 	"GET /openapi.json":   public,
 	"GET /{code}":         public,
+	"GET /e/{token}":      public,
 	"GET /ui":             public,
 	"GET /ui/{path...}":   public,
 	"POST /v1/session":    public, // takes a key in its body
@@ -74,16 +75,22 @@ var routeScopes = map[string]auth.Scope{
 	"POST /v1/users/{id}/inbox/{message_id}/unread":  auth.ScopeNotifySend,
 	"POST /v1/users/{id}/inbox/{message_id}/archive": auth.ScopeNotifySend,
 
-	"POST /v1/links":              auth.ScopeLinksWrite,
-	"GET /v1/links":               auth.ScopeLinksWrite,
-	"GET /v1/links/{code}":        auth.ScopeLinksWrite,
-	"DELETE /v1/links/{code}":     auth.ScopeLinksWrite,
-	"PUT /v1/links/{code}/rules":  auth.ScopeLinksWrite,
-	"GET /v1/stats/links":         auth.ScopeLinksWrite,
-	"GET /v1/links/{code}/clicks": auth.ScopeLinksWrite,
-	"GET /v1/links/{code}/stats":  auth.ScopeLinksWrite,
-	"GET /v1/links/{code}/qr":     auth.ScopeLinksWrite,
-	"POST /v1/conversions":        auth.ScopeLinksWrite,
+	"POST /v1/links":                    auth.ScopeLinksWrite,
+	"GET /v1/links":                     auth.ScopeLinksWrite,
+	"GET /v1/links/{code}":              auth.ScopeLinksWrite,
+	"DELETE /v1/links/{code}":           auth.ScopeLinksWrite,
+	"PUT /v1/links/{code}/rules":        auth.ScopeLinksWrite,
+	"GET /v1/stats/links":               auth.ScopeLinksWrite,
+	"GET /v1/links/{code}/clicks":       auth.ScopeLinksWrite,
+	"GET /v1/links/{code}/stats":        auth.ScopeLinksWrite,
+	"GET /v1/links/{code}/stats/stream": auth.ScopeLinksWrite,
+	"GET /v1/links/{code}/qr":           auth.ScopeLinksWrite,
+	"POST /v1/domains":                  auth.ScopeLinksWrite,
+	"GET /v1/domains":                   auth.ScopeLinksWrite,
+	"DELETE /v1/domains/{domain}":       auth.ScopeLinksWrite,
+	"GET /v1/domains/{domain}":          auth.ScopeLinksWrite,
+	"PATCH /v1/domains/{domain}":        auth.ScopeLinksWrite,
+	"POST /v1/conversions":              auth.ScopeLinksWrite,
 }
 
 // samplePath fills a route's wildcards: "/v1/keys/{id}" -> "/v1/keys/x".

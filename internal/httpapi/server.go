@@ -97,6 +97,10 @@ type Options struct {
 	// keys, in a bearer header or the dashboard's sign-in) per client
 	// (authlimit.go). If nil, failures are not limited.
 	AuthFailures AuthFailureLimiter
+	// UnknownEmailLinks limits the lookups of unknown tracked email links
+	// (GET /e/{token}) per client, as the shortener limits unknown codes.
+	// If nil, they are not limited.
+	UnknownEmailLinks AuthFailureLimiter
 	// MetricsAuth makes /metrics require a valid API key, of any scope,
 	// or a dashboard session. If false, /metrics is public.
 	MetricsAuth bool
@@ -105,6 +109,12 @@ type Options struct {
 	// InboxHeartbeat is how often an idle inbox stream sends a comment
 	// line, so proxies and clients know it is alive; default 15s.
 	InboxHeartbeat time.Duration
+	// LinkFeed serves the live link stats streams
+	// (GET /v1/links/{code}/stats/stream); if nil they answer 503.
+	LinkFeed LinkFeed
+	// LinkLiveHeartbeat is how often an idle live link stats stream sends
+	// a comment line; default 15s.
+	LinkLiveHeartbeat time.Duration
 	// PublicURL, if set, is the root URL clients reach this service at
 	// (ui.public_url), named as the server of /openapi.json; if empty,
 	// the document names the scheme and Host each request used.
@@ -115,15 +125,17 @@ type Options struct {
 // routes, then use it as an http.Handler. It is safe for concurrent use once
 // serving starts; routes must all be registered before.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	mux     *http.ServeMux
-	routes  []route // the route table, in registration order
-	auth    *authenticator
-	clients httplimit.Identifier
-	metrics *httpMetrics
-	reqSeq  atomic.Uint64
-	reqPfx  string
+	opts   Options
+	log    *slog.Logger
+	mux    *http.ServeMux
+	routes []route // the route table, in registration order
+	auth   *authenticator
+	// unknownEmailLinks counts unknown tracked email links per client.
+	unknownEmailLinks *authFailures
+	clients           httplimit.Identifier
+	metrics           *httpMetrics
+	reqSeq            atomic.Uint64
+	reqPfx            string
 }
 
 // New returns a Server with the operations and key routes registered.
@@ -154,6 +166,8 @@ func New(opts Options) *Server {
 	s.auth.local = s.localClient
 	s.auth.failures = authFailures{limiter: opts.AuthFailures, client: s.clients.ClientIP, log: opts.Logger,
 		now: opts.Now, blocked: make(map[string]time.Time)}
+	s.unknownEmailLinks = &authFailures{limiter: opts.UnknownEmailLinks, tokens: true, client: s.clients.ClientIP, log: opts.Logger,
+		now: opts.Now, blocked: make(map[string]time.Time)}
 	s.auth.hostAllowed = func(r *http.Request) bool { return hostAllowed(r, s.opts.AllowedHosts) }
 	s.registerOps()
 	s.registerKeys()
@@ -163,6 +177,7 @@ func New(opts Options) *Server {
 	s.registerStats()
 	s.registerLinkStats()
 	s.registerLinkAnalytics()
+	s.registerLinkLive()
 	s.registerPreferences()
 	s.registerNotify()
 	s.registerProviders()

@@ -30,3 +30,12 @@ func NewDeliveries(reg prometheus.Registerer) func(notify.Observation) {
 		}
 	}
 }
+
+// NewEmailHits registers the email tracking counter and returns
+// notify.EmailTracking.Observe.
+func NewEmailHits(reg prometheus.Registerer) func(kind, result string) {
+	hits := counterVec("sluice_notify_email_hits_total",
+		"Hits on email tracked links (kind click) and open pixels (kind open), by result: human, or the bot reason (scanner, preview, head, network, early, ...).", "kind", "result")
+	reg.MustRegister(hits)
+	return func(kind, result string) { hits.WithLabelValues(kind, result).Inc() }
+}

@@ -44,26 +44,32 @@ func BenchmarkProcessThroughTwilio(b *testing.B) {
 			}
 			jobs := bb.q.take()
 			b.ResetTimer()
-			ch := make(chan notify.Job, len(jobs)) // sends never block
-			var wg sync.WaitGroup
-			for range 32 {
-				wg.Go(func() {
-					for j := range ch {
-						if err := bb.svc.Process(b.Context(), j); err != nil {
-							b.Error(err)
-						}
-					}
-				})
-			}
-			for _, j := range jobs {
-				ch <- j
-			}
-			close(ch)
-			wg.Wait()
+			processAll(b, bb.svc, jobs, 32)
 			b.ReportMetric(float64(len(jobs))/b.Elapsed().Seconds(), "deliveries/s")
 			if _, sent := api.counts(); sent != len(jobs) {
 				b.Errorf("sent %d of %d", sent, len(jobs))
 			}
 		})
 	}
+}
+
+// processAll has workers goroutines process jobs, and returns when every
+// job is done.
+func processAll(b *testing.B, svc *notify.Service, jobs []notify.Job, workers int) {
+	ch := make(chan notify.Job, len(jobs)) // sends never block
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := range ch {
+				if err := svc.Process(b.Context(), j); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for _, j := range jobs {
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
 }

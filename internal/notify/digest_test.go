@@ -164,7 +164,7 @@ func TestDigestRules(t *testing.T) {
 			t.Escalation = &notify.EscalationRule{After: "10m", To: []notify.Channel{"fax"}}
 		}, "escalation.to[0]"},
 		{"escalation unless something else", func(t *notify.Template) {
-			t.Escalation = &notify.EscalationRule{After: "10m", Unless: []string{"opened"}, To: []notify.Channel{notify.SMS}}
+			t.Escalation = &notify.EscalationRule{After: "10m", Unless: []string{"replied"}, To: []notify.Channel{notify.SMS}}
 		}, "escalation.unless[0]"},
 		{"escalation after a week", func(t *notify.Template) {
 			t.Escalation = &notify.EscalationRule{After: "169h", To: []notify.Channel{notify.SMS}}

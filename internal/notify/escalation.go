@@ -18,8 +18,8 @@ import (
 // the scheduler's durable one (Store.DueDeliveries, on every node) and
 // survives any restart. When it is due, the worker checks the conditions
 // in the store before the first attempt: a delivered receipt on another
-// channel, a person's click on one of the notification's tracked links,
-// the inbox's read mark. If one holds the delivery ends suppressed with
+// channel, a person's click on one of the notification's tracked links
+// (SMS or email), a person's open of its email, the inbox's read mark. If one holds the delivery ends suppressed with
 // reason "engaged: <condition>" and nothing is sent; otherwise it is sent
 // like any delivery, once (the delivery's claim and conditional writes
 // make two nodes firing the same timer send it once).
@@ -104,14 +104,28 @@ func (s *Service) engaged(ctx context.Context, key DeliveryKey, conditions []str
 				return c, nil
 			}
 		case EngagedClicked:
-			if s.opts.Links == nil {
-				continue
+			if s.opts.Links != nil {
+				links, err := s.opts.Links.Links(ctx, key.NotificationID)
+				if err != nil {
+					return "", fmt.Errorf("read link clicks of %s: %w", key.NotificationID, err)
+				}
+				if slices.ContainsFunc(links, func(l Link) bool { return l.Clicks > 0 }) {
+					return c, nil
+				}
 			}
-			links, err := s.opts.Links.Links(ctx, key.NotificationID)
+			clicked, _, err := s.emailEngaged(ctx, key)
 			if err != nil {
-				return "", fmt.Errorf("read link clicks of %s: %w", key.NotificationID, err)
+				return "", err
 			}
-			if slices.ContainsFunc(links, func(l Link) bool { return l.Clicks > 0 }) {
+			if !clicked.IsZero() {
+				return c, nil
+			}
+		case EngagedOpened:
+			_, opened, err := s.emailEngaged(ctx, key)
+			if err != nil {
+				return "", err
+			}
+			if !opened.IsZero() {
 				return c, nil
 			}
 		case EngagedRead:
@@ -132,4 +146,18 @@ func (s *Service) engaged(ctx context.Context, key DeliveryKey, conditions []str
 		}
 	}
 	return "", nil
+}
+
+// emailEngaged returns the first click and open of the notification's
+// email, zero without email tracking or without a person's hit.
+func (s *Service) emailEngaged(ctx context.Context, key DeliveryKey) (clicked, opened time.Time, err error) {
+	if s.opts.Email.Store == nil || key.Channel == Email {
+		return time.Time{}, time.Time{}, nil
+	}
+	links, err := s.opts.Email.Store.EmailLinks(ctx, key.NotificationID)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("read email clicks of %s: %w", key.NotificationID, err)
+	}
+	clicked, opened = engagementTimes(links)
+	return clicked, opened, nil
 }

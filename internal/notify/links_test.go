@@ -64,3 +64,27 @@ func TestSMSLinksAreShortenedAndReported(t *testing.T) {
 		})
 	}
 }
+
+func TestEmailHTMLPartIsRenderedEscaped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	tmpl := notify.Template{Type: "order.note", Category: notify.Orders, Channels: map[string]map[string]notify.Content{
+		"default": {"en": {Subject: "Note", Body: "Hi {name}", HTML: "<p>Hi {name}</p>"}},
+	}}
+	if _, err := b.svc.PutTemplate(t.Context(), tmpl); err != nil {
+		t.Fatal(err)
+	}
+	b.send(t, notify.Request{UserID: "u1", Type: "order.note", Data: json.RawMessage(`{"name":"<Ann & co>"}`),
+		Channels: []notify.Channel{notify.SMS, notify.Email}})
+	b.drain(t)
+	got := map[notify.Channel]notify.Message{}
+	for _, m := range b.prov.sent {
+		got[m.Channel] = m
+	}
+	if m := got[notify.Email]; m.Body != "Hi <Ann & co>" || m.HTML != "<p>Hi &lt;Ann &amp; co&gt;</p>" {
+		t.Errorf("email body %q, html %q: want the text as is and the HTML escaped", m.Body, m.HTML)
+	}
+	if m := got[notify.SMS]; m.HTML != "" {
+		t.Errorf("SMS carries an HTML part %q", m.HTML)
+	}
+}

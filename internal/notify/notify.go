@@ -150,10 +150,13 @@ type Delivery struct {
 	// Hops are the providers the last attempt tried when it did not end at
 	// the first one (a backup provider, another channel).
 	Hops []Hop
-	// Links are the tracked short links of an SMS delivery, with their
-	// clicks; not stored with the delivery, Service.Notification fills
-	// them in when link shortening is on.
+	// Links are the tracked short links of an SMS delivery, or the
+	// tracked links of an email, with their clicks; not stored with the
+	// delivery, Service.Notification fills them in when tracking is on.
 	Links []Link
+	// ClickedAt and OpenedAt are an email's first click and first open by
+	// a person (see emailtrack.go); zero for none. Filled in as Links.
+	ClickedAt, OpenedAt time.Time
 }
 
 // Key identifies the delivery.

@@ -16,6 +16,7 @@ type OutboxEntry struct {
 	To             string // the user's address on the channel, or the user id when unknown
 	Subject        string
 	Body           string
+	HTML           string // an email's HTML part, "" for none
 	CreatedAt      time.Time
 }
 

@@ -21,6 +21,14 @@ type Message struct {
 	To      string
 	Subject string
 	Body    string
+	// HTML is an email's HTML part, sent beside Body; empty for none and
+	// on other channels.
+	HTML string
+	// TrackLinks is the type's own ask for tracked email links
+	// (Template.TrackLinks), and NoTrack the links its template marks
+	// {no_track ...}: both read by the email tracking rewriter.
+	TrackLinks bool
+	NoTrack    []string
 	// Data is the notification's data object, for providers that pass it
 	// on (webhooks, push payloads).
 	Data json.RawMessage

@@ -22,6 +22,16 @@ func (s *Service) Notification(ctx context.Context, id string) (Record, error) {
 	if rec.Digests, err = s.opts.Store.DigestsOf(ctx, id); err != nil {
 		return rec, err
 	}
+	if s.opts.Email.Store != nil {
+		for i, d := range rec.Deliveries {
+			if d.Channel != Email || d.Status == StatusSuppressed {
+				continue
+			}
+			if err := s.emailEngagement(ctx, &rec.Deliveries[i]); err != nil {
+				s.log.Warn("could not read the email's tracked links", logKeyNotification, id, logKeyError, err)
+			}
+		}
+	}
 	if s.opts.Links == nil {
 		return rec, nil
 	}
@@ -219,6 +229,12 @@ func (s *Service) render(ctx context.Context, j Job, st Settings) (Message, erro
 		Subject: Render(content.Subject, data), Body: Render(content.Body, data),
 		Data: j.Data, IdempotencyKey: j.Key().String(), Attempt: j.Attempt + 1,
 		CreatedAt: time.UnixMicro(j.CreatedAt).UTC(),
+	}
+	if j.Channel == Email {
+		if content.HTML != "" {
+			m.HTML = RenderHTML(content.HTML, data)
+		}
+		m.TrackLinks, m.NoTrack = t.TrackLinks, NoTrackValues(data, content.Body, content.HTML)
 	}
 	if j.ExpiresAt != 0 {
 		m.ExpiresAt = time.UnixMicro(j.ExpiresAt).UTC()

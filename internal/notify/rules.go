@@ -50,16 +50,24 @@ const (
 	// EngagedDelivered: a provider receipt said another channel's
 	// delivery of the notification was delivered.
 	EngagedDelivered = "delivered"
-	// EngagedClicked: a tracked short link of the notification was
-	// clicked by a person (bots and link previews do not count).
+	// EngagedClicked: a tracked link of the notification (an SMS short
+	// link or an email's tracked link) was clicked by a person (bots,
+	// scanners and link previews do not count).
 	EngagedClicked = "clicked"
+	// EngagedOpened: the notification's email was opened by a person (its
+	// open pixel was loaded, or one of its tracked links clicked).
+	EngagedOpened = "opened"
 	// EngagedRead: the user read the notification in the in-app inbox
 	// (asked of Options.Reads; never holds without one).
 	EngagedRead = "read"
 )
 
-// engagements lists the conditions in the order they are checked.
-var engagements = []string{EngagedDelivered, EngagedClicked, EngagedRead}
+// engagements lists the conditions in the order they are checked, and
+// defaultEngagements those an escalation without Unless waits on.
+var (
+	engagements        = []string{EngagedDelivered, EngagedClicked, EngagedOpened, EngagedRead}
+	defaultEngagements = []string{EngagedDelivered, EngagedClicked, EngagedRead}
+)
 
 // EscalationRule holds a type's channels To back when a notification is
 // accepted, and sends them After later unless the user engaged with the
@@ -68,7 +76,7 @@ type EscalationRule struct {
 	// After is the wait, as a Go duration ("10m"): from 1s to 7 days.
 	After string `json:"after"`
 	// Unless lists the conditions that cancel the escalation (delivered,
-	// clicked, read). If empty, all three.
+	// clicked, opened, read). If empty, delivered, clicked and read.
 	Unless []string `json:"unless,omitempty"`
 	// To are the channels held back and sent on escalation.
 	To []Channel `json:"to"`
@@ -89,7 +97,7 @@ func (r EscalationRule) AfterDuration() time.Duration {
 // Conditions returns Unless with its default.
 func (r EscalationRule) Conditions() []string {
 	if len(r.Unless) == 0 {
-		return engagements
+		return defaultEngagements
 	}
 	return r.Unless
 }
@@ -118,7 +126,7 @@ func validateRules(t Template) []apperr.FieldError {
 		}
 		for i, c := range r.Unless {
 			if !slices.Contains(engagements, c) || slices.Index(r.Unless, c) != i {
-				errs = append(errs, fe(fmt.Sprintf("escalation.unless[%d]", i), "must be delivered, clicked or read, each once"))
+				errs = append(errs, fe(fmt.Sprintf("escalation.unless[%d]", i), "must be delivered, clicked, opened or read, each once"))
 			}
 		}
 		if len(r.To) == 0 || len(r.To) >= len(Channels) {

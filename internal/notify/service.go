@@ -39,6 +39,9 @@ type Options struct {
 	Callbacks map[string]CallbackParser
 	// Rewriters run, in order, on every rendered message before it is sent.
 	Rewriters []Rewriter
+	// Email configures tracked links and opens in email; with its Store
+	// set, its rewriter runs after Rewriters.
+	Email EmailTracking
 	// Dedupe is the request_id fast path. If nil, a MemoryDedupe of
 	// 100,000 keys.
 	Dedupe Dedupe
@@ -167,7 +170,7 @@ func NewService(opts Options) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{
+	s := &Service{
 		opts:      opts,
 		log:       log,
 		now:       opts.Now,
@@ -177,6 +180,10 @@ func NewService(opts Options) *Service {
 		fresh:     newFreshSet(1 << 20),
 		defaults:  DefaultSettings(),
 	}
+	if opts.Email.Store != nil {
+		s.opts.Rewriters = append(slices.Clip(s.opts.Rewriters), RewriterFunc(s.trackEmail))
+	}
+	return s
 }
 
 // Send accepts one notification: it answers once the notification is

@@ -9,11 +9,15 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 )
 
-// Content is one channel's text in one locale. Subject and Body may hold
-// {placeholder} fields, filled from the notification's data.
+// Content is one channel's text in one locale. Subject, Body and HTML may
+// hold {placeholder} fields, filled from the notification's data.
 type Content struct {
 	Subject string `json:"subject"`
 	Body    string `json:"body"`
+	// HTML, for email, is the message's HTML part, sent beside Body as
+	// multipart/alternative; its placeholders are escaped for HTML (see
+	// RenderHTML). Empty sends Body alone.
+	HTML string `json:"html,omitempty"`
 }
 
 // Template is the text of one notification type: per channel, per locale.
@@ -33,6 +37,9 @@ type Template struct {
 	// unanswered for a while (see escalation.go); nil sends every channel
 	// at once.
 	Escalation *EscalationRule
+	// TrackLinks turns the links of the type's email into tracked links,
+	// as notify.email.track_links does for every type (see emailtrack.go).
+	TrackLinks bool
 }
 
 // DefaultChannel and DefaultLocale are the fallbacks of a Template.
@@ -79,7 +86,7 @@ var defaultTypes = map[string]Category{
 // SMS and push channels use the body alone, so it stands on its own.
 var defaultText = map[string][2]string{
 	"otp":             {"Your {app|verification} code", "Your {app|verification} code is {code}. It expires in {minutes|a few} minutes. Never share it."},
-	"password_reset":  {"Reset your password", "Reset your password with this link: {link}. If you did not ask, ignore this."},
+	"password_reset":  {"Reset your password", "Reset your password with this link: {no_track link}. If you did not ask, ignore this."},
 	"login_alert":     {"New sign-in to your account", "New sign-in from {device|a new device} near {location|an unknown place} at {time|a recent time}. Not you? Secure your account: {link|open your account settings}"},
 	"payment_failed":  {"Payment failed for order {order}", "Hi {name|there}, the payment for order {order} failed: {reason|the payment was declined}. Update it here: {link|see your account}"},
 	"order.confirmed": {"Order {order} confirmed", "Hi {name|there}, thanks for your order {order}. We will tell you when it ships."},
@@ -105,7 +112,7 @@ func DefaultTemplate(typ string) (Template, bool) {
 		Category: cat,
 		Default:  true,
 		Channels: map[string]map[string]Content{
-			DefaultChannel: {DefaultLocale: {Subject: text[0], Body: text[1]}},
+			DefaultChannel: {DefaultLocale: {Subject: text[0], Body: text[1], HTML: defaultHTML(text[0], text[1])}},
 			string(SMS):    {DefaultLocale: {Body: text[1]}},
 		},
 	}, true
@@ -150,6 +157,10 @@ func ValidateTemplate(t Template) []apperr.FieldError {
 				errs = append(errs, fe(field+".subject", "must be at most 1000 bytes"))
 			case len(c.Body) > 64<<10:
 				errs = append(errs, fe(field+".body", "must be at most 64 KiB"))
+			case c.HTML != "" && ch != string(Email) && ch != DefaultChannel:
+				errs = append(errs, fe(field+".html", "only email (or default, used by email) has an HTML part"))
+			case len(c.HTML) > MaxHTMLBytes:
+				errs = append(errs, fe(field+".html", "must be at most 256 KiB"))
 			}
 		}
 	}
@@ -200,8 +211,9 @@ func isAlnum(s string) bool {
 // literal text without braces; {name|} names an optional part that may stay
 // empty); a bare {name} without data writes "". Names are letters, digits,
 // '_', '.' and '-'; any other brace is literal text, and "{{" writes a
-// literal "{". Values are inserted verbatim, never re-scanned, so data
-// cannot inject placeholders.
+// literal "{". {no_track name} renders as {name} does and marks the value
+// as a link never to track (see NoTrackValues). Values are inserted
+// verbatim, never re-scanned, so data cannot inject placeholders.
 func Render(text string, data map[string]json.RawMessage) string {
 	if !strings.Contains(text, "{") {
 		return text
@@ -237,6 +249,9 @@ type Placeholder struct {
 	// Optional reports a fallback ({name|...}): the text reads well
 	// without the data.
 	Optional bool
+	// NoTrack marks {no_track name}: the value is a link email tracking
+	// must not rewrite (a password-reset link, say).
+	NoTrack bool
 }
 
 // placeholderAt parses the placeholder starting at text[i] and returns it
@@ -250,11 +265,30 @@ func placeholderAt(text string, i int) (Placeholder, int) {
 		return Placeholder{}, 0
 	}
 	inner := text[i+1 : i+1+end]
+	inner, noTrack := strings.CutPrefix(inner, noTrackPrefix)
 	name, fallback, optional := strings.Cut(inner, "|")
 	if name == "" || !validName(name) || strings.Contains(fallback, "{") {
 		return Placeholder{}, 0
 	}
-	return Placeholder{Name: name, Fallback: fallback, Optional: optional}, end + 2
+	return Placeholder{Name: name, Fallback: fallback, Optional: optional, NoTrack: noTrack}, end + 2
+}
+
+// noTrackPrefix marks a placeholder whose value is a link never to be
+// tracked: {no_track link}.
+const noTrackPrefix = "no_track "
+
+// NoTrackValues returns the values data gives the {no_track name}
+// placeholders of texts: the links an email's tracking leaves alone.
+func NoTrackValues(data map[string]json.RawMessage, texts ...string) []string {
+	var out []string
+	for _, text := range texts {
+		for _, p := range Placeholders(text) {
+			if v := dataString(data[p.Name]); p.NoTrack && v != "" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // Placeholders lists the placeholders of text in order, as Render reads them.

@@ -54,6 +54,7 @@ func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 	}
 	var wg sync.WaitGroup
 	jobCtx := context.WithoutCancel(ctx)
+	gate := newPriorityGate(q.o.BusyCriticalWorkers)
 	for _, l := range q.lanes {
 		wg.Go(func() {
 			// The jobs not started are handed back only once every pull
@@ -61,7 +62,7 @@ func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 			// comes straight back to it, and may then run after the
 			// user's next job, once another node has the partition.
 			stop := make(chan struct{})
-			r := newKeyedRunner(l.workers, l.consumers[0].AckWait/3, stop, func(t task) { q.handleMsg(jobCtx, ctx, t, handle) })
+			r := newKeyedRunner(l.workers, l.consumers[0].AckWait/3, stop, gate, l.key.cat.Urgent(), func(t task) { q.handleMsg(jobCtx, ctx, t, handle) })
 			var pulls sync.WaitGroup
 			pins := make([]string, len(l.consumers))
 			for i := range l.consumers {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -34,6 +35,10 @@ type NotifyOptions struct {
 	// Workers is the number of jobs handled at once per stream, per
 	// category. Missing categories get critical 32, orders 64, marketing 64.
 	Workers map[notify.Category]int
+	// BusyCriticalWorkers is how many jobs of the other categories a node
+	// starts at once, across its lanes, while it holds a critical job (see
+	// priorityGate). If zero, GOMAXPROCS.
+	BusyCriticalWorkers int
 	// Unconfirmed publishes jobs without JetStream's acknowledgement (core
 	// NATS publishes to the streams' subjects, still deduplicated by
 	// Nats-Msg-Id). A job the server loses is then noticed only by the
@@ -129,6 +134,7 @@ func (c *Conn) NotifyQueue(ctx context.Context, o NotifyOptions) (*NotifyQueue, 
 	o.Partitions = cmp.Or(o.Partitions, 8)
 	o.AckWait = cmp.Or(o.AckWait, 30*time.Second)
 	o.Duplicates = cmp.Or(o.Duplicates, 2*time.Minute)
+	o.BusyCriticalWorkers = cmp.Or(o.BusyCriticalWorkers, runtime.GOMAXPROCS(0))
 	workers := map[notify.Category]int{notify.Critical: 32, notify.Orders: 64, notify.Marketing: 64}
 	for cat, n := range o.Workers {
 		if n > 0 {

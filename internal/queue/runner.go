@@ -40,16 +40,21 @@ type keyedRunner struct {
 	seq    uint64
 	closed bool
 
-	stop    <-chan struct{} // shutting down: tasks not started are handed back
-	run     func(task)
-	workers sync.WaitGroup
-	alive   sync.WaitGroup // the keep-alive loop
-	done    chan struct{}  // ends the keep-alive loop
+	stop <-chan struct{} // shutting down: tasks not started are handed back
+	run  func(task)
+	// gate, if set, puts critical jobs first: a critical lane's runner
+	// counts its tasks in it, another lane's runner waits at it before
+	// starting a task (see priorityGate).
+	gate     *priorityGate
+	critical bool
+	workers  sync.WaitGroup
+	alive    sync.WaitGroup // the keep-alive loop
+	done     chan struct{}  // ends the keep-alive loop
 }
 
-func newKeyedRunner(workers int, keepAlive time.Duration, stop <-chan struct{}, run func(task)) *keyedRunner {
+func newKeyedRunner(workers int, keepAlive time.Duration, stop <-chan struct{}, gate *priorityGate, critical bool, run func(task)) *keyedRunner {
 	r := &keyedRunner{busy: map[string][]task{}, held: map[uint64]jetstream.Msg{}, parts: map[int]int{}, stop: stop, run: run,
-		done: make(chan struct{})}
+		gate: gate, critical: critical, done: make(chan struct{})}
 	r.cond = sync.NewCond(&r.mu)
 	for range workers {
 		r.workers.Go(r.work)
@@ -67,6 +72,9 @@ func (r *keyedRunner) dispatch(t task) {
 	t.id = r.seq
 	r.held[t.id] = t.msg
 	r.parts[t.part]++
+	if r.gate != nil && r.critical {
+		r.gate.hold(1)
+	}
 	if waiting, ok := r.busy[t.job.UserID]; ok {
 		r.busy[t.job.UserID] = append(waiting, t)
 		return
@@ -97,7 +105,10 @@ func (r *keyedRunner) work() {
 			case <-r.stop: // shutting down: hand the job back at once
 				_ = t.msg.Nak()
 			default:
-				r.run(t)
+				r.runGated(t)
+			}
+			if r.gate != nil && r.critical {
+				r.gate.hold(-1)
 			}
 			key := t.job.UserID
 			r.mu.Lock()
@@ -115,6 +126,21 @@ func (r *keyedRunner) work() {
 			r.mu.Unlock()
 		}
 	}
+}
+
+// runGated runs t, first waiting at the gate unless t is critical.
+func (r *keyedRunner) runGated(t task) {
+	if r.gate != nil && !r.critical {
+		release := r.gate.enter(r.stop)
+		defer release()
+		select {
+		case <-r.stop: // shut down while waiting: hand the job back
+			_ = t.msg.Nak()
+			return
+		default:
+		}
+	}
+	r.run(t)
 }
 
 // keepAlive sends an in-progress acknowledgement for every held message

@@ -21,8 +21,9 @@ type Hit struct {
 	// (the client's address) feed ClassifyHit and the visitor hash.
 	UserAgent, Purpose, Client string
 	HitDetails
-	// Code is the code the link was reached by, passed on in Click.Code.
-	Code string
+	// Code is the code the link was reached by, and Domain its custom
+	// domain ("" for none), passed on in Click.Code and Click.Domain.
+	Code, Domain string
 	// Target is the rule that picked the target (Target.Rule).
 	Target string
 }
@@ -151,6 +152,7 @@ func (s *Service) Flush(ctx context.Context) error {
 			LinkID: h.LinkID, At: time.UnixMicro(h.at).UTC(), Bot: v.bot, Reason: v.reason, Visitor: visitor,
 			Dimensions: dims.of(h.Hit, v.bot),
 			Code:       h.Code,
+			Domain:     h.Domain,
 		})
 	}
 	b.giveBack(hits)
@@ -173,6 +175,9 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 	}
 	s.metrics.Recorded(len(clicks)-bots, bots)
+	if s.opts.OnRecorded != nil {
+		s.opts.OnRecorded(clicks)
+	}
 	if s.opts.OnClicks != nil && bots < len(clicks) {
 		s.opts.OnClicks(ctx, clicks)
 	}

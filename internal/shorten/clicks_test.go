@@ -81,3 +81,35 @@ func TestClickRetention(t *testing.T) {
 		})
 	}
 }
+
+// TestOnRecorded: each recorded batch, bots' hits included, is handed to
+// OnRecorded with its classification and dimensions; an empty flush hands
+// nothing over.
+func TestOnRecorded(t *testing.T) {
+	t.Parallel()
+	var batches [][]shorten.Click // OnRecorded runs on the flushing goroutine
+	b := setup(t, func(o *shorten.Options) {
+		o.OnRecorded = func(clicks []shorten.Click) { batches = append(batches, clicks) }
+	})
+	ctx := t.Context()
+	l := b.create(t, shorten.CreateRequest{URL: "https://example.com/page"})
+	b.svc.RecordHit(shorten.Hit{LinkID: l.ID, Code: l.Code, UserAgent: browser, Client: "198.51.100.7",
+		HitDetails: shorten.HitDetails{AcceptLanguage: "fr-FR", Referer: "https://t.co/x"}})
+	b.svc.RecordHit(shorten.Hit{LinkID: l.ID, Code: l.Code, UserAgent: "curl/8.5.0", Client: "198.51.100.8"})
+	if err := b.svc.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 1 || len(batches[0]) != 2 {
+		t.Fatalf("OnRecorded got %d batches (%+v), want one of 2 hits", len(batches), batches)
+	}
+	human, bot := batches[0][0], batches[0][1]
+	if human.Bot || human.LinkID != l.ID || human.Code != l.Code || human.Language != "fr" || human.Referrer != "t.co" || human.At.IsZero() {
+		t.Errorf("human hit = %+v", human)
+	}
+	if !bot.Bot || bot.Reason != "tool" {
+		t.Errorf("bot hit = %+v, want a tool's", bot)
+	}
+	if err := b.svc.Flush(ctx); err != nil || len(batches) != 1 {
+		t.Errorf("an empty flush: %v, %d batches; want none handed over", err, len(batches))
+	}
+}

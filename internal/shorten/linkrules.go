@@ -29,7 +29,8 @@ func (s *Service) SetRules(ctx context.Context, caller Caller, code string, rule
 	if err := apperr.Fields(apperr.Unprocessable, "the link's rules are invalid", fields); err != nil {
 		return Link{}, err
 	}
-	l, err := s.store.SetLinkRules(ctx, code, rules)
+	domain, bare := SplitKey(code)
+	l, err := s.store.SetLinkRules(ctx, domain, bare, rules)
 	if err != nil {
 		return Link{}, err
 	}

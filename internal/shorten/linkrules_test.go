@@ -69,7 +69,7 @@ func TestSetRulesOnSpecialLinkAnnouncesChange(t *testing.T) {
 		o.CacheTTL = time.Hour
 		o.Announce = func(code string) error {
 			changed = append(changed, code)
-			l, err := b.store.DB.LinkByCode(t.Context(), code)
+			l, err := b.store.DB.LinkByCode(t.Context(), "", code)
 			if err != nil {
 				t.Errorf("LinkByCode(%q) while announcing: %v", code, err)
 			}

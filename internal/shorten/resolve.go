@@ -26,6 +26,12 @@ type Target struct {
 	// Rules are the link's redirect rules, nil for none; Service.Choose
 	// applies them to a visit.
 	Rules *RuleSet
+	// Unknown is set for an unknown code on a custom domain with a
+	// fallback URL: redirect to URL and record nothing.
+	Unknown bool
+	// Domain is the custom domain the link was resolved on (ResolveHost);
+	// "" for none.
+	Domain string
 	// Rule is the label of the rule that picked URL (set by Choose): its
 	// name or "rules[i]", with "/arm" for a split, DefaultTarget when none
 	// matched, "" for a link without rules.
@@ -50,30 +56,48 @@ func (e *LimitedError) Unwrap() error { return ErrLimited }
 // (the rate limit key for unknown codes). It answers from the in-process
 // cache when it can, then the shared cache, then the store, with one store
 // lookup per code in flight. It returns ErrNotFound for unknown codes and
-// a *LimitedError when client has looked up too many unknown codes.
+// a *LimitedError when client has looked up too many unknown codes. code
+// names a link without a domain (ResolveHost resolves by host), or is a
+// Key.
 func (s *Service) Resolve(ctx context.Context, code, client string) (Target, error) {
+	domain, _ := SplitKey(code)
+	return s.resolveKey(ctx, code, domain, client)
+}
+
+// resolveKey is Resolve for the link with key on domain, whose unknown
+// codes are limited apart from other domains'.
+func (s *Service) resolveKey(ctx context.Context, key, domain, client string) (Target, error) {
 	now := s.now().UnixMicro()
-	if e := s.links.get(code, now); e != nil {
+	if e := s.links.get(key, now); e != nil {
 		s.metrics.LocalHit()
 		return s.target(e, now), nil
 	}
 	s.metrics.LocalMiss()
-	if !validCode(code) || s.unknown.get(code, now) != nil {
-		return Target{}, s.unknownCode(ctx, client, now)
+	if _, code := SplitKey(key); !validCode(code) || s.unknown.get(key, now) != nil {
+		return Target{}, s.unknownCode(ctx, domain, client, now)
 	}
-	if until := s.limited.until(client); now < until {
+	if until := s.limited.until(limitKey(domain, client)); now < until {
 		s.metrics.Limited()
 		return Target{}, &LimitedError{RetryAfter: time.Duration(until-now) * time.Microsecond}
 	}
-	v, err, _ := s.flight.Do(code, func() (any, error) { return s.load(ctx, code) })
+	v, err, _ := s.flight.Do(key, func() (any, error) { return s.load(ctx, key) })
 	if err != nil {
 		return Target{}, err
 	}
 	e := v.(*entry)
 	if e.notFound {
-		return Target{}, s.unknownCode(ctx, client, now)
+		return Target{}, s.unknownCode(ctx, domain, client, now)
 	}
 	return s.target(e, now), nil
+}
+
+// limitKey is the unknown-code limiter's key of client on domain: the
+// client alone on hosts that are no domain, as before domains.
+func limitKey(domain, client string) string {
+	if domain == "" {
+		return client
+	}
+	return domain + "/" + client
 }
 
 func (s *Service) target(e *entry, now int64) Target {
@@ -97,9 +121,10 @@ const redirectRetry = 3 * time.Second
 // is trusted again before the store is asked anew.
 const staleRetry = time.Second
 
-// load reads code from the shared cache or the store and caches the
-// answer. When the store fails, an entry past its CacheTTL but within its
-// StaleTTL (this node's, else the shared cache's) answers instead.
+// load reads the link with key code (see Key) from the shared cache or
+// the store and caches the answer. When the store fails, an entry past its
+// CacheTTL but within its StaleTTL (this node's, else the shared cache's)
+// answers instead.
 func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 	now := s.now()
 	var stale *CachedLink
@@ -121,7 +146,8 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 			s.metrics.SharedMiss()
 		}
 	}
-	l, err := s.store.LinkByCode(ctx, code)
+	domain, bare := SplitKey(code)
+	l, err := s.store.LinkByCode(ctx, domain, bare)
 	if err != nil && apperr.IsTransient(err) {
 		if e, serr := s.staleEntry(code, stale, now, err); serr == nil {
 			return e, nil
@@ -130,7 +156,7 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 		// PostgreSQL restart) for redirectRetry rather than answer 503.
 		err = apperr.RetryTransient(ctx, time.Now().Add(redirectRetry), func() error {
 			var rerr error
-			l, rerr = s.store.LinkByCode(ctx, code)
+			l, rerr = s.store.LinkByCode(ctx, domain, bare)
 			return rerr
 		})
 	}
@@ -193,26 +219,27 @@ func (s *Service) share(ctx context.Context, l Link, now time.Time) {
 	cl := CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, FreshUntil: now.Add(s.opts.CacheTTL), Rules: EncodeRules(l.Rules)}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.SharedTimeout)
 	defer cancel()
-	if err := sh.Set(sctx, l.Code, cl, ttl); err != nil {
+	if err := sh.Set(sctx, Key(l.Domain, l.Code), cl, ttl); err != nil {
 		s.metrics.SharedError()
-		s.log.Debug("shared link cache set failed", slog.String("code", l.Code), slog.Any("error", err))
+		s.log.Debug("shared link cache set failed", slog.String("code", Key(l.Domain, l.Code)), slog.Any("error", err))
 	}
 }
 
-// unknownCode charges client for a lookup of an unknown code.
-func (s *Service) unknownCode(ctx context.Context, client string, now int64) error {
+// unknownCode charges client for a lookup of an unknown code on domain
+// ("" for none): each domain has its own limit per client.
+func (s *Service) unknownCode(ctx context.Context, domain, client string, now int64) error {
 	if s.opts.Limiter == nil {
 		s.metrics.NotFound()
 		return ErrNotFound
 	}
-	d, err := s.opts.Limiter.Allow(ctx, "links_unknown:"+client, 1)
+	d, err := s.opts.Limiter.Allow(ctx, "links_unknown:"+limitKey(domain, client), 1)
 	if err != nil { // fail open: a limiter outage must not break redirects
 		s.log.Debug("unknown-code limiter failed", slog.Any("error", err))
 		s.metrics.NotFound()
 		return ErrNotFound
 	}
 	if !d.Allowed {
-		s.limited.set(client, now+d.RetryAfter.Microseconds())
+		s.limited.set(limitKey(domain, client), now+d.RetryAfter.Microseconds())
 		s.metrics.Limited()
 		return &LimitedError{RetryAfter: d.RetryAfter}
 	}

@@ -98,6 +98,12 @@ type Options struct {
 	// recorded, bots' included (Click.Bot), from the flusher: status
 	// events (internal/events) report the human ones. If nil, nothing is.
 	OnClicks func(ctx context.Context, clicks []Click)
+	// OnRecorded, if set, is called with every batch of hits once it is
+	// recorded, bots' included, from the flusher: the live stats streams
+	// (internal/linkfeed) publish them. It must not block; it may keep
+	// the slice, which the service never changes after the call. If nil,
+	// nothing is.
+	OnRecorded func(clicks []Click)
 	// AnnounceCreated tells every node, this one included, of a link just
 	// created, so that each caches it (Learn) and can redirect it even
 	// while the store and the shared cache both fail. Like Announce it
@@ -106,6 +112,11 @@ type Options struct {
 	// also called with a link's new form when its rules change
 	// (SetRules), so that each node replaces its cached entry.
 	AnnounceCreated func(code string, l CachedLink) error
+	// AnnounceDomains tells every node, this one included, that a custom
+	// domain was added or removed, so that each calls ForgetDomains. Like
+	// Announce it must not block. If nil, other nodes see the change
+	// when their domain list is next read (CacheTTL).
+	AnnounceDomains func() error
 	// ClickBuffer bounds the hits held between flushes (default 100,000);
 	// FlushInterval is the time between flushes (default 1s).
 	ClickBuffer   int
@@ -159,6 +170,7 @@ type Service struct {
 	clicks   *clickBuffer
 	flushMu  sync.Mutex
 	inserter batcher
+	dom      domains
 }
 
 // DefaultSharedTimeout is how long a request waits for the shared cache
@@ -215,18 +227,35 @@ func (s *Service) ShortURL(code string) string { return s.baseURL + "/" + code }
 type CreateRequest struct {
 	URL  string
 	Slug string // empty: a code from the sequence
+	// Domain is a registered custom domain the caller may use; empty for
+	// none.
+	Domain string
 	// ExpiresAt is the zero time for a link that never expires.
 	ExpiresAt time.Time
 	Owner     string
+	// Admin says the owner may use every domain.
+	Admin bool
 	LinkExtras
 }
 
 // Create validates req and stores a new link. Invalid input is an apperr
-// Unprocessable error naming the field ("url", "slug", "expires_at"); a
-// taken slug is an apperr Conflict naming "slug".
+// Unprocessable error naming the field ("url", "slug", "expires_at",
+// "domain": a domain not registered, or another caller's); a taken slug
+// is an apperr Conflict naming "slug".
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 	now := s.now()
 	var fields []apperr.FieldError
+	if req.Domain != "" {
+		d, err := s.Domain(ctx, Caller{ID: req.Owner, Admin: req.Admin}, req.Domain)
+		switch {
+		case apperr.Is(err, apperr.NotFound):
+			fields = append(fields, apperr.FieldError{Field: "domain", Detail: "is not a domain registered by this caller"})
+		case err != nil:
+			return Link{}, err
+		default:
+			req.Domain = d.Name
+		}
+	}
 	if _, err := s.opts.Targets.ValidateTarget(req.URL); err != nil {
 		fields = append(fields, apperr.FieldError{Field: "url", Detail: err.Error()})
 	}
@@ -242,8 +271,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 	if err := apperr.Fields(apperr.Unprocessable, "the link request is invalid", fields); err != nil {
 		return Link{}, err
 	}
-	nl := NewLink{Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt, LinkExtras: req.LinkExtras}
+	nl := NewLink{Domain: req.Domain, Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt, LinkExtras: req.LinkExtras}
 	l, err := s.create(ctx, nl, func() (Link, bool, error) {
+		if req.Domain != "" { // the domain may have been removed meanwhile
+			if _, err := s.Domain(ctx, Caller{ID: req.Owner, Admin: req.Admin}, req.Domain); apperr.Is(err, apperr.NotFound) {
+				return Link{}, false, errDomainGone
+			} else if err != nil {
+				return Link{}, false, err
+			}
+		}
 		if req.Slug != "" {
 			return Link{}, false, &apperr.Error{Code: apperr.Conflict, Message: "the slug is taken",
 				Fields: []apperr.FieldError{{Field: "slug", Detail: fmt.Sprintf("%q is taken", req.Slug)}}}
@@ -254,10 +290,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 		return Link{}, err
 	}
 	if req.Slug != "" {
-		s.unknown.remove(req.Slug) // a 404 remembered for the slug must not hide the new link
+		s.unknown.remove(Key(req.Domain, req.Slug)) // a 404 remembered for the slug must not hide the new link
 	}
 	return l, nil
 }
+
+// errDomainGone refuses a link whose domain was removed while it was
+// being created.
+var errDomainGone = &apperr.Error{Code: apperr.Unprocessable, Message: "the link request is invalid",
+	Fields: []apperr.FieldError{{Field: "domain", Detail: "is not a domain registered by this caller"}}}
 
 // maxCodeRetries bounds the fresh ids tried when generated codes are taken
 // (by custom slugs that happen to look like codes).
@@ -341,10 +382,12 @@ type Caller struct {
 
 func (c Caller) owns(l Link) bool { return c.Admin || l.Owner == c.ID }
 
-// Get returns the link with code, with its statistics as last flushed. A
-// link the caller does not own is NotFound, as if absent.
+// Get returns the link with code (a Key: "domain/code" for a link on a
+// custom domain), with its statistics as last flushed. A link the caller
+// does not own is NotFound, as if absent.
 func (s *Service) Get(ctx context.Context, caller Caller, code string) (Link, error) {
-	l, err := s.store.LinkByCode(ctx, code)
+	domain, bare := SplitKey(code)
+	l, err := s.store.LinkByCode(ctx, domain, bare)
 	if err != nil {
 		return Link{}, err
 	}
@@ -362,7 +405,8 @@ func (s *Service) Delete(ctx context.Context, caller Caller, code string) error 
 	if _, err := s.Get(ctx, caller, code); err != nil {
 		return err
 	}
-	if err := s.store.DeleteLink(ctx, code); err != nil {
+	domain, bare := SplitKey(code)
+	if err := s.store.DeleteLink(ctx, domain, bare); err != nil {
 		return err
 	}
 	s.links.remove(code)
@@ -399,9 +443,10 @@ func (s *Service) announceCreated(l Link) {
 	if s.opts.AnnounceCreated == nil || l.Expired(s.now()) || l.special() {
 		return
 	}
-	if err := s.opts.AnnounceCreated(l.Code, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, Rules: EncodeRules(l.Rules)}); err != nil {
+	key := Key(l.Domain, l.Code)
+	if err := s.opts.AnnounceCreated(key, CachedLink{ID: l.ID, URL: l.URL, ExpiresAt: l.ExpiresAt, Rules: EncodeRules(l.Rules)}); err != nil {
 		s.log.Warn("announcing a created link failed; other nodes read it from the shared cache or the store",
-			slog.String("code", l.Code), slog.Any("error", err))
+			slog.String("code", key), slog.Any("error", err))
 	}
 }
 
@@ -410,7 +455,7 @@ func (s *Service) announceCreated(l Link) {
 // forgets that code was unknown here. A node calls it on hearing of the
 // link; it must not block.
 func (s *Service) Learn(code string, l CachedLink) {
-	if !validCode(code) {
+	if domain, bare := SplitKey(code); !validCode(bare) || strings.Contains(domain, "/") {
 		return
 	}
 	s.unknown.remove(code)
@@ -426,13 +471,22 @@ func (s *Service) Learn(code string, l CachedLink) {
 func (s *Service) Forget(code string) { s.links.remove(code) }
 
 // List returns a page of the caller's links, newest first, and the cursor
-// of the next page ("" after the last).
-func (s *Service) List(ctx context.Context, caller Caller, cursor string, limit int) ([]Link, string, error) {
+// of the next page ("" after the last): only those on *domain when domain
+// is not nil ("" for links without a domain).
+func (s *Service) List(ctx context.Context, caller Caller, domain *string, cursor string, limit int) ([]Link, string, error) {
 	before, err := parseCursor(cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	links, err := s.store.ListLinks(ctx, caller.ID, before, limit+1)
+	if domain != nil && *domain != "" {
+		norm, err := NormalizeDomain(*domain)
+		if err != nil {
+			return nil, "", &apperr.Error{Code: apperr.Invalid, Message: "the domain is not a host name",
+				Fields: []apperr.FieldError{{Field: "domain", Detail: err.Error()}}}
+		}
+		domain = &norm
+	}
+	links, err := s.store.ListLinks(ctx, caller.ID, domain, before, limit+1)
 	if err != nil {
 		return nil, "", err
 	}

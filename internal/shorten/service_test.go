@@ -37,7 +37,7 @@ type countingStore struct {
 	visits  atomic.Int64  // ConsumeVisit calls (visits_test.go)
 }
 
-func (s *countingStore) LinkByCode(ctx context.Context, code string) (shorten.Link, error) {
+func (s *countingStore) LinkByCode(ctx context.Context, domain, code string) (shorten.Link, error) {
 	s.lookups.Add(1)
 	if s.gate != nil {
 		<-s.gate
@@ -48,7 +48,7 @@ func (s *countingStore) LinkByCode(ctx context.Context, code string) (shorten.Li
 	if s.flaky.Add(-1) >= 0 {
 		return shorten.Link{}, apperr.MarkTransient(apperr.New(apperr.Unavailable, "database unavailable: connection refused"))
 	}
-	return s.DB.LinkByCode(ctx, code)
+	return s.DB.LinkByCode(ctx, domain, code)
 }
 
 type bundle struct {
@@ -198,7 +198,7 @@ func TestExpiry(t *testing.T) {
 			if n, err := b.svc.Purge(ctx); err != nil || n != 1 {
 				t.Errorf("Purge after the retention = %d, %v; want 1", n, err)
 			}
-			if _, err := b.store.DB.LinkByCode(ctx, l.Code); !apperr.Is(err, apperr.NotFound) {
+			if _, err := b.store.DB.LinkByCode(ctx, "", l.Code); !apperr.Is(err, apperr.NotFound) {
 				t.Errorf("purged link still stored: %v", err)
 			}
 		})
@@ -313,7 +313,7 @@ func TestDeleteAnnounces(t *testing.T) {
 	b = setup(t, func(o *shorten.Options) {
 		o.Announce = func(code string) error {
 			announced = append(announced, code)
-			_, err := b.store.DB.LinkByCode(context.Background(), code)
+			_, err := b.store.DB.LinkByCode(context.Background(), "", code)
 			afterwards = append(afterwards, err)
 			return fail
 		}
@@ -390,7 +390,7 @@ func TestListPages(t *testing.T) {
 	var got []string
 	cursor := ""
 	for range 10 {
-		page, next, err := b.svc.List(ctx, shorten.Caller{ID: "key_a"}, cursor, 2)
+		page, next, err := b.svc.List(ctx, shorten.Caller{ID: "key_a"}, nil, cursor, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func TestListPages(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("pages = %v, want %v (newest first, only key_a's)", got, want)
 	}
-	if _, _, err := b.svc.List(ctx, shorten.Caller{ID: "key_a"}, "!!", 2); !apperr.Is(err, apperr.Invalid) {
+	if _, _, err := b.svc.List(ctx, shorten.Caller{ID: "key_a"}, nil, "!!", 2); !apperr.Is(err, apperr.Invalid) {
 		t.Errorf("List with a bad cursor = %v, want Invalid", err)
 	}
 }

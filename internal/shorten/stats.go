@@ -28,8 +28,10 @@ type ClickSeries struct {
 // store's conformance suite pins it.
 type StatsStore interface {
 	// TopLinks returns up to limit links ordered by human clicks, then bot
-	// hits, then id, both descending; only owner's unless all is set.
-	TopLinks(ctx context.Context, owner string, all bool, limit int) ([]Link, error)
+	// hits, then id, both descending; only owner's unless all is set,
+	// and only those on *domain when domain is not nil ("" for links
+	// without a domain).
+	TopLinks(ctx context.Context, owner string, all bool, domain *string, limit int) ([]Link, error)
 	// LinkClicks returns the hits on linkID with since <= at < until,
 	// counted per bucket (aligned to multiples of bucket since the Unix
 	// epoch), and the bot hits by reason.
@@ -42,13 +44,21 @@ const MaxClickBuckets = 1000
 var errNoStats = apperr.New(apperr.Unavailable, "this store keeps no link statistics")
 
 // TopLinks returns the caller's most clicked links (every link for an
-// admin), at most limit.
-func (s *Service) TopLinks(ctx context.Context, caller Caller, limit int) ([]Link, error) {
+// admin), at most limit; only those on *domain when domain is not nil.
+func (s *Service) TopLinks(ctx context.Context, caller Caller, domain *string, limit int) ([]Link, error) {
 	st, ok := s.store.(StatsStore)
 	if !ok {
 		return nil, errNoStats
 	}
-	return st.TopLinks(ctx, caller.ID, caller.Admin, limit)
+	if domain != nil && *domain != "" {
+		norm, err := NormalizeDomain(*domain)
+		if err != nil {
+			return nil, &apperr.Error{Code: apperr.Invalid, Message: "the domain is not a host name",
+				Fields: []apperr.FieldError{{Field: "domain", Detail: err.Error()}}}
+		}
+		domain = &norm
+	}
+	return st.TopLinks(ctx, caller.ID, caller.Admin, domain, limit)
 }
 
 // Clicks returns the hits on the link with code over [since, now), in

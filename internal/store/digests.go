@@ -235,14 +235,15 @@ var _ notify.DigestStore = (*DB)(nil)
 type templateRules struct {
 	Digest     *notify.DigestRule     `json:"digest,omitempty"`
 	Escalation *notify.EscalationRule `json:"escalation,omitempty"`
+	TrackLinks bool                   `json:"track_links,omitempty"`
 }
 
 // encodeRules returns t's rules as stored: "" for none.
 func encodeRules(t notify.Template) (string, error) {
-	if t.Digest == nil && t.Escalation == nil {
+	if t.Digest == nil && t.Escalation == nil && !t.TrackLinks {
 		return "", nil
 	}
-	b, err := json.Marshal(templateRules{Digest: t.Digest, Escalation: t.Escalation})
+	b, err := json.Marshal(templateRules{Digest: t.Digest, Escalation: t.Escalation, TrackLinks: t.TrackLinks})
 	if err != nil {
 		return "", fmt.Errorf("encode template rules: %w", err)
 	}
@@ -258,6 +259,6 @@ func decodeRules(raw string, t *notify.Template) error {
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return err
 	}
-	t.Digest, t.Escalation = r.Digest, r.Escalation
+	t.Digest, t.Escalation, t.TrackLinks = r.Digest, r.Escalation, r.TrackLinks
 	return nil
 }

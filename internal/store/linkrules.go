@@ -11,12 +11,12 @@ import (
 )
 
 // SetLinkRules implements shorten.Store.
-func (db *DB) SetLinkRules(ctx context.Context, code string, rules []shorten.Rule) (shorten.Link, error) {
+func (db *DB) SetLinkRules(ctx context.Context, domain, code string, rules []shorten.Rule) (shorten.Link, error) {
 	var l shorten.Link
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		l, err = scanLink(tx.QueryRowContext(ctx, db.Rebind(`UPDATE links SET rules = ? WHERE code = ? RETURNING `+linkColumns),
-			nullString(shorten.EncodeRules(rules)), code))
+		l, err = scanLink(tx.QueryRowContext(ctx, db.Rebind(`UPDATE links SET rules = ? WHERE domain = ? AND code = ? RETURNING `+linkColumns),
+			nullString(shorten.EncodeRules(rules)), domain, code))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {

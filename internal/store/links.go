@@ -18,7 +18,7 @@ var _ shorten.Store = (*DB)(nil)
 
 // linkColumns is the column list every links read selects, in scanLink's
 // order.
-const linkColumns = "id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at, rules, " + linkExtraColumns
+const linkColumns = "id, domain, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at, rules, " + linkExtraColumns
 
 // insertChunk bounds the rows of one multi-row INSERT, well inside both
 // engines' limits on bound parameters.
@@ -85,6 +85,10 @@ func (db *DB) createLinksAttempt(ctx context.Context, c *linkCreate, again bool)
 			}
 			c.ids = ids
 		}
+		registered, err := db.lockDomains(ctx, tx, c.links)
+		if err != nil {
+			return err
+		}
 		byID := make(map[int64]int, len(c.links))
 		for i, l := range c.links {
 			code := l.Code
@@ -94,11 +98,15 @@ func (db *DB) createLinksAttempt(ctx context.Context, c *linkCreate, again bool)
 					return fmt.Errorf("code for link %d: %w", c.ids[i], err)
 				}
 			}
-			c.out[i] = shorten.Link{ID: c.ids[i], Code: code, URL: l.URL, Owner: l.Owner, NotificationID: l.NotificationID,
+			c.out[i] = shorten.Link{ID: c.ids[i], Domain: l.Domain, Code: code, URL: l.URL, Owner: l.Owner, NotificationID: l.NotificationID,
 				CreatedAt: l.CreatedAt.Truncate(time.Microsecond).UTC(), ExpiresAt: utcMicros(l.ExpiresAt), LinkExtras: l.LinkExtras}
 			byID[c.ids[i]] = i
 		}
-		for chunk := range slices.Chunk(c.out, insertChunk) {
+		toInsert := c.out
+		if registered != nil { // some links name a domain: those on none registered are left out
+			toInsert = slices.DeleteFunc(slices.Clone(c.out), func(l shorten.Link) bool { return l.Domain != "" && !registered[l.Domain] })
+		}
+		for chunk := range slices.Chunk(toInsert, insertChunk) {
 			if err := db.insertLinks(ctx, tx, chunk, byID, c.created); err != nil {
 				return err
 			}
@@ -108,6 +116,43 @@ func (db *DB) createLinksAttempt(ctx context.Context, c *linkCreate, again bool)
 		}
 		return nil
 	}), "create links")
+}
+
+// lockDomains returns which of the custom domains links name are
+// registered (nil when they name none), holding each found row against a
+// concurrent DeleteDomain until tx ends (FOR SHARE on PostgreSQL; SQLite
+// transactions are serialised): so a link never lands on a domain being
+// removed, whichever commits first.
+func (db *DB) lockDomains(ctx context.Context, tx *sql.Tx, links []shorten.NewLink) (map[string]bool, error) {
+	var names []any
+	seen := map[string]bool{}
+	for _, l := range links {
+		if l.Domain != "" && !seen[l.Domain] {
+			seen[l.Domain] = true
+			names = append(names, l.Domain)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	q := "SELECT domain FROM domains WHERE domain IN (?" + strings.Repeat(", ?", len(names)-1) + ")"
+	if db.dialect == DialectPostgres {
+		q += " FOR SHARE"
+	}
+	rows, err := tx.QueryContext(ctx, db.Rebind(q), names...)
+	if err != nil {
+		return nil, mapErr(err, "lock link domains")
+	}
+	defer rows.Close()
+	registered := make(map[string]bool, len(names))
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, mapErr(err, "lock link domains")
+		}
+		registered[d] = true
+	}
+	return registered, mapErr(rows.Err(), "lock link domains")
 }
 
 // findOwnLinks sets created for the links of byID (id -> index) that a
@@ -179,14 +224,14 @@ func (db *DB) reserveLinkIDs(ctx context.Context, tx *sql.Tx, n int) ([]int64, e
 
 func (db *DB) insertLinks(ctx context.Context, tx *sql.Tx, links []shorten.Link, byID map[int64]int, created []bool) error {
 	var q strings.Builder
-	q.WriteString("INSERT INTO links (id, code, url, owner, notification_id, created_at, expires_at, max_visits, fallback_url, click_ids) VALUES ")
-	args := make([]any, 0, len(links)*10)
+	q.WriteString("INSERT INTO links (id, domain, code, url, owner, notification_id, created_at, expires_at, max_visits, fallback_url, click_ids) VALUES ")
+	args := make([]any, 0, len(links)*11)
 	for i, l := range links {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, l.ID, l.Code, l.URL, l.Owner, nullString(l.NotificationID), toMicros(l.CreatedAt), toMicros(l.ExpiresAt),
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, l.ID, l.Domain, l.Code, l.URL, l.Owner, nullString(l.NotificationID), toMicros(l.CreatedAt), toMicros(l.ExpiresAt),
 			nullPositive(l.MaxVisits), l.FallbackURL, boolInt(l.ClickIDs))
 	}
 	q.WriteString(" ON CONFLICT DO NOTHING RETURNING id")
@@ -208,8 +253,8 @@ func (db *DB) insertLinks(ctx context.Context, tx *sql.Tx, links []shorten.Link,
 }
 
 // LinkByCode implements shorten.Store.
-func (db *DB) LinkByCode(ctx context.Context, code string) (shorten.Link, error) {
-	l, err := scanLink(db.queryRow(ctx, `SELECT `+linkColumns+` FROM links WHERE code = ?`, code))
+func (db *DB) LinkByCode(ctx context.Context, domain, code string) (shorten.Link, error) {
+	l, err := scanLink(db.queryRow(ctx, `SELECT `+linkColumns+` FROM links WHERE domain = ? AND code = ?`, domain, code))
 	if errors.Is(err, sql.ErrNoRows) {
 		return shorten.Link{}, apperr.New(apperr.NotFound, "link %q not found", code)
 	}
@@ -232,9 +277,13 @@ func (db *DB) NotificationLinks(ctx context.Context, notificationID string) ([]s
 }
 
 // ListLinks implements shorten.Store.
-func (db *DB) ListLinks(ctx context.Context, owner string, before int64, limit int) ([]shorten.Link, error) {
+func (db *DB) ListLinks(ctx context.Context, owner string, domain *string, before int64, limit int) ([]shorten.Link, error) {
 	if before <= 0 {
 		before = math.MaxInt64
+	}
+	if domain != nil {
+		return db.queryLinks(ctx, "list links",
+			`SELECT `+linkColumns+` FROM links WHERE owner = ? AND domain = ? AND id < ? ORDER BY id DESC LIMIT ?`, owner, *domain, before, limit)
 	}
 	return db.queryLinks(ctx, "list links",
 		`SELECT `+linkColumns+` FROM links WHERE owner = ? AND id < ? ORDER BY id DESC LIMIT ?`, owner, before, limit)
@@ -258,10 +307,10 @@ func (db *DB) queryLinks(ctx context.Context, op, q string, args ...any) ([]shor
 }
 
 // DeleteLink implements shorten.Store.
-func (db *DB) DeleteLink(ctx context.Context, code string) error {
+func (db *DB) DeleteLink(ctx context.Context, domain, code string) error {
 	return db.InTx(ctx, func(tx *sql.Tx) error {
 		var id int64
-		err := tx.QueryRowContext(ctx, db.Rebind("DELETE FROM links WHERE code = ? RETURNING id"), code).Scan(&id)
+		err := tx.QueryRowContext(ctx, db.Rebind("DELETE FROM links WHERE domain = ? AND code = ? RETURNING id"), domain, code).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return apperr.New(apperr.NotFound, "link %q not found", code)
 		}
@@ -418,7 +467,7 @@ func scanLink(row interface{ Scan(...any) error }) (shorten.Link, error) {
 		maxVisits      *int64
 		clickIDs       int64
 	)
-	if err := row.Scan(&l.ID, &l.Code, &l.URL, &l.Owner, &notif, &created, &expires, &l.Clicks, &l.BotHits, &first, &rules,
+	if err := row.Scan(&l.ID, &l.Domain, &l.Code, &l.URL, &l.Owner, &notif, &created, &expires, &l.Clicks, &l.BotHits, &first, &rules,
 		&maxVisits, &l.Visits, &l.FallbackURL, &clickIDs, &l.Conversions); err != nil {
 		return shorten.Link{}, err
 	}

@@ -20,7 +20,7 @@ func testCode(id int64) (string, error) { return "c" + strconv.FormatInt(id, 10)
 // ownedLinks returns how many links owner has.
 func ownedLinks(t *testing.T, db *DB, owner string) int {
 	t.Helper()
-	ls, err := db.ListLinks(t.Context(), owner, 0, 100)
+	ls, err := db.ListLinks(t.Context(), owner, nil, 0, 100)
 	if err != nil {
 		t.Fatalf("ListLinks(%s): %v", owner, err)
 	}

@@ -10,9 +10,17 @@ import (
 var _ shorten.StatsStore = (*DB)(nil)
 
 // TopLinks implements shorten.StatsStore. It sorts the owner's links (or
-// every link) by their counters; fine for dashboards, not a hot path.
-func (db *DB) TopLinks(ctx context.Context, owner string, all bool, limit int) ([]shorten.Link, error) {
+// every link) by their counters, reading the first rows of links_top or
+// links_owner_top (migration 0023) rather than sorting the table; with a
+// domain, those rows filtered to the domain's links.
+func (db *DB) TopLinks(ctx context.Context, owner string, all bool, domain *string, limit int) ([]shorten.Link, error) {
 	const order = ` ORDER BY clicks DESC, bot_hits DESC, id DESC LIMIT ?`
+	if domain != nil {
+		if all {
+			return db.queryLinks(ctx, "top links", `SELECT `+linkColumns+` FROM links WHERE domain = ?`+order, *domain, limit)
+		}
+		return db.queryLinks(ctx, "top links", `SELECT `+linkColumns+` FROM links WHERE owner = ? AND domain = ?`+order, owner, *domain, limit)
+	}
 	if all {
 		return db.queryLinks(ctx, "top links", `SELECT `+linkColumns+` FROM links`+order, limit)
 	}

@@ -63,7 +63,7 @@ func (db *DB) finishAttemptPipelined(uArgs []any, e *notify.OutboxEntry, ib *inb
 	args := append([]any(nil), uArgs...)
 	if e != nil {
 		q += `, o AS (INSERT INTO outbox (` + outboxColumns + `)
-			SELECT ?::text, ?::text, ?::bigint, ?::text, ?::text, ?::text, ?::text, ?::bigint
+			SELECT ?::text, ?::text, ?::bigint, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text
 			WHERE EXISTS (SELECT 1 FROM u) ON CONFLICT DO NOTHING)`
 		args = append(args, outboxArgs(e)...)
 	}

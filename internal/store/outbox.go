@@ -7,20 +7,20 @@ import (
 )
 
 const (
-	outboxColumns = `notification_id, channel, attempt, user_id, recipient, subject, body, created_at`
+	outboxColumns = `notification_id, channel, attempt, user_id, recipient, subject, body, created_at, html`
 	// insertOutboxQuery adds an outbox entry unless that attempt has one.
-	insertOutboxQuery = `INSERT INTO outbox (` + outboxColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	insertOutboxQuery = `INSERT INTO outbox (` + outboxColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 )
 
 // outboxArgs returns e's values for outboxColumns.
 func outboxArgs(e *notify.OutboxEntry) []any {
-	return []any{e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt)}
+	return []any{e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt), e.HTML}
 }
 
 // OutboxEntries implements notify.Store. The cursor's ID is the last
 // entry's notify.OutboxEntry.CursorID: "notification_id:channel:attempt".
 func (db *DB) OutboxEntries(ctx context.Context, f notify.OutboxFilter, after notify.Cursor, limit int) ([]notify.OutboxEntry, error) {
-	q := `SELECT notification_id, channel, attempt, user_id, recipient, subject, body, created_at FROM outbox WHERE 1 = 1`
+	q := `SELECT ` + outboxColumns + ` FROM outbox WHERE 1 = 1`
 	var args []any
 	if f.UserID != "" {
 		// An entry's user is its notification's: the user's notifications
@@ -51,7 +51,7 @@ func (db *DB) OutboxEntries(ctx context.Context, f notify.OutboxFilter, after no
 			ch      string
 			created int64
 		)
-		if err := rows.Scan(&e.NotificationID, &ch, &e.Attempt, &e.UserID, &e.To, &e.Subject, &e.Body, &created); err != nil {
+		if err := rows.Scan(&e.NotificationID, &ch, &e.Attempt, &e.UserID, &e.To, &e.Subject, &e.Body, &created, &e.HTML); err != nil {
 			return nil, mapErr(err, "list outbox")
 		}
 		e.Channel, e.CreatedAt = notify.Channel(ch), fromMicros(&created)

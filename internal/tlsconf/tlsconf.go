@@ -14,6 +14,11 @@
 // once both are in place. Writing a file elsewhere and renaming it over the
 // old one, or a Kubernetes secret volume's symlink swap, is seen at once.
 //
+// A listener may serve several certificates (custom short domains): its
+// certificate and key files are then comma-separated lists, paired in
+// order, and each handshake gets the certificate whose names match the
+// client's SNI, the first one when none does or the client names no host.
+//
 // The minimum version is TLS 1.2.
 package tlsconf
 
@@ -25,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -40,7 +46,8 @@ const (
 // Options names the files of one listener.
 type Options struct {
 	// CertFile and KeyFile are the PEM certificate (chain, leaf first) and
-	// its private key. Required.
+	// its private key, or comma-separated lists of them, paired in order,
+	// for several certificates picked by SNI. Required.
 	CertFile, KeyFile string
 	// ClientCAFile, when set, is a PEM file of certificate authorities:
 	// every client must present a certificate chaining to one of them
@@ -57,8 +64,9 @@ type Options struct {
 // Reloader hands the current certificate to every TLS handshake. It is safe
 // for concurrent use; build it with New.
 type Reloader struct {
-	opts Options
-	log  *slog.Logger
+	opts        Options
+	log         *slog.Logger
+	certs, keys []string // CertFile and KeyFile split
 
 	cur atomic.Pointer[loaded]
 	mu  sync.Mutex // serialises reloads
@@ -70,17 +78,22 @@ type Reloader struct {
 // loaded is one generation of the files.
 type loaded struct {
 	stamp stamp
-	cfg   *tls.Config // served to handshakes (GetConfigForClient)
-	leaf  *x509.Certificate
+	cfg   *tls.Config       // served to handshakes (GetConfigForClient)
+	leaf  *x509.Certificate // of several, the one that expires first
 }
 
 // stamp identifies the files' contents without reading them: each file's
 // identity (device and inode on Unix: a file renamed into place is another
 // file, even with the same time and size), modification time and size.
-type stamp [3]os.FileInfo
+// The client CA file's comes first (nil when there is none), then each
+// certificate's and key's.
+type stamp []os.FileInfo
 
 // same reports whether o names the same files, unchanged.
 func (st stamp) same(o stamp) bool {
+	if len(st) != len(o) {
+		return false
+	}
 	for i := range st {
 		a, b := st[i], o[i]
 		if (a == nil) != (b == nil) {
@@ -99,7 +112,11 @@ func New(opts Options) (*Reloader, error) {
 	if opts.CertFile == "" || opts.KeyFile == "" {
 		return nil, errors.New("tls: a certificate file and a key file are both required")
 	}
-	r := &Reloader{opts: opts, log: opts.Logger}
+	certs, keys, err := SplitPairs(opts.CertFile, opts.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reloader{opts: opts, log: opts.Logger, certs: certs, keys: keys}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -128,7 +145,8 @@ func (r *Reloader) Config() *tls.Config {
 	}
 }
 
-// Leaf returns the certificate in force.
+// Leaf returns the certificate in force; of several, the one that expires
+// first.
 func (r *Reloader) Leaf() *x509.Certificate { return r.current().leaf }
 
 // current returns the files' settings, reloading them first when they
@@ -158,30 +176,60 @@ func (r *Reloader) current() *loaded {
 }
 
 func (r *Reloader) stat() (stamp, error) {
-	var st stamp
-	for i, f := range []string{r.opts.CertFile, r.opts.KeyFile, r.opts.ClientCAFile} {
+	st := make(stamp, 1, 1+2*len(r.certs))
+	files := []string{r.opts.ClientCAFile}
+	for i := range r.certs {
+		files = append(files, r.certs[i], r.keys[i])
+	}
+	for i, f := range files {
 		if f == "" {
 			continue
 		}
 		fi, err := os.Stat(f)
 		if err != nil {
-			return stamp{}, fmt.Errorf("tls: %w", err)
+			return nil, fmt.Errorf("tls: %w", err)
 		}
-		st[i] = fi
+		if i == 0 {
+			st[0] = fi
+		} else {
+			st = append(st, fi)
+		}
 	}
 	return st, nil
 }
 
+// SplitPairs splits comma-separated certificate and key file lists into
+// pairs, or says why they do not pair up.
+func SplitPairs(certFiles, keyFiles string) (certs, keys []string, err error) {
+	certs, keys = strings.Split(certFiles, ","), strings.Split(keyFiles, ",")
+	if len(certs) != len(keys) {
+		return nil, nil, fmt.Errorf("tls: %d certificate files but %d key files: they pair up in order", len(certs), len(keys))
+	}
+	for i := range certs {
+		certs[i], keys[i] = strings.TrimSpace(certs[i]), strings.TrimSpace(keys[i])
+		if certs[i] == "" || keys[i] == "" {
+			return nil, nil, errors.New("tls: an empty name in the certificate or key file list")
+		}
+	}
+	return certs, keys, nil
+}
+
 // load reads the files into a handshake configuration.
 func (r *Reloader) load(st stamp) (*loaded, error) {
-	cert, err := tls.LoadX509KeyPair(r.opts.CertFile, r.opts.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("tls: %s and %s: %w", r.opts.CertFile, r.opts.KeyFile, err)
-	}
 	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		NextProtos:   slices.Clone(r.opts.NextProtos),
-		Certificates: []tls.Certificate{cert},
+		MinVersion: tls.VersionTLS12,
+		NextProtos: slices.Clone(r.opts.NextProtos),
+	}
+	var leaf *x509.Certificate
+	for i := range r.certs {
+		cert, err := tls.LoadX509KeyPair(r.certs[i], r.keys[i])
+		if err != nil {
+			return nil, fmt.Errorf("tls: %s and %s: %w", r.certs[i], r.keys[i], err)
+		}
+		cfg.Certificates = append(cfg.Certificates, cert)
+		if leaf == nil || cert.Leaf.NotAfter.Before(leaf.NotAfter) {
+			leaf = cert.Leaf
+		}
 	}
 	if r.opts.ClientCAFile != "" {
 		pool, err := LoadPool(r.opts.ClientCAFile)
@@ -190,7 +238,7 @@ func (r *Reloader) load(st stamp) (*loaded, error) {
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
-	return &loaded{stamp: st, cfg: cfg, leaf: cert.Leaf}, nil
+	return &loaded{stamp: st, cfg: cfg, leaf: leaf}, nil
 }
 
 // LoadPool reads a PEM file of certificates into a pool, or says why it

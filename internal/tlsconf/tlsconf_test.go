@@ -239,3 +239,34 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestSeveralCertificatesBySNI: lists of files serve each certificate to
+// the names it holds, the first to a client naming none that matches,
+// and a replaced file of the list is picked up like a single one.
+func TestSeveralCertificatesBySNI(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t, "test CA")
+	base, short := ca.Server(t, "base"), ca.ServerFor(t, "short", "go.example.com")
+	r, err := tlsconf.New(tlsconf.Options{CertFile: base.CertFile + "," + short.CertFile, KeyFile: base.KeyFile + ", " + short.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, r.Config())
+	for _, c := range []struct{ sni, want string }{{"go.example.com", "short"}, {"localhost", "base"}, {"other.example.com", "base"}} {
+		leaf, err := dial(addr, &tls.Config{RootCAs: ca.Pool(), ServerName: c.sni, InsecureSkipVerify: c.sni == "other.example.com"})
+		if err != nil || leaf.Subject.CommonName != c.want {
+			t.Errorf("dial naming %s = %v, %v; want the %s certificate", c.sni, leaf, err, c.want)
+		}
+	}
+	renewed := ca.ServerFor(t, "short renewed", "go.example.com")
+	renewed.Install(t, short.CertFile, short.KeyFile)
+	enginetest.Eventually(t, 10*time.Second, "the renewed certificate", func() bool {
+		leaf, err := dial(addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "go.example.com"})
+		return err == nil && leaf.Subject.CommonName == "short renewed"
+	})
+	for _, bad := range [][2]string{{base.CertFile + "," + short.CertFile, base.KeyFile}, {base.CertFile + ",", base.KeyFile + ","}} {
+		if _, err := tlsconf.New(tlsconf.Options{CertFile: bad[0], KeyFile: bad[1]}); err == nil {
+			t.Errorf("New(%q, %q) accepted, want refused", bad[0], bad[1])
+		}
+	}
+}

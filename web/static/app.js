@@ -26,9 +26,14 @@ const main = document.getElementById('main');
 let session = null;
 let stops = [];
 
-function route() {
+// stopPage runs the open page's cleanups (its pollers, its event streams).
+function stopPage() {
   stops.forEach(f => f());
   stops = [];
+}
+
+function route() {
+  stopPage();
   if (!session) return;
   const name = location.hash.replace(/^#\/?/, '').split('?')[0] || 'overview';
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.getAttribute('href') === '#/' + name);
@@ -87,6 +92,7 @@ async function start() {
 }
 
 document.getElementById('signout').addEventListener('click', async () => {
+  stopPage();
   await api('DELETE', '/v1/session');
   setCSRF('');
   await start();

@@ -1,31 +1,35 @@
 // Links: the most clicked links, one link's clicks over time (human and
-// bot), and why bots were counted as bots.
+// bot), why bots were counted as bots, and its hits live as they come.
 
 import {h, mount, problemBox, fmtTime, fmtNum} from './dom.js';
 import {get, enc} from './api.js';
 import {barChart, colors} from './chart.js';
-import {renderBreakdown} from './linkstats.js';
+import {renderBreakdown, renderLive, stopLive} from './linkstats.js';
 
 const SPANS = [['1h', '1m'], ['24h', '1h'], ['168h', '6h'], ['720h', '24h']];
 
-export async function render(main) {
+export async function render(main, ctx) {
   const top = h('div');
   const detail = h('div', {class: 'card', id: 'link-detail'});
+  const liveCard = h('div', {class: 'card', id: 'link-live'});
   const breakdown = h('div', {class: 'card', id: 'link-breakdown'});
   mount(main, h('h1', {}, 'Links'),
-    h('div', {class: 'card'}, h('h2', {}, 'Top links'), top), detail, breakdown);
+    h('div', {class: 'card'}, h('h2', {}, 'Top links'), top), detail, liveCard, breakdown);
+  if (ctx) ctx.onStop(stopLive);
   let items;
   try {
     items = (await get('/v1/stats/links?limit=20')).items;
   } catch (err) {
     mount(top, problemBox(err));
     detail.hidden = true;
+    liveCard.hidden = true;
     breakdown.hidden = true;
     return;
   }
   if (!items.length) {
     mount(top, h('p', {class: 'muted'}, 'No links yet. Create one with ', h('code', {}, 'sluice shorten https://example.com'), '.'));
     detail.hidden = true;
+    liveCard.hidden = true;
     breakdown.hidden = true;
     return;
   }
@@ -39,22 +43,25 @@ export async function render(main) {
         hb.children[1].style.width = (100 * l.bot_hits / total) + '%';
       }
       return h('tr', {},
-        h('td', {}, h('a', {href: l.short_url, target: '_blank', rel: 'noopener noreferrer'}, h('code', {}, l.code))),
+        h('td', {}, h('a', {href: l.short_url, target: '_blank', rel: 'noopener noreferrer'}, h('code', {}, l.code)),
+          l.domain ? h('span', {class: 'muted'}, ' on ' + l.domain) : ''),
         h('td', {class: 'mono'}, l.url.length > 60 ? l.url.slice(0, 57) + '…' : l.url),
         h('td', {class: 'num'}, fmtNum(l.clicks)), h('td', {class: 'num'}, fmtNum(l.bot_hits)), h('td', {}, hb),
         h('td', {}, fmtTime(l.first_click_at) || h('span', {class: 'muted'}, 'none yet')),
-        h('td', {}, h('button', {class: 'secondary', onclick: () => showAll(l.code)}, 'Clicks over time')));
+        h('td', {}, h('button', {class: 'secondary', onclick: () => showAll(l.code, l.domain)}, 'Clicks over time')));
     }))));
 
   let span = SPANS[1];
-  const show = async (code) => {
+  // domain is the link's custom domain, if any: the same code may be a
+  // link on each domain.
+  const show = async (code, domain) => {
     const chart = h('div', {id: 'clicks-chart'});
     const reasons = h('div');
     mount(detail, h('h2', {}, 'Clicks on ', h('code', {}, code)),
-      h('div', {class: 'row'}, SPANS.map(s => h('button', {class: s === span ? '' : 'secondary', onclick: () => { span = s; show(code); }}, 'last ' + label(s[0])))),
+      h('div', {class: 'row'}, SPANS.map(s => h('button', {class: s === span ? '' : 'secondary', onclick: () => { span = s; show(code, domain); }}, 'last ' + label(s[0])))),
       chart, reasons);
     try {
-      const series = await get(`/v1/links/${enc(code)}/clicks?since=${span[0]}&bucket=${span[1]}`);
+      const series = await get(`/v1/links/${enc(code)}/clicks?since=${span[0]}&bucket=${span[1]}${domainQuery(domain)}`);
       const width = series.bucket_seconds * 1000;
       const start = Math.floor(Date.parse(series.since) / width) * width;
       const n = Math.ceil((Date.parse(series.until) - start) / width);
@@ -71,9 +78,13 @@ export async function render(main) {
         : h('p', {class: 'muted'}, 'No bot hits in this span.'));
     } catch (err) { mount(reasons, problemBox(err)); }
   };
-  const showAll = code => { show(code); renderBreakdown(breakdown, code); };
-  show(items[0].code);
-  renderBreakdown(breakdown, items[0].code);
+  const showAll = (code, domain) => { show(code, domain); renderLive(liveCard, code, domain); renderBreakdown(breakdown, code, 'country', domain); };
+  showAll(items[0].code, items[0].domain);
+}
+
+// domainQuery names a link's custom domain in a /v1/links/{code} URL.
+function domainQuery(domain) {
+  return domain ? `&domain=${enc(domain)}` : '';
 }
 
 function label(d) {

@@ -70,8 +70,14 @@ async function expand(row, n) {
   let outbox = [];
   try { outbox = (await get('/v1/outbox?notification_id=' + enc(n.id) + '&limit=200')).items; } catch { /* no outbox, or no scope */ }
   // Digests are on the notification itself, not on history pages.
+  // So are an email's first click and open (clicked_at, opened_at).
   let digests = n.digests || [];
-  try { digests = (await get('/v1/notifications/' + enc(n.id))).digests || []; } catch { /* shown without them */ }
+  let full = {};
+  try {
+    const rec = await get('/v1/notifications/' + enc(n.id));
+    digests = rec.digests || [];
+    for (const d of rec.deliveries || []) full[d.channel] = d;
+  } catch { /* shown without them */ }
   mount(cell, digests.map(g => digestBox(n, g)), h('div', {class: 'grid'}, n.deliveries.map(d => {
     const events = [{at: n.created_at, text: 'accepted', cls: ''}];
     // The outbox numbers attempts from 1 (the provider's Message.Attempt).
@@ -83,6 +89,9 @@ async function expand(row, n) {
     // A canceled one was stopped by a DELETE before any worker took it.
     const after = d.attempts ? ` after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}` : '';
     events.push({at: d.updated_at, text: `${d.status}${after}${d.error ? ': ' + d.error : ''}`, cls: final});
+    const f = full[d.channel] || {};
+    if (f.opened_at) events.push({at: f.opened_at, text: 'opened by the reader (bot hits left out)', cls: 'ok'});
+    if (f.clicked_at) events.push({at: f.clicked_at, text: 'a tracked link clicked by the reader (bot hits left out)', cls: 'ok'});
     if (d.next_attempt_at) events.push({at: d.next_attempt_at, text: (d.error || '').startsWith('escalation:') ? 'escalation due unless the user engages' : 'next attempt due', cls: ''});
     return h('div', {},
       h('strong', {}, d.channel), ' via ', h('code', {}, d.provider || '–'), ' ', badge(d.status),

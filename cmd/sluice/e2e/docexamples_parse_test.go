@@ -33,7 +33,8 @@ import (
 //     answer that had one (at its top level, or in the first of its
 //     `items`), or a query parameter of its Location header
 //     (`<sluice_cid>`); `export NAME=sk_...` takes the answers' longest
-//     value starting with `sk_`.
+//     value starting with `sk_`. A bare HTML tag (`<p>`, `<b>`) no answer
+//     named stays as it is.
 //   - localhost:8080 and 127.0.0.1:8080 are the node's HTTP address and
 //     127.0.0.1:8081 its gRPC address, in commands and answers;
 //     `go run ./cmd/sluice` and `bin/sluice` are the built binary (`make build`

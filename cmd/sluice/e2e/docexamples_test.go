@@ -156,7 +156,11 @@ func (r *docRun) step(t *testing.T, d *docFile, s docStep) {
 	}
 	var missing []string
 	cmd = placeholder.ReplaceAllStringFunc(cmd, func(p string) string {
-		v, ok := r.vars[strings.Trim(p, "<>")]
+		name := strings.Trim(p, "<>")
+		v, ok := r.vars[name]
+		if !ok && htmlTags[name] {
+			return p // markup in an HTML template, not a placeholder
+		}
 		if !ok {
 			missing = append(missing, p)
 		}
@@ -209,6 +213,11 @@ func streams(cmd string) bool { return streamFlag.MatchString(cmd) }
 // placeholder is a value the doc leaves to the reader, such as
 // <notification_id>, taken from an earlier answer's field.
 var placeholder = regexp.MustCompile(`<(\w+)>`)
+
+// htmlTags are the elements an example's HTML template may open bare
+// (<p>): a placeholder by that name that no answer gave is left as it is.
+var htmlTags = map[string]bool{"p": true, "b": true, "i": true, "em": true, "strong": true, "br": true,
+	"div": true, "span": true, "ul": true, "ol": true, "li": true, "h1": true, "h2": true, "table": true, "tr": true, "td": true}
 
 // isRead reports whether cmd only reads, so that asking again changes
 // nothing: a curl GET of the API (not a redirect, which counts a click),

@@ -17,6 +17,7 @@ const (
 	grpcurlModule     = "github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3"
 	healthProbeModule = "github.com/grpc-ecosystem/grpc-health-probe@v0.4.62"
 	rlsService        = "envoy.service.ratelimit.v3.RateLimitService"
+	rlqsService       = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 )
 
 // goTool is enginetest.GoTool.
@@ -51,7 +52,7 @@ func TestGRPCToolsAgainstANode(t *testing.T) {
 	addr := c.grpcAddr
 
 	out, code := runTool(t, grpcurl, "-plaintext", addr, "list")
-	for _, want := range []string{rlsService, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"} {
+	for _, want := range []string{rlsService, rlqsService, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"} {
 		if code != 0 || !strings.Contains(out, want+"\n") {
 			t.Errorf("grpcurl list = %d %q; want %s listed", code, out, want)
 		}
@@ -59,6 +60,15 @@ func TestGRPCToolsAgainstANode(t *testing.T) {
 	out, code = runTool(t, grpcurl, "-plaintext", addr, "describe", rlsService+".ShouldRateLimit")
 	if code != 0 || !strings.Contains(out, ".envoy.service.ratelimit.v3.RateLimitRequest") {
 		t.Errorf("grpcurl describe = %d %q; want the method's request type", code, out)
+	}
+	out, code = runTool(t, grpcurl, "-plaintext", addr, "describe", rlqsService+".StreamRateLimitQuotas")
+	if code != 0 || !strings.Contains(out, "stream .envoy.service.rate_limit_quota.v3.RateLimitQuotaUsageReports") {
+		t.Errorf("grpcurl describe = %d %q; want the quota stream's report type", code, out)
+	}
+	out, code = runTool(t, grpcurl, "-plaintext", "-d", `{"domain":"none","bucket_quota_usages":[{"bucket_id":{"bucket":{"k":"v"}},"time_elapsed":"1s","num_requests_allowed":"3"}]}`,
+		addr, rlqsService+"/StreamRateLimitQuotas")
+	if code != 0 || !strings.Contains(out, `"blanketRule": "ALLOW_ALL"`) {
+		t.Errorf("grpcurl StreamRateLimitQuotas for an unmatched bucket = %d %q; want ALLOW_ALL (rlqs.unmatched: allow)", code, out)
 	}
 	out, code = runTool(t, grpcurl, "-plaintext", "-d", `{"domain":"none","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`,
 		addr, rlsService+"/ShouldRateLimit")
@@ -70,7 +80,7 @@ func TestGRPCToolsAgainstANode(t *testing.T) {
 		t.Errorf("grpcurl ShouldRateLimit with no domain = %d %q; want InvalidArgument", code, out)
 	}
 
-	for _, svc := range []string{"", rlsService, "grpc.health.v1.Health"} {
+	for _, svc := range []string{"", rlsService, rlqsService, "grpc.health.v1.Health"} {
 		if out, code := runTool(t, probe, "-addr", addr, "-service", svc); code != 0 || !strings.Contains(out, "SERVING") {
 			t.Errorf("grpc-health-probe -service %q = %d %q; want SERVING, exit 0", svc, code, out)
 		}

@@ -51,7 +51,7 @@ func (p *Provider) Send(_ context.Context, m notify.Message) (notify.Receipt, er
 		to = m.UserID
 	}
 	e := &notify.OutboxEntry{NotificationID: m.NotificationID, Channel: m.Channel, Attempt: m.Attempt, UserID: m.UserID,
-		To: to, Subject: m.Subject, Body: m.Body, CreatedAt: now()}
+		To: to, Subject: m.Subject, Body: m.Body, HTML: m.HTML, CreatedAt: now()}
 	return notify.Receipt{ProviderMessageID: fmt.Sprintf("%s:%d", m.IdempotencyKey, m.Attempt), Outbox: e}, nil
 }
 

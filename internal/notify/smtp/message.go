@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
+	"mime/multipart"
 	"mime/quotedprintable"
 	"net"
 	"net/mail"
+	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -28,31 +31,64 @@ func (c *Client) compose(m notify.Message) ([]byte, string, error) {
 	id := messageID(m.IdempotencyKey, c.domain)
 	from := mail.Address{Name: c.opts.FromName, Address: c.opts.From}
 	var b bytes.Buffer
-	h := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
+	h := func(k, v string) { header(&b, k, v) }
 	h("From", from.String())
 	h("To", to.String())
 	h("Subject", mime.QEncoding.Encode("utf-8", oneLine(m.Subject)))
 	h("Date", c.opts.Now().UTC().Format("Mon, 02 Jan 2006 15:04:05 -0700"))
 	h("Message-ID", "<"+id+">")
 	h("MIME-Version", "1.0")
-	h("Content-Type", "text/plain; charset=utf-8")
-	h("Content-Transfer-Encoding", "quoted-printable")
 	h("Auto-Submitted", "auto-generated")
 	h("X-Sluice-Notification-ID", oneLine(m.NotificationID))
 	if m.Category == notify.Marketing {
 		c.unsubscribe(h, m)
 	}
-	b.WriteString("\r\n")
-	qp := quotedprintable.NewWriter(&b)
-	body := strings.ReplaceAll(strings.ReplaceAll(m.Body, "\r\n", "\n"), "\n", "\r\n")
-	if _, err := qp.Write([]byte(body)); err != nil {
-		return nil, "", err
+	if m.HTML == "" {
+		h("Content-Type", "text/plain; charset=utf-8")
+		h("Content-Transfer-Encoding", "quoted-printable")
+		b.WriteString("\r\n")
+		if err := writeQP(&b, m.Body); err != nil {
+			return nil, "", err
+		}
+		return b.Bytes(), id, nil
 	}
-	if err := qp.Close(); err != nil {
+	// multipart/alternative (RFC 2046 5.1.4): the parts in increasing
+	// order of preference, so text first and HTML last.
+	mw := multipart.NewWriter(&b)
+	h("Content-Type", mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()}))
+	b.WriteString("\r\n")
+	for _, p := range []struct{ typ, text string }{{"text/plain", m.Body}, {"text/html", m.HTML}} {
+		pw, err := mw.CreatePart(textproto.MIMEHeader{
+			"Content-Type":              {p.typ + "; charset=utf-8"},
+			"Content-Transfer-Encoding": {"quoted-printable"},
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		if err := writeQP(pw, p.text); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := mw.Close(); err != nil {
 		return nil, "", err
 	}
 	b.WriteString("\r\n")
 	return b.Bytes(), id, nil
+}
+
+// writeQP writes text with CRLF line ends, quoted-printable (RFC 2045
+// 6.7): no line longer than 76 characters, whatever the text's lines.
+func writeQP(w io.Writer, text string) error {
+	qp := quotedprintable.NewWriter(w)
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\n", "\r\n")
+	if _, err := qp.Write([]byte(text)); err != nil {
+		return err
+	}
+	if err := qp.Close(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\r\n")
+	return err
 }
 
 // unsubscribe adds RFC 2369 List-Unsubscribe and, for an https URL, RFC
@@ -82,6 +118,25 @@ func (c *Client) unsubscribe(h func(k, v string), m notify.Message) {
 func messageID(key, domain string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:12]) + "." + strings.NewReplacer(":", ".").Replace(key) + "@" + domain
+}
+
+// header writes the field k: v, folded at the value's spaces (between
+// encoded words, after list commas) so no line passes 78 characters where
+// the value allows it (RFC 5322 2.1.1, 2.2.3); a word longer than a line
+// stays whole on its own line.
+func header(b *bytes.Buffer, k, v string) {
+	b.WriteString(k + ":")
+	line := len(k) + 1
+	for _, word := range strings.Split(v, " ") {
+		if line+1+len(word) > 78 && word != "" {
+			b.WriteString("\r\n")
+			line = 0
+		}
+		b.WriteByte(' ')
+		b.WriteString(word)
+		line += 1 + len(word)
+	}
+	b.WriteString("\r\n")
 }
 
 func oneLine(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }

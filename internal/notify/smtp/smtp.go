@@ -4,7 +4,8 @@
 // retried message carries the same one, List-Unsubscribe and
 // List-Unsubscribe-Post (RFC 8058) on marketing mail, and DSN parameters
 // (RFC 3461) whose envelope id is "notification_id:channel", so a bounce
-// names the delivery it belongs to.
+// names the delivery it belongs to. A message with an HTML part goes out as
+// multipart/alternative (text, then HTML), each part quoted-printable.
 //
 // Replies are classified from the protocol's own codes: 4xx (and enhanced
 // 4.x.x) are temporary, 5xx permanent, except authentication and relay

@@ -12,6 +12,8 @@ import (
 	"io"
 	"math/big"
 	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
 	"net"
 	"net/mail"
 	"strings"
@@ -49,6 +51,7 @@ type received struct {
 	tls        bool
 	msg        *mail.Message
 	body       string
+	raw        string // the message as the relay read it
 	authedUser string
 }
 
@@ -132,7 +135,12 @@ func (s *session) Rcpt(to string, o *gosmtp.RcptOptions) error {
 }
 
 func (s *session) Data(rd io.Reader) error {
-	msg, err := mail.ReadMessage(rd)
+	raw, err := io.ReadAll(rd)
+	if err != nil {
+		return err
+	}
+	s.cur.raw = string(raw)
+	msg, err := mail.ReadMessage(strings.NewReader(s.cur.raw))
 	if err != nil {
 		return err
 	}
@@ -412,4 +420,81 @@ func BenchmarkSend(b *testing.B) {
 	defer c.Close()
 	m := message("ann@example.test", notify.Orders)
 	enginetest.BenchSend(b, c, m)
+}
+
+func TestHTMLIsMultipartAlternative(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	c := newClient(t, r, nil)
+	m := message("ann@example.test", notify.Marketing)
+	m.Subject = strings.Repeat("Grand sale, everything must go — ", 6)
+	long := strings.Repeat("ünïcode and a very long line without breaks ", 10)
+	m.Body = "Hi Ann,\n" + long + "\nhttps://shop.test/sale"
+	m.HTML = `<p>Hi Ann, <a href="https://shop.test/sale?a=1&amp;b=2">` + long + `</a></p>`
+	if _, err := c.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	got := r.received()
+	if len(got) != 1 {
+		t.Fatalf("relay received %d messages, want 1", len(got))
+	}
+	msg := got[0]
+	mt, params, err := mime.ParseMediaType(msg.msg.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/alternative" || params["boundary"] == "" {
+		t.Fatalf("Content-Type = %q (%v), want multipart/alternative with a boundary", msg.msg.Header.Get("Content-Type"), err)
+	}
+	if subj, _ := new(mime.WordDecoder).DecodeHeader(msg.msg.Header.Get("Subject")); subj != m.Subject {
+		t.Errorf("Subject = %q, want %q", subj, m.Subject)
+	}
+	head, _, _ := strings.Cut(msg.raw, "\r\n\r\n")
+	for i, line := range strings.Split(head, "\r\n") {
+		if len(line) > 78 {
+			t.Errorf("header line %d is %d characters: %q", i, len(line), line)
+		}
+	}
+	for i, line := range strings.Split(msg.body, "\r\n") {
+		if len(line) > 76 {
+			t.Errorf("body line %d is %d characters: %q", i, len(line), line)
+		}
+	}
+	mr := multipart.NewReader(strings.NewReader(msg.body), params["boundary"])
+	want := []struct{ typ, text string }{{"text/plain", "Hi Ann,\r\n" + long + "\r\nhttps://shop.test/sale"}, {"text/html", m.HTML}}
+	for i, w := range want {
+		p, err := mr.NextRawPart()
+		if err != nil {
+			t.Fatalf("part %d: %v", i, err)
+		}
+		if ct := p.Header.Get("Content-Type"); ct != w.typ+"; charset=utf-8" {
+			t.Errorf("part %d Content-Type = %q, want %s; charset=utf-8", i, ct, w.typ)
+		}
+		if cte := p.Header.Get("Content-Transfer-Encoding"); cte != "quoted-printable" {
+			t.Errorf("part %d Content-Transfer-Encoding = %q", i, cte)
+		}
+		text, err := io.ReadAll(quotedprintable.NewReader(p))
+		if err != nil {
+			t.Fatalf("part %d: %v", i, err)
+		}
+		if got := strings.TrimRight(string(text), "\r\n"); got != w.text {
+			t.Errorf("part %d = %q, want %q", i, got, w.text)
+		}
+	}
+	if _, err := mr.NextRawPart(); err != io.EOF {
+		t.Errorf("after two parts: %v, want EOF", err)
+	}
+}
+
+func TestPlainTextStaysSinglePart(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	c := newClient(t, r, nil)
+	if _, err := c.Send(context.Background(), message("ann@example.test", notify.Orders)); err != nil {
+		t.Fatal(err)
+	}
+	got := r.received()
+	if len(got) != 1 {
+		t.Fatalf("relay received %d messages", len(got))
+	}
+	if ct := got[0].msg.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+		t.Errorf("Content-Type = %q, want text/plain; charset=utf-8", ct)
+	}
 }

@@ -35,7 +35,7 @@ func TestNewLinkRedirectsFromRedis(t *testing.T) {
 // restart.
 type downStore struct{ *store.DB }
 
-func (downStore) LinkByCode(context.Context, string) (shorten.Link, error) {
+func (downStore) LinkByCode(context.Context, string, string) (shorten.Link, error) {
 	return shorten.Link{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 }
 

@@ -49,14 +49,14 @@ func (s suite) linkClickChunks(t *testing.T) {
 		}
 		before := map[int64]shorten.Link{}
 		for _, l := range out {
-			before[l.ID], _ = db.LinkByCode(ctx, l.Code)
+			before[l.ID], _ = db.LinkByCode(ctx, "", l.Code)
 		}
 		if err := db.RecordClicks(ctx, batch); err != nil {
 			t.Fatalf("RecordClicks(%d clicks): %v", n, err)
 		}
 		h0 := t0.Unix() / 3600
 		for _, l := range out {
-			got, err := db.LinkByCode(ctx, l.Code)
+			got, err := db.LinkByCode(ctx, "", l.Code)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +169,7 @@ func (s suite) linkClickRetention(t *testing.T) {
 	snap := func() map[int64]snapshot {
 		m := map[int64]snapshot{}
 		for _, l := range out {
-			got, err := db.LinkByCode(ctx, l.Code)
+			got, err := db.LinkByCode(ctx, "", l.Code)
 			if err != nil {
 				t.Fatal(err)
 			}

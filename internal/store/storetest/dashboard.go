@@ -63,11 +63,11 @@ func (s suite) linkStats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	top, err := db.TopLinks(ctx, "key_a", false, 10)
+	top, err := db.TopLinks(ctx, "key_a", false, nil, 10)
 	if err != nil || len(top) != 2 || top[0].ID != a.ID || top[1].ID != b.ID {
 		t.Errorf("TopLinks(key_a) = %v, %v; want a then b", top, err)
 	}
-	all, err := db.TopLinks(ctx, "", true, 2)
+	all, err := db.TopLinks(ctx, "", true, nil, 2)
 	if err != nil || len(all) != 2 || all[0].ID != c.ID || all[1].ID != a.ID {
 		t.Errorf("TopLinks(all, 2) = %v, %v; want c then a", all, err)
 	}

@@ -33,7 +33,7 @@ func (s suite) linkVisitLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	limited, plain := out[0], out[1]
-	got, err := db.LinkByCode(ctx, limited.Code)
+	got, err := db.LinkByCode(ctx, "", limited.Code)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func (s suite) linkVisitLimit(t *testing.T) {
 	if ok.Load() != 3 {
 		t.Errorf("20 concurrent ConsumeVisit on max_visits 3: %d succeeded, want exactly 3", ok.Load())
 	}
-	if got, _ := db.LinkByCode(ctx, limited.Code); got.Visits != 3 {
+	if got, _ := db.LinkByCode(ctx, "", limited.Code); got.Visits != 3 {
 		t.Errorf("visits = %d, want 3", got.Visits)
 	}
 	if consumed, err := db.ConsumeVisit(ctx, plain.ID); consumed || err != nil {
@@ -132,7 +132,7 @@ func (s suite) linkRollups(t *testing.T) {
 			t.Errorf("by %s = %+v, want %+v", shorten.DimNames[tc.dim], groups, tc.want)
 		}
 	}
-	if err := db.DeleteLink(ctx, a.Code); err != nil {
+	if err := db.DeleteLink(ctx, "", a.Code); err != nil {
 		t.Fatal(err)
 	}
 	if series, groups, err := db.LinkStats(ctx, a.ID, day, day+48, 24, shorten.DimSource, 10); err != nil || len(series) != 0 || len(groups) != 0 {
@@ -200,7 +200,7 @@ func (s suite) linkConversions(t *testing.T) {
 	if err != nil || total != (shorten.ConversionTotal{Count: 3, Value: 20}) {
 		t.Errorf("NotificationConversions = %+v, %v; want 3 worth 20", total, err)
 	}
-	if l, _ := db.LinkByCode(ctx, sms.Code); l.Conversions != 3 {
+	if l, _ := db.LinkByCode(ctx, "", sms.Code); l.Conversions != 3 {
 		t.Errorf("link conversions = %d, want 3", l.Conversions)
 	}
 	h0 := t0.Unix() / 3600

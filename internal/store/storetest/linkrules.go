@@ -26,31 +26,31 @@ func (s suite) linkRules(t *testing.T) {
 		{If: shorten.Conditions{Language: []string{"de"}, Query: map[string]string{"utm_source": "x"}}, URL: "https://example.de/"},
 		{Split: []shorten.Arm{{Name: "a", URL: "https://example.com/a", Weight: 70}, {URL: "https://example.com/b", Weight: 30}}},
 	}
-	got, err := db.SetLinkRules(ctx, code, rules)
+	got, err := db.SetLinkRules(ctx, "", code, rules)
 	if err != nil {
 		t.Fatalf("SetLinkRules: %v", err)
 	}
 	if got.Code != code || got.URL != "https://example.com/a" || !reflect.DeepEqual(got.Rules, rules) {
 		t.Errorf("SetLinkRules returned %+v, want the link with its rules", got)
 	}
-	read, err := db.LinkByCode(ctx, code)
+	read, err := db.LinkByCode(ctx, "", code)
 	if err != nil || !reflect.DeepEqual(read.Rules, rules) {
 		t.Errorf("LinkByCode rules = %+v, %v; want %+v", read.Rules, err, rules)
 	}
-	listed, err := db.ListLinks(ctx, "key_1", 0, 10)
+	listed, err := db.ListLinks(ctx, "key_1", nil, 0, 10)
 	if err != nil || len(listed) != 1 || !reflect.DeepEqual(listed[0].Rules, rules) {
 		t.Errorf("ListLinks = %+v, %v; want the link with its rules", listed, err)
 	}
-	if got, err := db.SetLinkRules(ctx, code, rules[:1]); err != nil || len(got.Rules) != 1 {
+	if got, err := db.SetLinkRules(ctx, "", code, rules[:1]); err != nil || len(got.Rules) != 1 {
 		t.Errorf("replacing the rules = %+v, %v; want one rule", got.Rules, err)
 	}
-	if got, err := db.SetLinkRules(ctx, code, nil); err != nil || got.Rules != nil {
+	if got, err := db.SetLinkRules(ctx, "", code, nil); err != nil || got.Rules != nil {
 		t.Errorf("removing the rules = %+v, %v; want none", got.Rules, err)
 	}
-	if read, _ := db.LinkByCode(ctx, code); read.Rules != nil {
+	if read, _ := db.LinkByCode(ctx, "", code); read.Rules != nil {
 		t.Errorf("LinkByCode after removing = %+v, want no rules", read.Rules)
 	}
-	if _, err := db.SetLinkRules(ctx, "absent", rules); !apperr.Is(err, apperr.NotFound) {
+	if _, err := db.SetLinkRules(ctx, "", "absent", rules); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("SetLinkRules(absent) = %v, want NotFound", err)
 	}
 }

@@ -67,7 +67,7 @@ func (s suite) linkCreateAndRead(t *testing.T) {
 		t.Errorf("created %+v, want generated codes from ascending ids and the slug kept", out)
 	}
 	for i, want := range out {
-		got, err := db.LinkByCode(ctx, want.Code)
+		got, err := db.LinkByCode(ctx, "", want.Code)
 		if err != nil {
 			t.Fatalf("LinkByCode(%q): %v", want.Code, err)
 		}
@@ -81,7 +81,7 @@ func (s suite) linkCreateAndRead(t *testing.T) {
 			t.Errorf("CreatedAt = %v, want %v to the microsecond", got.CreatedAt, created)
 		}
 	}
-	if _, err := db.LinkByCode(ctx, "absent"); !apperr.Is(err, apperr.NotFound) {
+	if _, err := db.LinkByCode(ctx, "", "absent"); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("LinkByCode(absent) = %v, want NotFound", err)
 	}
 	if got, err := db.NotificationLink(ctx, "ntf_1", "https://example.com/c"); err != nil || got.ID != out[2].ID {
@@ -127,7 +127,7 @@ func (s suite) linkTakenCodes(t *testing.T) {
 			t.Errorf("skipped link %d returned %+v, want the zero Link", i, out[i])
 		}
 	}
-	if got, _ := db.LinkByCode(ctx, "slug"); got.URL != "https://example.com/1" {
+	if got, _ := db.LinkByCode(ctx, "", "slug"); got.URL != "https://example.com/1" {
 		t.Errorf("taken slug now points at %q, want the first link kept", got.URL)
 	}
 }
@@ -189,8 +189,8 @@ func (s suite) linkClicks(t *testing.T) {
 	if err := db.RecordClicks(ctx, []shorten.Click{{LinkID: a.ID, At: t0.Add(-time.Hour), Visitor: "v4"}}); err != nil {
 		t.Fatalf("RecordClicks: %v", err)
 	}
-	ga, _ := db.LinkByCode(ctx, a.Code)
-	gb, _ := db.LinkByCode(ctx, b.Code)
+	ga, _ := db.LinkByCode(ctx, "", a.Code)
+	gb, _ := db.LinkByCode(ctx, "", b.Code)
 	if ga.Clicks != 3 || ga.BotHits != 1 || !ga.FirstClickAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("link a: %d clicks, %d bot hits, first click %v; want 3, 1, %v (the first batch's earliest human click is kept)",
 			ga.Clicks, ga.BotHits, ga.FirstClickAt, t0.Add(time.Second))
@@ -216,27 +216,27 @@ func (s suite) linkListAndDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := db.ListLinks(ctx, "key_a", 0, 3)
+	page, err := db.ListLinks(ctx, "key_a", nil, 0, 3)
 	if err != nil || len(page) != 3 || page[0].ID != out[4].ID || page[2].ID != out[2].ID {
 		t.Fatalf("ListLinks first page = %+v, %v; want links 4, 3, 2", page, err)
 	}
-	page, err = db.ListLinks(ctx, "key_a", page[2].ID, 3)
+	page, err = db.ListLinks(ctx, "key_a", nil, page[2].ID, 3)
 	if err != nil || len(page) != 2 || page[0].ID != out[1].ID {
 		t.Fatalf("ListLinks second page = %+v, %v; want links 1, 0", page, err)
 	}
-	if empty, err := db.ListLinks(ctx, "key_z", 0, 3); err != nil || empty == nil || len(empty) != 0 {
+	if empty, err := db.ListLinks(ctx, "key_z", nil, 0, 3); err != nil || empty == nil || len(empty) != 0 {
 		t.Errorf("ListLinks(no links) = %v, %v; want an empty non-nil list", empty, err)
 	}
 	if err := db.RecordClicks(ctx, []shorten.Click{{LinkID: out[0].ID, At: time.Now(), Visitor: "v"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteLink(ctx, out[0].Code); err != nil {
+	if err := db.DeleteLink(ctx, "", out[0].Code); err != nil {
 		t.Fatalf("DeleteLink: %v", err)
 	}
-	if err := db.DeleteLink(ctx, out[0].Code); !apperr.Is(err, apperr.NotFound) {
+	if err := db.DeleteLink(ctx, "", out[0].Code); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("DeleteLink twice = %v, want NotFound", err)
 	}
-	if _, err := db.LinkByCode(ctx, out[0].Code); !apperr.Is(err, apperr.NotFound) {
+	if _, err := db.LinkByCode(ctx, "", out[0].Code); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("LinkByCode after delete = %v, want NotFound", err)
 	}
 }
@@ -267,7 +267,7 @@ func (s suite) linkPurge(t *testing.T) {
 		t.Fatalf("PurgeExpiredLinks again = %d, %v; want 1 (expiry 3h is not before 3h)", n, err)
 	}
 	for i, l := range out {
-		_, err := db.LinkByCode(ctx, l.Code)
+		_, err := db.LinkByCode(ctx, "", l.Code)
 		if gone := apperr.Is(err, apperr.NotFound); gone != (i < 3) {
 			t.Errorf("link %d (expires %v): gone = %v, want %v", i, in[i].ExpiresAt, gone, i < 3)
 		}

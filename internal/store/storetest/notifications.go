@@ -347,7 +347,8 @@ func (s suite) notificationOutbox(t *testing.T) {
 			t.Fatalf("FinishAttempt: %v", err)
 		}
 	}
-	e := notify.OutboxEntry{NotificationID: "n1", Channel: notify.Email, Attempt: 1, UserID: "u1", To: "ann@example.com", Subject: "s", Body: "b", CreatedAt: t0}
+	e := notify.OutboxEntry{NotificationID: "n1", Channel: notify.Email, Attempt: 1, UserID: "u1", To: "ann@example.com", Subject: "s", Body: "b",
+		HTML: "<p>b</p>", CreatedAt: t0}
 	add(e, 0, notify.StatusQueued) // the first attempt, to be retried
 	add(e, 0, notify.StatusQueued) // redelivered: nothing new
 	e2 := e
@@ -359,7 +360,7 @@ func (s suite) notificationOutbox(t *testing.T) {
 	if err != nil || len(all) != 3 || all[0].NotificationID != "n2" || all[2].Attempt != 1 {
 		t.Fatalf("OutboxEntries = %+v, %v; want 3, newest first", all, err)
 	}
-	if all[2].To != "ann@example.com" || all[2].Subject != "s" || !all[2].CreatedAt.Equal(t0) {
+	if all[2].To != "ann@example.com" || all[2].Subject != "s" || all[2].HTML != "<p>b</p>" || all[0].HTML != "" || !all[2].CreatedAt.Equal(t0) {
 		t.Errorf("entry = %+v", all[2])
 	}
 	mine, _ := db.OutboxEntries(ctx, notify.OutboxFilter{UserID: "u1"}, notify.Cursor{}, 10)

@@ -27,11 +27,13 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("Ratelimit", s.ratelimit)
 	t.Run("Links", s.links)
 	t.Run("LinkAnalytics", s.linkAnalytics)
+	t.Run("Domains", s.domains)
 	t.Run("Dashboard", s.dashboard)
 	t.Run("Notifications", s.notifications)
 	t.Run("Digests", s.digests)
 	t.Run("EventSubscriptions", s.eventSubs)
 	t.Run("Inbox", s.inbox)
+	t.Run("EmailLinks", s.emailLinks)
 }
 
 type suite struct {

@@ -83,7 +83,18 @@ func (ca *CA) Client(t testing.TB, name string, notAfter time.Time) *Leaf {
 	return ca.issue(t, name, x509.ExtKeyUsageClientAuth, notAfter)
 }
 
+// ServerFor issues a server certificate for hosts (DNS names) only, valid
+// for a day, for serving several names by SNI.
+func (ca *CA) ServerFor(t testing.TB, name string, hosts ...string) *Leaf {
+	t.Helper()
+	return ca.issueFor(t, name, x509.ExtKeyUsageServerAuth, time.Now().Add(24*time.Hour), hosts)
+}
+
 func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage, notAfter time.Time) *Leaf {
+	return ca.issueFor(t, name, usage, notAfter, nil)
+}
+
+func (ca *CA) issueFor(t testing.TB, name string, usage x509.ExtKeyUsage, notAfter time.Time, hosts []string) *Leaf {
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
@@ -93,7 +104,9 @@ func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage, notAfter 
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
-	if usage == x509.ExtKeyUsageServerAuth {
+	if hosts != nil {
+		tmpl.DNSNames = hosts
+	} else if usage == x509.ExtKeyUsageServerAuth {
 		tmpl.DNSNames = []string{"localhost"}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+var domainSubcommands = map[string]subcommand{
+	"add":    {usage: "DOMAIN [--fallback-url URL]: register a custom short domain (links made with `shorten --domain` answer on it)", run: domainsAdd},
+	"list":   {usage: ": print your domains (every one with an admin key) as JSON", run: domainsList},
+	"update": {usage: "DOMAIN --fallback-url URL: change where an unknown code on the domain redirects (\"\" for a 404)", run: domainsUpdate},
+	"delete": {usage: "DOMAIN: remove a domain (delete its links first)", run: domainsDelete},
+}
+
+func domainsAdd(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
+	fallback := fs.String("fallback-url", "", "where an unknown code on the domain redirects (default: 404)")
+	pos, err := parseArgs(env, fs, args, "DOMAIN")
+	if err != nil {
+		return err
+	}
+	d, err := newClient().CreateDomain(ctx, client.DomainRequest{Domain: pos[0], FallbackURL: *fallback})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stderr, "point %s's DNS at this service; links made with --domain %s answer there\n", d.Domain, d.Domain)
+	return printJSON(env.stdout, d)
+}
+
+func domainsList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
+	if _, err := parseArgs(env, fs, args); err != nil {
+		return err
+	}
+	ds, err := newClient().Domains(ctx)
+	if err != nil {
+		return err
+	}
+	return printJSON(env.stdout, ds)
+}
+
+func domainsUpdate(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
+	fallback := fs.String("fallback-url", "", "where an unknown code on the domain redirects (required; \"\" for a 404)")
+	pos, err := parseArgs(env, fs, args, "DOMAIN")
+	if err != nil {
+		return err
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "fallback-url" })
+	if !set {
+		fs.Usage()
+		return errors.New(`want --fallback-url URL ("" clears it)`)
+	}
+	d, err := newClient().UpdateDomain(ctx, pos[0], *fallback)
+	if err != nil {
+		return err
+	}
+	return printJSON(env.stdout, d)
+}
+
+func domainsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
+	pos, err := parseArgs(env, fs, args, "DOMAIN")
+	if err != nil {
+		return err
+	}
+	return newClient().DeleteDomain(ctx, pos[0])
+}
