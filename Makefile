@@ -53,9 +53,10 @@ topology: ## run the production topology under faults for DURATION (default 10m)
 	@cat $(OUT)/summary.txt
 
 SCALE_FRACTION ?= 1
+SCALE_ENGINES ?= sqlite,postgres
 SCALE_OUT ?= scale-out
-scale: build ## the scale curve: grow SQLite and PostgreSQL (SLUICE_TEST_POSTGRES_URL) to 10M links, 100M clicks and 17M notifications, and 10M rate limit keys, measuring at each step (SCALE_FRACTION=0.01 for a quick run); the table is printed and written to SCALE_OUT/results.md
-	SLUICE_SCALE=1 SLUICE_SCALE_BIN=$(abspath bin/sluice) go test -count=1 -timeout 3h -run TestScale -v ./internal/bench/scale/ -args -scale.fraction $(SCALE_FRACTION) -scale.out $(abspath $(SCALE_OUT))
+scale: build ## the scale curve: grow SQLite and PostgreSQL (SLUICE_TEST_POSTGRES_URL) to 10M links, 100M clicks and 17M notifications, and 10M rate limit keys, measuring at each step (SCALE_FRACTION=0.01 for a quick run, SCALE_ENGINES=sqlite for one engine); the table is printed and written to SCALE_OUT/results.md
+	SLUICE_SCALE=1 SLUICE_SCALE_BIN=$(abspath bin/sluice) go test -count=1 -timeout 3h -run TestScale -v ./internal/bench/scale/ -args -scale.fraction $(SCALE_FRACTION) -scale.engines $(SCALE_ENGINES) -scale.out $(abspath $(SCALE_OUT))
 	@cat $(SCALE_OUT)/results.md
 
 release: ## static sluice binaries for linux and darwin, amd64 and arm64, and SHA-256 checksums in dist/ (VERSION=v1.2.3)
