@@ -26,31 +26,13 @@ const MaxHTMLBytes = 256 << 10
 // and are written as they are. Placeholders in <script> or <style> are
 // escaped as text; mail clients drop both anyway.
 func RenderHTML(text string, data map[string]json.RawMessage) string {
-	if !strings.Contains(text, "{") {
-		return text
-	}
-	var b strings.Builder
-	b.Grow(len(text) + len(text)/4)
-	for i := 0; i < len(text); {
-		if text[i] == '{' && i+1 < len(text) && text[i+1] == '{' {
-			b.WriteByte('{')
-			i += 2
-			continue
-		}
-		p, n := placeholderAt(text, i)
-		if n == 0 {
-			b.WriteByte(text[i])
-			i++
-			continue
-		}
+	return fill(text, len(text)+len(text)/4, func(b *strings.Builder, i int, p Placeholder) {
 		if v := dataString(data[p.Name]); v != "" {
 			b.WriteString(escapeIn(htmlContextAt(text, i), v))
 		} else {
 			b.WriteString(p.Fallback)
 		}
-		i += n
-	}
-	return b.String()
+	})
 }
 
 // htmlContext is where in an HTML text a placeholder stands.

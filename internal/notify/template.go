@@ -215,11 +215,24 @@ func isAlnum(s string) bool {
 // as a link never to track (see NoTrackValues). Values are inserted
 // verbatim, never re-scanned, so data cannot inject placeholders.
 func Render(text string, data map[string]json.RawMessage) string {
+	return fill(text, len(text), func(b *strings.Builder, _ int, p Placeholder) {
+		v := dataString(data[p.Name])
+		if v == "" {
+			v = p.Fallback
+		}
+		b.WriteString(v)
+	})
+}
+
+// fill copies text with "{{" written as "{" and each placeholder, which
+// starts at text[i], replaced by what value writes. grow is the builder's
+// first capacity.
+func fill(text string, grow int, value func(b *strings.Builder, i int, p Placeholder)) string {
 	if !strings.Contains(text, "{") {
 		return text
 	}
 	var b strings.Builder
-	b.Grow(len(text))
+	b.Grow(grow)
 	for i := 0; i < len(text); {
 		if text[i] == '{' && i+1 < len(text) && text[i+1] == '{' {
 			b.WriteByte('{')
@@ -232,11 +245,7 @@ func Render(text string, data map[string]json.RawMessage) string {
 			i++
 			continue
 		}
-		v := dataString(data[p.Name])
-		if v == "" {
-			v = p.Fallback
-		}
-		b.WriteString(v)
+		value(&b, i, p)
 		i += n
 	}
 	return b.String()
