@@ -45,15 +45,9 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 		last = n
 	}
 	sub, err := svc.Subscribe(user)
-	switch {
-	case errors.Is(err, inbox.ErrUserStreams), errors.Is(err, inbox.ErrStreams):
-		w.Header().Set("Retry-After", "5")
-		WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "too-many-streams", "", err.Error()))
-		return nil
-	case errors.Is(err, inbox.ErrClosed):
-		return apperr.New(apperr.Unavailable, "this server is shutting down; reconnect")
-	case err != nil:
-		return err
+	if err != nil {
+		capped := errors.Is(err, inbox.ErrUserStreams) || errors.Is(err, inbox.ErrStreams)
+		return subscribeFailed(w, r, err, capped, errors.Is(err, inbox.ErrClosed))
 	}
 	defer sub.Close()
 	// Read before the headers go, so a store failure is still a problem.

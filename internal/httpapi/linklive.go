@@ -90,15 +90,9 @@ func (s *Server) linkLiveStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sub, err := feed.Subscribe(l.ID, linkCaller(r).ID)
-	switch {
-	case errors.Is(err, linkfeed.ErrStreams), errors.Is(err, linkfeed.ErrCallerStreams):
-		w.Header().Set("Retry-After", "5")
-		WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "too-many-streams", "", err.Error()))
-		return nil
-	case errors.Is(err, linkfeed.ErrClosed):
-		return apperr.New(apperr.Unavailable, "this server is shutting down; reconnect")
-	case err != nil:
-		return err
+	if err != nil {
+		capped := errors.Is(err, linkfeed.ErrStreams) || errors.Is(err, linkfeed.ErrCallerStreams)
+		return subscribeFailed(w, r, err, capped, errors.Is(err, linkfeed.ErrClosed))
 	}
 	defer sub.Close()
 	// Read before the headers go, so a feed failure is still a problem.

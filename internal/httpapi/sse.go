@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
 )
 
 // sseStream writes Server-Sent Events to one client. The server's write
@@ -60,4 +62,19 @@ func sseEvent(id int64, event string, data []byte) []byte {
 	b = append(b, "\ndata: "...)
 	b = append(b, data...)
 	return append(b, "\n\n"...)
+}
+
+// subscribeFailed answers a stream whose subscription was refused: past a
+// cap on streams (capped), 429 with Retry-After, the answer written here;
+// a server shutting down (closing), 503; else err as it is.
+func subscribeFailed(w http.ResponseWriter, r *http.Request, err error, capped, closing bool) error {
+	switch {
+	case capped:
+		w.Header().Set("Retry-After", "5")
+		WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "too-many-streams", "", err.Error()))
+		return nil
+	case closing:
+		return apperr.New(apperr.Unavailable, "this server is shutting down; reconnect")
+	}
+	return err
 }
