@@ -76,6 +76,11 @@ func TestDomainsLifecycle(t *testing.T) {
 		{"go.example.com.", "https://example.com/go"},
 		{"sho.rt", "https://example.com/plain"},
 		{"localhost:8080", "https://example.com/plain"},
+		// Hosts a client makes up never reach a domain's links.
+		{"go.example.com/spring", "https://example.com/plain"},
+		{"[::1]:8080", "https://example.com/plain"},
+		{strings.Repeat("a", 2000) + ".go.example.com", "https://example.com/plain"},
+		{"go.example.com\x00", "https://example.com/plain"},
 	} {
 		r := b.do(call{method: "GET", path: "/spring", host: c.host, userAgent: browser})
 		if r.StatusCode != http.StatusFound || r.Header.Get("Location") != c.want {
