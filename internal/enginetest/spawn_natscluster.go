@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -62,15 +63,25 @@ func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 			c.Kill(i)
 		}
 	})
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range c.nodes {
-		wg.Go(func() { errs[i] = c.start(i) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+	// A spare port is free when picked but may be taken by another test
+	// process before the server binds it: then every server starts again on
+	// new ports.
+	for attempt := 1; ; attempt++ {
+		err := c.startAll()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
 			t.Fatalf("nats cluster: %v", err)
+		}
+		for i, nd := range c.nodes {
+			c.Kill(i)
+			if nd.port, err = sparePort(); err == nil {
+				nd.route, err = sparePort()
+			}
+			if err != nil {
+				t.Fatalf("nats cluster: pick a spare port: %v", err)
+			}
 		}
 	}
 	for i := range c.nodes {
@@ -79,8 +90,56 @@ func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 	return c
 }
 
+// startAll starts every server at once and returns the first error.
+func (c *NATSCluster) startAll() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.nodes))
+	for i := range c.nodes {
+		wg.Go(func() { errs[i] = c.start(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// errPortTaken reports a server that could not bind its client or route
+// port.
+var errPortTaken = errors.New("port taken")
+
+// listenLog is the server's logger: it keeps the first fatal error (a
+// port the server cannot bind is one, after which it never becomes ready)
+// and drops the rest.
+type listenLog struct {
+	mu    sync.Mutex
+	fatal error
+}
+
+func (l *listenLog) Fatalf(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fatal != nil {
+		return
+	}
+	l.fatal = fmt.Errorf(format, v...)
+	if strings.Contains(format, "listening") {
+		l.fatal = fmt.Errorf("%w: %w", errPortTaken, l.fatal)
+	}
+}
+
+func (l *listenLog) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatal
+}
+
+func (*listenLog) Noticef(string, ...any) {}
+func (*listenLog) Warnf(string, ...any)   {}
+func (*listenLog) Errorf(string, ...any)  {}
+func (*listenLog) Debugf(string, ...any)  {}
+func (*listenLog) Tracef(string, ...any)  {}
+
 // start runs server i on its ports and store and waits until it accepts
-// clients.
+// clients, or returns an error wrapping errPortTaken as soon as the server
+// reports a port it cannot bind.
 func (c *NATSCluster) start(i int) error {
 	c.mu.Lock()
 	nd := c.nodes[i]
@@ -108,12 +167,21 @@ func (c *NATSCluster) start(i int) error {
 	if err != nil {
 		return fmt.Errorf("server %s: %w", nd.name, err)
 	}
+	log := &listenLog{}
+	srv.SetLogger(log, false, false)
 	srv.Start()
 	// In process, under -race and a loaded machine, a server of a cluster
 	// (its routes, JetStream's store) has been seen to take over 30 s.
-	if !srv.ReadyForConnections(clusterTimeout) {
-		srv.Shutdown()
-		return fmt.Errorf("server %s not ready after %s", nd.name, clusterTimeout)
+	deadline := time.Now().Add(clusterTimeout)
+	for !srv.ReadyForConnections(10 * pollInterval) {
+		if err := log.err(); err != nil {
+			srv.Shutdown()
+			return fmt.Errorf("server %s: %w", nd.name, err)
+		}
+		if time.Now().After(deadline) {
+			srv.Shutdown()
+			return fmt.Errorf("server %s not ready after %s", nd.name, clusterTimeout)
+		}
 	}
 	c.mu.Lock()
 	nd.srv = srv

@@ -2,6 +2,8 @@ package enginetest
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,4 +91,27 @@ func allCurrent(peers []*jetstream.PeerInfo) bool {
 		}
 	}
 	return true
+}
+
+// TestNATSServerOnATakenPort is the race StartNATSCluster survives: a
+// spare port taken by another process before the server binds it. The
+// server must report it at once (it would otherwise wait a minute for a
+// listener it never gets), so that the cluster can start on new ports.
+func TestNATSServerOnATakenPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	c := &NATSCluster{t: t, name: newTag()}
+	c.nodes = []*natsNode{{name: c.name + "-0", port: held.Addr().(*net.TCPAddr).Port, dir: t.TempDir()}}
+	t.Cleanup(func() { c.Kill(0) })
+	start := time.Now()
+	err = c.start(0)
+	if !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on a taken port: %v, want errPortTaken", err)
+	}
+	if waited := time.Since(start); waited > clusterTimeout/2 {
+		t.Fatalf("start on a taken port returned after %s, not at once", waited)
+	}
 }
