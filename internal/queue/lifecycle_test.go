@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
@@ -222,5 +225,34 @@ func (r *recorder) wait(t *testing.T, msg string) {
 			t.Fatalf("%q not logged within 10s", msg)
 		}
 		<-time.After(10 * time.Millisecond)
+	}
+}
+
+// TestOpenWithoutJetStream: Open asks the server for JetStream until it
+// answers (a fresh server may be slow to), but a server that answers it
+// has none fails Open at once instead of at the deadline.
+func TestOpenWithoutJetStream(t *testing.T) {
+	t.Parallel()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c, err := Open(ctx, Options{URL: srv.ClientURL(), ReadyTimeout: time.Minute})
+	if err == nil {
+		c.Close()
+		t.Fatal("Open on a server without JetStream succeeded")
+	}
+	if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) && !errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		t.Fatalf("Open: %v, want JetStream not enabled", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Open waited for the deadline: %v", err)
 	}
 }

@@ -54,11 +54,13 @@ const (
 
 // Defaults for zero fields of [Options].
 const (
-	DefaultReadyTimeout   = 10 * time.Second
+	DefaultReadyTimeout   = 30 * time.Second
 	DefaultReconnectWait  = 250 * time.Millisecond
 	DefaultPingTimeout    = 2 * time.Second
 	defaultDrainTimeout   = 10 * time.Second
 	defaultConnectTimeout = 5 * time.Second
+	jetStreamAskTimeout   = 5 * time.Second
+	jetStreamAskPause     = 250 * time.Millisecond
 )
 
 // ErrNotConnected is returned (wrapped) by [Conn.Ping] when the client is
@@ -98,7 +100,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// ReadyTimeout bounds how long Open waits for the embedded server to be
-	// ready, or for the first connection to an external one.
+	// ready, or for the first connection to an external one, and then for
+	// JetStream to answer.
 	// If zero, DefaultReadyTimeout is used.
 	ReadyTimeout time.Duration
 
@@ -173,17 +176,37 @@ func Open(ctx context.Context, opts Options) (*Conn, error) {
 	}
 	c.js, err = jetstream.New(c.nc)
 	if err == nil {
-		// Fail now, not at the first publish, when the server has no
-		// JetStream.
-		ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
-		_, err = c.js.AccountInfo(ctx)
-		cancel()
+		err = jetStreamReady(ctx, c.js, opts.ReadyTimeout)
 	}
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
 	return c, nil
+}
+
+// jetStreamReady asks the server for the account's JetStream information
+// until it answers, so that Open fails now, not at the first publish, when
+// the server has no JetStream. A server just started (or a cluster still
+// electing its meta leader) may take several seconds over its first answer:
+// each ask is bounded by a few seconds and asked again until timeout.
+func jetStreamReady(ctx context.Context, js jetstream.JetStream, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		askCtx, askCancel := context.WithTimeout(ctx, jetStreamAskTimeout)
+		_, err := js.AccountInfo(askCtx)
+		askCancel()
+		if err == nil || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+			errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(jetStreamAskPause):
+		}
+	}
 }
 
 func (c *Conn) natsOptions(extra ...nats.Option) []nats.Option {
