@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -27,38 +29,108 @@ func (db *DB) TopLinks(ctx context.Context, owner string, all bool, domain *stri
 	return db.queryLinks(ctx, "top links", `SELECT `+linkColumns+` FROM links WHERE owner = ?`+order, owner, limit)
 }
 
-// LinkClicks implements shorten.StatsStore with one grouped scan of the
-// link's click rows over the span (link_clicks_link_at serves it).
+// LinkClicks implements shorten.StatsStore. When buckets are whole hours,
+// the whole hours of the span come from the link's source rollups (which
+// sum to each hour's humans and bots) and only the partial first and last
+// hours from its raw clicks, so the cost does not grow with the link's
+// traffic; shorter buckets group the raw clicks of the span
+// (link_clicks_link_at). Bot reasons are counted from the bot hits alone,
+// through the partial index link_clicks_bots.
 func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Time, bucket time.Duration) ([]shorten.ClickBucket, map[string]int64, error) {
+	const hour = int64(time.Hour / time.Microsecond)
 	width := bucket.Microseconds()
-	rows, err := db.query(ctx, `SELECT (at / ?) * ? AS b, bot, reason, COUNT(*) FROM link_clicks
-		WHERE link_id = ? AND at >= ? AND at < ? GROUP BY b, bot, reason ORDER BY b`,
-		width, width, linkID, since.UnixMicro(), until.UnixMicro())
+	from, to := since.UnixMicro(), until.UnixMicro()
+	s := clickSeries{width: width, byStart: map[int64]*shorten.ClickBucket{}}
+	raw := [][2]int64{{from, to}}
+	if first, last := (from+hour-1)/hour, to/hour; width%hour == 0 && from >= 0 && first < last {
+		rows, err := db.query(ctx, `SELECT hour, CAST(SUM(humans) AS BIGINT), CAST(SUM(bots) AS BIGINT) FROM link_rollups
+			WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ? GROUP BY hour`,
+			linkID, int64(shorten.DimSource), first, last)
+		if err != nil {
+			return nil, nil, mapErr(err, "link clicks")
+		}
+		if err := s.add(rows, hour); err != nil {
+			return nil, nil, mapErr(err, "link clicks")
+		}
+		raw = [][2]int64{{from, first * hour}, {last * hour, to}}
+	}
+	for _, span := range raw {
+		if span[0] >= span[1] {
+			continue
+		}
+		rows, err := db.query(ctx, `SELECT (at / ?) * ? AS b, CAST(SUM(CASE WHEN bot = 0 THEN 1 ELSE 0 END) AS BIGINT), CAST(SUM(bot) AS BIGINT)
+			FROM link_clicks WHERE link_id = ? AND at >= ? AND at < ? GROUP BY b`,
+			width, width, linkID, span[0], span[1])
+		if err != nil {
+			return nil, nil, mapErr(err, "link clicks")
+		}
+		if err := s.add(rows, 1); err != nil {
+			return nil, nil, mapErr(err, "link clicks")
+		}
+	}
+	reasons, err := db.botReasons(ctx, linkID, from, to)
 	if err != nil {
-		return nil, nil, mapErr(err, "link clicks")
+		return nil, nil, err
+	}
+	return s.buckets(), reasons, nil
+}
+
+// clickSeries adds up rows of (start, humans, bots) into buckets of width
+// microseconds.
+type clickSeries struct {
+	width   int64
+	byStart map[int64]*shorten.ClickBucket
+}
+
+// add reads rows whose first column is a time in units of unit
+// microseconds, and closes them.
+func (s *clickSeries) add(rows *sql.Rows, unit int64) error {
+	defer rows.Close()
+	for rows.Next() {
+		var at, humans, bots int64
+		if err := rows.Scan(&at, &humans, &bots); err != nil {
+			return err
+		}
+		start := at * unit / s.width * s.width
+		b := s.byStart[start]
+		if b == nil {
+			b = &shorten.ClickBucket{Start: time.UnixMicro(start).UTC()}
+			s.byStart[start] = b
+		}
+		b.Human += humans
+		b.Bot += bots
+	}
+	return rows.Err()
+}
+
+func (s *clickSeries) buckets() []shorten.ClickBucket {
+	out := make([]shorten.ClickBucket, 0, len(s.byStart))
+	for _, b := range s.byStart {
+		if b.Human > 0 || b.Bot > 0 {
+			out = append(out, *b)
+		}
+	}
+	slices.SortFunc(out, func(a, b shorten.ClickBucket) int { return a.Start.Compare(b.Start) })
+	return out
+}
+
+func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[string]int64, error) {
+	rows, err := db.query(ctx, `SELECT reason, COUNT(*) FROM link_clicks
+		WHERE link_id = ? AND bot = 1 AND at >= ? AND at < ? GROUP BY reason`, linkID, from, to)
+	if err != nil {
+		return nil, mapErr(err, "link clicks")
 	}
 	defer rows.Close()
-	buckets := []shorten.ClickBucket{}
 	reasons := map[string]int64{}
 	for rows.Next() {
 		var (
-			start, bot, n int64
-			reason        string
+			reason string
+			n      int64
 		)
-		if err := rows.Scan(&start, &bot, &reason, &n); err != nil {
-			return nil, nil, mapErr(err, "link clicks")
+		if err := rows.Scan(&reason, &n); err != nil {
+			return nil, mapErr(err, "link clicks")
 		}
-		at := time.UnixMicro(start).UTC()
-		if len(buckets) == 0 || !buckets[len(buckets)-1].Start.Equal(at) {
-			buckets = append(buckets, shorten.ClickBucket{Start: at})
-		}
-		b := &buckets[len(buckets)-1]
-		if bot != 0 {
-			b.Bot += n
-			reasons[reason] += n
-		} else {
-			b.Human += n
-		}
+		reasons[reason] += n
 	}
-	return buckets, reasons, mapErr(rows.Err(), "link clicks")
+	return reasons, mapErr(rows.Err(), "link clicks")
 }
