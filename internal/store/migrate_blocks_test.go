@@ -1,11 +1,9 @@
 package store
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/limits"
 )
 
@@ -14,43 +12,25 @@ import (
 // the same key and policy may then be blocked once more in a domain.
 func TestBlocksSurviveBlockDomain(t *testing.T) {
 	t.Parallel()
-	engines := []struct {
-		name string
-		url  func(t *testing.T) string
-	}{
-		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "sluice.db") }},
-		{"postgres", func(t *testing.T) string { return enginetest.PostgresSchema(t, enginetest.PostgresURL(t)) }},
-	}
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			db, err := Open(ctx, Options{URL: e.url(t), MaxOpenConns: 2})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			if _, err := db.migrate(ctx, "0008_one_secret_table"); err != nil {
-				t.Fatalf("migrate through 0008: %v", err)
-			}
-			now := time.Now().Truncate(time.Microsecond)
-			const key = "remote_address=203.0.113.9"
-			if _, err := db.exec(ctx, `INSERT INTO ratelimit_blocks (key, policy, reason, created_at, expires_at)
+	onEachEngineThrough(t, "0008_one_secret_table", func(t *testing.T, db *DB, _ string) {
+		ctx := t.Context()
+		now := time.Now().Truncate(time.Microsecond)
+		const key = "remote_address=203.0.113.9"
+		if _, err := db.exec(ctx, `INSERT INTO ratelimit_blocks (key, policy, reason, created_at, expires_at)
 				VALUES (?, '', 'before', ?, ?)`, key, now.UnixMicro(), now.Add(time.Hour).UnixMicro()); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.Migrate(ctx); err != nil {
-				t.Fatalf("Migrate: %v", err)
-			}
-			if err := db.PutBlock(ctx, limits.Block{Key: key, Domain: "edge", Reason: "after", CreatedAt: now,
-				ExpiresAt: now.Add(time.Minute)}); err != nil {
-				t.Fatalf("PutBlock in domain edge: %v", err)
-			}
-			bs, err := db.ListBlocks(ctx, now)
-			if err != nil || len(bs) != 2 || bs[0].Domain != "" || bs[0].Reason != "before" || !bs[0].ExpiresAt.Equal(now.Add(time.Hour)) ||
-				bs[1].Domain != "edge" || bs[1].Reason != "after" {
-				t.Errorf("ListBlocks after 0009 = %+v, %v; want the old block without domain, then the new one in edge", bs, err)
-			}
-		})
-	}
+			t.Fatal(err)
+		}
+		if _, err := db.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		if err := db.PutBlock(ctx, limits.Block{Key: key, Domain: "edge", Reason: "after", CreatedAt: now,
+			ExpiresAt: now.Add(time.Minute)}); err != nil {
+			t.Fatalf("PutBlock in domain edge: %v", err)
+		}
+		bs, err := db.ListBlocks(ctx, now)
+		if err != nil || len(bs) != 2 || bs[0].Domain != "" || bs[0].Reason != "before" || !bs[0].ExpiresAt.Equal(now.Add(time.Hour)) ||
+			bs[1].Domain != "edge" || bs[1].Reason != "after" {
+			t.Errorf("ListBlocks after 0009 = %+v, %v; want the old block without domain, then the new one in edge", bs, err)
+		}
+	})
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"database/sql"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -18,68 +17,50 @@ import (
 // free on a domain and still taken without one, and its id counter goes on.
 func TestLinksSurviveLinkDomains(t *testing.T) {
 	t.Parallel()
-	engines := []struct {
-		name string
-		url  func(t *testing.T) string
-	}{
-		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "sluice.db") }},
-		{"postgres", func(t *testing.T) string { return enginetest.PostgresSchema(t, enginetest.PostgresURL(t)) }},
-	}
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			db, err := Open(ctx, Options{URL: e.url(t), MaxOpenConns: 2})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			if _, err := db.migrate(ctx, "0023_top_links"); err != nil {
-				t.Fatalf("migrate through 0023: %v", err)
-			}
-			now := time.Now().Truncate(time.Microsecond).UTC()
-			next := `UPDATE link_ids SET next = 8 WHERE one = 1` // as the id counter would be after id 7
-			if e.name == "postgres" {
-				next = `SELECT setval('links_id_seq', 7)`
-			}
-			if _, err := db.exec(ctx, next); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.exec(ctx, `INSERT INTO links (id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits,
+	onEachEngineThrough(t, "0023_top_links", func(t *testing.T, db *DB, engine string) {
+		ctx := t.Context()
+		now := time.Now().Truncate(time.Microsecond).UTC()
+		next := `UPDATE link_ids SET next = 8 WHERE one = 1` // as the id counter would be after id 7
+		if engine == "postgres" {
+			next = `SELECT setval('links_id_seq', 7)`
+		}
+		if _, err := db.exec(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.exec(ctx, `INSERT INTO links (id, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits,
 				first_click_at, rules, max_visits, visits, fallback_url, click_ids, conversions)
 				VALUES (7, 'spring', 'https://example.com/s', 'key_a', 'ntf_1', ?, ?, 3, 4, ?, ?, 10, 2, 'https://example.com/f', 1, 5)`,
-				now.UnixMicro(), now.Add(time.Hour).UnixMicro(), now.UnixMicro(), `[{"name":"ios","if":{"os":["ios"]},"url":"https://example.com/i"}]`); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.Migrate(ctx); err != nil {
-				t.Fatalf("Migrate: %v", err)
-			}
-			l, err := db.LinkByCode(ctx, "", "spring")
-			want := shorten.Link{ID: 7, Code: "spring", URL: "https://example.com/s", Owner: "key_a", NotificationID: "ntf_1",
-				CreatedAt: now, ExpiresAt: now.Add(time.Hour), Clicks: 3, BotHits: 4, FirstClickAt: now,
-				LinkExtras: shorten.LinkExtras{MaxVisits: 10, FallbackURL: "https://example.com/f", ClickIDs: true}, Visits: 2, Conversions: 5,
-				Rules: []shorten.Rule{{Name: "ios", If: shorten.Conditions{OS: []string{"ios"}}, URL: "https://example.com/i"}}}
-			if err != nil || !reflect.DeepEqual(l, want) {
-				t.Fatalf("LinkByCode after 0024 = %+v, %v; want %+v", l, err, want)
-			}
-			if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", CreatedAt: now}); err != nil {
-				t.Fatal(err)
-			}
-			out, created, err := db.CreateLinks(ctx, []shorten.NewLink{
-				{Code: "spring", URL: "https://example.com/again", CreatedAt: now},
-				{Domain: "go.example.com", Code: "spring", URL: "https://example.com/go", CreatedAt: now},
-			}, func(id int64) (string, error) { return "x", nil })
-			if err != nil || created[0] || !created[1] || out[1].ID <= 7 {
-				t.Errorf("CreateLinks after 0024 = %+v %v, %v; want the slug taken without a domain, free on one, with a later id", out, created, err)
-			}
-			if err := db.DeleteLink(ctx, "go.example.com", "spring"); err != nil {
-				t.Error(err)
-			}
-			if _, err := db.LinkByCode(ctx, "go.example.com", "spring"); !apperr.Is(err, apperr.NotFound) {
-				t.Errorf("LinkByCode(deleted) = %v", err)
-			}
-		})
-	}
+			now.UnixMicro(), now.Add(time.Hour).UnixMicro(), now.UnixMicro(), `[{"name":"ios","if":{"os":["ios"]},"url":"https://example.com/i"}]`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		l, err := db.LinkByCode(ctx, "", "spring")
+		want := shorten.Link{ID: 7, Code: "spring", URL: "https://example.com/s", Owner: "key_a", NotificationID: "ntf_1",
+			CreatedAt: now, ExpiresAt: now.Add(time.Hour), Clicks: 3, BotHits: 4, FirstClickAt: now,
+			LinkExtras: shorten.LinkExtras{MaxVisits: 10, FallbackURL: "https://example.com/f", ClickIDs: true}, Visits: 2, Conversions: 5,
+			Rules: []shorten.Rule{{Name: "ios", If: shorten.Conditions{OS: []string{"ios"}}, URL: "https://example.com/i"}}}
+		if err != nil || !reflect.DeepEqual(l, want) {
+			t.Fatalf("LinkByCode after 0024 = %+v, %v; want %+v", l, err, want)
+		}
+		if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		out, created, err := db.CreateLinks(ctx, []shorten.NewLink{
+			{Code: "spring", URL: "https://example.com/again", CreatedAt: now},
+			{Domain: "go.example.com", Code: "spring", URL: "https://example.com/go", CreatedAt: now},
+		}, func(id int64) (string, error) { return "x", nil })
+		if err != nil || created[0] || !created[1] || out[1].ID <= 7 {
+			t.Errorf("CreateLinks after 0024 = %+v %v, %v; want the slug taken without a domain, free on one, with a later id", out, created, err)
+		}
+		if err := db.DeleteLink(ctx, "go.example.com", "spring"); err != nil {
+			t.Error(err)
+		}
+		if _, err := db.LinkByCode(ctx, "go.example.com", "spring"); !apperr.Is(err, apperr.NotFound) {
+			t.Errorf("LinkByCode(deleted) = %v", err)
+		}
+	})
 }
 
 // TestPostgresDeleteDomainWaitsForLinks: a DeleteDomain that comes while
