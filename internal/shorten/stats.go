@@ -80,7 +80,13 @@ func (s *Service) Clicks(ctx context.Context, caller Caller, code string, since 
 	if err != nil {
 		return ClickSeries{}, err
 	}
-	buckets, reasons, err := st.LinkClicks(ctx, l.ID, since, now, bucket)
+	until := now
+	if bucket%time.Hour == 0 {
+		// No click is recorded after now, so the current hour may be read
+		// whole: from its rollup rather than its raw clicks.
+		until = now.Truncate(time.Hour).Add(time.Hour)
+	}
+	buckets, reasons, err := st.LinkClicks(ctx, l.ID, since, until, bucket)
 	if err != nil {
 		return ClickSeries{}, err
 	}
