@@ -83,6 +83,11 @@ func appendClickDims(args []any, d shorten.Dimensions) []any {
 	return append(args, int64(d.Source), d.Country, deviceCodes[d.Device], osCodes[d.OS], d.Language, d.Referrer, nullString(d.ClickID))
 }
 
+// dimBotReason is the rollups' count of bot hits by reason (bots only).
+// It is not a dimension stats group clicks by: it answers the bot reasons
+// of GET /v1/links/{code}/clicks without reading raw clicks.
+const dimBotReason shorten.Dim = 8
+
 // rollupKey is one counter row of link_rollups.
 type rollupKey struct {
 	link, hour int64
@@ -106,29 +111,39 @@ func newRollups(clicks []shorten.Click) rollups {
 	type group struct {
 		link, hour int64
 		bot        bool
+		reason     string // a bot's
 		d          shorten.Dimensions
 	}
 	groups := map[group]int64{}
 	for _, c := range clicks {
 		d := c.Dimensions
 		d.ClickID = "" // not a rollup dimension, and unique per click
-		groups[group{c.LinkID, c.At.Unix() / 3600, c.Bot, d}]++
+		g := group{link: c.LinkID, hour: c.At.Unix() / 3600, bot: c.Bot, d: d}
+		if c.Bot {
+			g.reason = c.Reason
+		}
+		groups[g]++
 	}
 	r := rollups{counts: map[rollupKey]*[2]int64{}}
+	add := func(k rollupKey, bot bool, count int64) {
+		n := r.counts[k]
+		if n == nil {
+			n = new([2]int64)
+			r.counts[k] = n
+			r.keys = append(r.keys, k)
+		}
+		if bot {
+			n[1] += count
+		} else {
+			n[0] += count
+		}
+	}
 	for g, count := range groups {
 		for _, dim := range shorten.Dims {
-			k := rollupKey{g.link, g.hour, dim, g.d.Value(dim)}
-			n := r.counts[k]
-			if n == nil {
-				n = new([2]int64)
-				r.counts[k] = n
-				r.keys = append(r.keys, k)
-			}
-			if g.bot {
-				n[1] += count
-			} else {
-				n[0] += count
-			}
+			add(rollupKey{g.link, g.hour, dim, g.d.Value(dim)}, g.bot, count)
+		}
+		if g.bot {
+			add(rollupKey{g.link, g.hour, dimBotReason, g.reason}, true, count)
 		}
 	}
 	slices.SortFunc(r.keys, func(a, b rollupKey) int {

@@ -34,8 +34,8 @@ func (db *DB) TopLinks(ctx context.Context, owner string, all bool, domain *stri
 // sum to each hour's humans and bots) and only the partial first and last
 // hours from its raw clicks, so the cost does not grow with the link's
 // traffic; shorter buckets group the raw clicks of the span
-// (link_clicks_link_at). Bot reasons are counted from the bot hits alone,
-// through the partial index link_clicks_bots.
+// (link_clicks_link_at). Bot reasons come from the reason rollups and, for
+// partial hours, the bot hits alone (see botReasons).
 func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Time, bucket time.Duration) ([]shorten.ClickBucket, map[string]int64, error) {
 	const hour = int64(time.Hour / time.Microsecond)
 	width := bucket.Microseconds()
@@ -75,6 +75,57 @@ func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Ti
 	return s.buckets(), reasons, nil
 }
 
+// botReasons counts the link's bot hits in [from, to) by reason: the whole
+// hours from the reason rollups, the partial first and last hours through
+// the partial index of bot hits (link_clicks_bots).
+func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[string]int64, error) {
+	const hour = int64(time.Hour / time.Microsecond)
+	reasons := map[string]int64{}
+	raw := [][2]int64{{from, to}}
+	if first, last := (from+hour-1)/hour, to/hour; from >= 0 && first < last {
+		rows, err := db.query(ctx, `SELECT value, CAST(SUM(bots) AS BIGINT) FROM link_rollups
+			WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ? GROUP BY value`,
+			linkID, int64(dimBotReason), first, last)
+		if err != nil {
+			return nil, mapErr(err, "link clicks")
+		}
+		if err := addReasons(reasons, rows); err != nil {
+			return nil, mapErr(err, "link clicks")
+		}
+		raw = [][2]int64{{from, first * hour}, {last * hour, to}}
+	}
+	for _, span := range raw {
+		if span[0] >= span[1] {
+			continue
+		}
+		rows, err := db.query(ctx, `SELECT reason, COUNT(*) FROM link_clicks
+			WHERE link_id = ? AND bot = 1 AND at >= ? AND at < ? GROUP BY reason`, linkID, span[0], span[1])
+		if err != nil {
+			return nil, mapErr(err, "link clicks")
+		}
+		if err := addReasons(reasons, rows); err != nil {
+			return nil, mapErr(err, "link clicks")
+		}
+	}
+	return reasons, nil
+}
+
+// addReasons adds rows of (reason, count) to reasons and closes them.
+func addReasons(reasons map[string]int64, rows *sql.Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			reason string
+			n      int64
+		)
+		if err := rows.Scan(&reason, &n); err != nil {
+			return err
+		}
+		reasons[reason] += n
+	}
+	return rows.Err()
+}
+
 // clickSeries adds up rows of (start, humans, bots) into buckets of width
 // microseconds.
 type clickSeries struct {
@@ -112,25 +163,4 @@ func (s *clickSeries) buckets() []shorten.ClickBucket {
 	}
 	slices.SortFunc(out, func(a, b shorten.ClickBucket) int { return a.Start.Compare(b.Start) })
 	return out
-}
-
-func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[string]int64, error) {
-	rows, err := db.query(ctx, `SELECT reason, COUNT(*) FROM link_clicks
-		WHERE link_id = ? AND bot = 1 AND at >= ? AND at < ? GROUP BY reason`, linkID, from, to)
-	if err != nil {
-		return nil, mapErr(err, "link clicks")
-	}
-	defer rows.Close()
-	reasons := map[string]int64{}
-	for rows.Next() {
-		var (
-			reason string
-			n      int64
-		)
-		if err := rows.Scan(&reason, &n); err != nil {
-			return nil, mapErr(err, "link clicks")
-		}
-		reasons[reason] += n
-	}
-	return reasons, mapErr(rows.Err(), "link clicks")
 }

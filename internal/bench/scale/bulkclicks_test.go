@@ -92,6 +92,8 @@ func bulkClicksSQL(engine string) []string {
 	for _, d := range dims {
 		u = append(u, "SELECT link_id, at / 3600000000 AS hour, "+d+" AS value, bot FROM c")
 	}
+	// The bot hits by reason (the bulk clicks' reason is ''), bots only.
+	u = append(u, "SELECT link_id, at / 3600000000 AS hour, 8, '' AS value, bot FROM c WHERE bot = 1")
 	// The union's columns are named by its first SELECT.
 	u[0] = "SELECT link_id, at / 3600000000 AS hour, 1 AS dim, country AS value, bot FROM c"
 	rollups := with + "INSERT INTO link_rollups (link_id, hour, dim, value, humans, bots) " +
