@@ -15,7 +15,8 @@ import (
 // buckets under an hour group the raw clicks (as every read did before the
 // rollups answered whole hours), hourly buckets read the rollups with both
 // partial hours raw, and with the last hour read whole (what the service
-// asks for: nothing is recorded after now). One op is one read.
+// asks for: nothing is recorded after now). The bot reasons of whole hours
+// come from the reason rollups in every case. One op is one read.
 func BenchmarkLinkClicks(b *testing.B) {
 	db := mustOpen(b, store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
 	ctx := b.Context()
