@@ -14,16 +14,8 @@ import (
 // 4,096 browser clicks (the flusher's batch under load) on one link, as
 // wrk against one slug makes them. One op is one click.
 func BenchmarkRecordClicks(b *testing.B) {
-	db := mustOpen(b, store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
+	db, links := oneLinkStore(b)
 	ctx := b.Context()
-	if _, err := db.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	links, _, err := db.CreateLinks(ctx, []shorten.NewLink{{URL: "https://example.com/page", CreatedAt: time.Now()}},
-		func(id int64) (string, error) { return fmt.Sprintf("c%d", id), nil })
-	if err != nil {
-		b.Fatal(err)
-	}
 	const batch = 4096
 	clicks := make([]shorten.Click, batch)
 	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
@@ -38,4 +30,19 @@ func BenchmarkRecordClicks(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// oneLinkStore returns a new migrated SQLite store holding one link.
+func oneLinkStore(b *testing.B) (*store.DB, []shorten.Link) {
+	b.Helper()
+	db := mustOpen(b, store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
+	if _, err := db.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	links, _, err := db.CreateLinks(b.Context(), []shorten.NewLink{{URL: "https://example.com/page", CreatedAt: time.Now()}},
+		func(id int64) (string, error) { return fmt.Sprintf("c%d", id), nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, links
 }

@@ -2,12 +2,10 @@ package store_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/shorten"
-	"github.com/sluicehq/sluice/internal/store"
 )
 
 // BenchmarkLinkClicks is GET /v1/links/{code}/clicks?since=24h on SQLite
@@ -18,16 +16,8 @@ import (
 // asks for: nothing is recorded after now). The bot reasons of whole hours
 // come from the reason rollups in every case. One op is one read.
 func BenchmarkLinkClicks(b *testing.B) {
-	db := mustOpen(b, store.Options{DataDir: filepath.Join(b.TempDir(), "data")})
+	db, links := oneLinkStore(b)
 	ctx := b.Context()
-	if _, err := db.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	links, _, err := db.CreateLinks(ctx, []shorten.NewLink{{URL: "https://example.com/page", CreatedAt: time.Now()}},
-		func(id int64) (string, error) { return fmt.Sprintf("c%d", id), nil })
-	if err != nil {
-		b.Fatal(err)
-	}
 	const perHour, hours = 5000, 25
 	now := time.Date(2026, 7, 2, 10, 30, 0, 0, time.UTC)
 	start := now.Add(-hours * time.Hour)
