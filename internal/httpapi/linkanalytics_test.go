@@ -314,3 +314,55 @@ func TestLinkStatsAndConversions(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkClicksHostileSpans: whatever since and bucket a caller sends,
+// GET /v1/links/{code}/clicks answers the link's hits or a problem, never a
+// server error; a span reaching back before 1970 in one huge bucket (which
+// would have grouped every raw click of the link) counts the link's hits
+// from the rollups like any other.
+func TestLinkClicksHostileSpans(t *testing.T) {
+	t.Parallel()
+	b, svc := setupLinks(t)
+	key := b.addKey(t, auth.ScopeLinksWrite)
+	l := createLink(t, b, key, `{"url":"https://example.com/hostile"}`)
+	b.do(call{method: "GET", path: "/" + l.Code, userAgent: browser})
+	b.do(call{method: "GET", path: "/" + l.Code, userAgent: "Slackbot-LinkExpanding 1.0"})
+	if err := svc.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for query, want := range map[string]int{
+		"since=2000000h&bucket=2000000h": http.StatusOK,
+		"since=2562047h&bucket=2562047h": http.StatusOK,
+		"since=24h&bucket=1h":            http.StatusOK,
+		"since=1000h&bucket=1s":          http.StatusUnprocessableEntity,
+		"since=24h&bucket=1ns":           http.StatusUnprocessableEntity,
+		"since=-24h":                     http.StatusUnprocessableEntity,
+		"since=24h&bucket=9999999999h":   http.StatusUnprocessableEntity,
+		"since=%00&bucket=1h":            http.StatusUnprocessableEntity,
+	} {
+		r := b.do(call{method: "GET", path: "/v1/links/" + l.Code + "/clicks?" + query, key: key})
+		if r.StatusCode != want && !(want != http.StatusOK && r.StatusCode == http.StatusBadRequest) {
+			t.Errorf("GET clicks?%s = %d, want %d", query, r.StatusCode, want)
+			continue
+		}
+		if r.StatusCode != http.StatusOK {
+			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("GET clicks?%s: Content-Type %q, want problem+json", query, ct)
+			}
+			continue
+		}
+		var series struct {
+			Buckets []struct{ Human, Bot int64 } `json:"buckets"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&series); err != nil {
+			t.Fatalf("GET clicks?%s: %v", query, err)
+		}
+		var human, bot int64
+		for _, bk := range series.Buckets {
+			human, bot = human+bk.Human, bot+bk.Bot
+		}
+		if human != 1 || bot != 1 {
+			t.Errorf("GET clicks?%s = %d human, %d bot; want 1 and 1", query, human, bot)
+		}
+	}
+}

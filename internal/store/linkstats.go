@@ -39,10 +39,10 @@ func (db *DB) TopLinks(ctx context.Context, owner string, all bool, domain *stri
 func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Time, bucket time.Duration) ([]shorten.ClickBucket, map[string]int64, error) {
 	const hour = int64(time.Hour / time.Microsecond)
 	width := bucket.Microseconds()
-	from, to := since.UnixMicro(), until.UnixMicro()
+	from, to := max(since.UnixMicro(), 0), until.UnixMicro() // no click is older than 1970
 	s := clickSeries{width: width, byStart: map[int64]*shorten.ClickBucket{}}
 	raw := [][2]int64{{from, to}}
-	if first, last := (from+hour-1)/hour, to/hour; width%hour == 0 && from >= 0 && first < last {
+	if first, last, edges, ok := wholeHours(from, to); width%hour == 0 && ok {
 		rows, err := db.query(ctx, `SELECT hour, CAST(SUM(humans) AS BIGINT), CAST(SUM(bots) AS BIGINT) FROM link_rollups
 			WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ? GROUP BY hour`,
 			linkID, int64(shorten.DimSource), first, last)
@@ -52,12 +52,9 @@ func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Ti
 		if err := s.add(rows, hour); err != nil {
 			return nil, nil, mapErr(err, "link clicks")
 		}
-		raw = [][2]int64{{from, first * hour}, {last * hour, to}}
+		raw = edges
 	}
 	for _, span := range raw {
-		if span[0] >= span[1] {
-			continue
-		}
 		rows, err := db.query(ctx, `SELECT (at / ?) * ? AS b, CAST(SUM(CASE WHEN bot = 0 THEN 1 ELSE 0 END) AS BIGINT), CAST(SUM(bot) AS BIGINT)
 			FROM link_clicks WHERE link_id = ? AND at >= ? AND at < ? GROUP BY b`,
 			width, width, linkID, span[0], span[1])
@@ -79,10 +76,9 @@ func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Ti
 // hours from the reason rollups, the partial first and last hours through
 // the partial index of bot hits (link_clicks_bots).
 func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[string]int64, error) {
-	const hour = int64(time.Hour / time.Microsecond)
 	reasons := map[string]int64{}
 	raw := [][2]int64{{from, to}}
-	if first, last := (from+hour-1)/hour, to/hour; from >= 0 && first < last {
+	if first, last, edges, ok := wholeHours(from, to); ok {
 		rows, err := db.query(ctx, `SELECT value, CAST(SUM(bots) AS BIGINT) FROM link_rollups
 			WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ? GROUP BY value`,
 			linkID, int64(dimBotReason), first, last)
@@ -92,12 +88,9 @@ func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[strin
 		if err := addReasons(reasons, rows); err != nil {
 			return nil, mapErr(err, "link clicks")
 		}
-		raw = [][2]int64{{from, first * hour}, {last * hour, to}}
+		raw = edges
 	}
 	for _, span := range raw {
-		if span[0] >= span[1] {
-			continue
-		}
 		rows, err := db.query(ctx, `SELECT reason, COUNT(*) FROM link_clicks
 			WHERE link_id = ? AND bot = 1 AND at >= ? AND at < ? GROUP BY reason`, linkID, span[0], span[1])
 		if err != nil {
@@ -108,6 +101,23 @@ func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[strin
 		}
 	}
 	return reasons, nil
+}
+
+// wholeHours splits [from, to) (Unix microseconds, from >= 0) into the
+// whole hours [first, last) it covers and the non-empty partial spans
+// before and after them; ok is false when it covers no whole hour.
+func wholeHours(from, to int64) (first, last int64, edges [][2]int64, ok bool) {
+	const hour = int64(time.Hour / time.Microsecond)
+	first, last = (from+hour-1)/hour, to/hour
+	if first >= last {
+		return 0, 0, nil, false
+	}
+	for _, span := range [][2]int64{{from, first * hour}, {last * hour, to}} {
+		if span[0] < span[1] {
+			edges = append(edges, span)
+		}
+	}
+	return first, last, edges, true
 }
 
 // addReasons adds rows of (reason, count) to reasons and closes them.
