@@ -193,16 +193,24 @@ func TestServeRedisAddresses(t *testing.T) {
 			if err := readyzState(t, n.httpURL, 200, "")(); err != nil {
 				t.Errorf("/readyz = %v, want ready", err)
 			}
-			for i := range 3 {
-				if d := checkFree(t, n.httpURL, fmt.Sprint("k", i)); d["limit"] != 60.0 || d["remaining"] != 59.0 {
-					t.Errorf("check k%d = %v, want the full limit counted in Redis (59 left)", i, d)
+			// One slow first call (a TLS handshake, a script load on a busy
+			// machine) may trip the node onto its local limiters until the
+			// next probe; that is the failover working, not this test's
+			// subject. So each try checks a fresh key and passes once one
+			// check is counted in Redis at the full limit.
+			shared := redisClient(t, url, ca)
+			try := 0
+			enginetest.EventuallyNil(t, 30*time.Second, "a check counted in Redis at the full limit", func() error {
+				try++
+				key := fmt.Sprint("k", try)
+				d := checkFree(t, n.httpURL, key)
+				if d["limit"] != 60.0 || d["remaining"] != 59.0 {
+					return fmt.Errorf("check %s = %v, want the full limit of 60 (59 left)", key, d)
 				}
-			}
+				return enginetest.State(redisHas(t, shared, "sluice:rl:*"+key+"*"), "no counter for %s in %s", key, url)
+			})
 			if err := metricState(t, n.httpURL, "sluice_ratelimit_store_up", 1)(); err != nil {
-				t.Errorf("%v, want 1", err)
-			}
-			if !redisHas(t, redisClient(t, url, ca), "sluice:rl:*") {
-				t.Errorf("no rate limit counter in %s after checks", url)
+				t.Errorf("%v after a check counted in Redis, want 1", err)
 			}
 		})
 	}
