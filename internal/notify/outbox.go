@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// OutboxEntry is one message the built-in outbox received. It is keyed by
-// notification, channel and attempt: an attempt stores at most one.
+// OutboxEntry is one message the built-in outbox received: the sent
+// attempt of one delivery (a notification on a channel), which holds at
+// most one.
 type OutboxEntry struct {
 	NotificationID string
 	Channel        Channel

@@ -158,9 +158,8 @@ type Attempt struct {
 	Provider          string
 	ProviderMessageID string
 	Hops              []Hop
-	// Outbox, when not nil, is stored with a sent outcome (Receipt.Outbox),
-	// unless an entry for the same notification, channel and attempt
-	// exists.
+	// Outbox, when not nil, is stored with a sent outcome (Receipt.Outbox)
+	// as the delivery's outbox entry: a delivery holds at most one.
 	Outbox *OutboxEntry
 	// Inbox, when not nil, is stored with a sent outcome (Receipt.Inbox)
 	// under the user's next inbox Seq, which FinishAttempt sets in it,

@@ -295,14 +295,10 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 		return false, err
 	}
 	uArgs := []any{string(a.Status), a.Attempts, a.Error, toMicros(a.NextAttemptAt), toMicros(a.At),
-		a.Provider, a.Provider, a.ProviderMessageID, hops, a.Key.NotificationID, string(a.Key.Channel), a.Prev, a.Claim}
+		a.Provider, a.Provider, a.ProviderMessageID, hops}
+	uArgs = append(uArgs, outboxArgs(a.Outbox)...)
+	uArgs = append(uArgs, a.Key.NotificationID, string(a.Key.Channel), a.Prev, a.Claim)
 	insertDL := db.Rebind(`INSERT INTO dead_letters (` + deadLetterColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	var insertOutbox stmt
-	if a.Outbox != nil {
-		if insertOutbox, err = db.writeStmt(ctx, db.Rebind(insertOutboxQuery)); err != nil {
-			return false, err
-		}
-	}
 	ib, err := db.newInboxWrite(ctx, a.Inbox)
 	if err != nil {
 		return false, err
@@ -322,11 +318,6 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 			return err
 		}
 		ok = true
-		if a.Outbox != nil {
-			if _, err := insertOutbox.exec(ctx, tx, outboxArgs(a.Outbox)...); err != nil {
-				return err
-			}
-		}
 		if ib != nil {
 			if err := ib.exec(ctx, tx, a.Key); err != nil {
 				return err
@@ -339,7 +330,7 @@ func (db *DB) FinishAttempt(ctx context.Context, a notify.Attempt, dl *notify.De
 	}
 	var pg pgWrite
 	if db.dialect == DialectPostgres {
-		q, args := db.finishAttemptPipelined(uArgs, a.Outbox, ib, dl)
+		q, args := db.finishAttemptPipelined(uArgs, ib, dl)
 		set := func(updated int64) { ok = updated > 0 }
 		pg = pgCount(q, args, set)
 		if ib != nil {

@@ -20,9 +20,13 @@ const (
 	// finishAttemptUpdate moves a delivery on from attempt Prev, queued or
 	// sending under the attempt's claim, and clears the claim; a stale
 	// copy of the job (another attempt count, no longer queued, another
-	// worker's claim) updates nothing.
+	// worker's claim) updates nothing. The outbox columns take the
+	// attempt's outbox entry (outboxArgs), or stay as they are when its
+	// values are NULL.
 	finishAttemptUpdate = `UPDATE deliveries SET status = ?, attempts = ?, error = ?, next_attempt_at = ?, updated_at = ?,
-		provider = CASE WHEN ? = '' THEN provider ELSE ? END, provider_message_id = ?, hops = ?, claim_owner = '', claim_until = NULL
+		provider = CASE WHEN ? = '' THEN provider ELSE ? END, provider_message_id = ?, hops = ?, claim_owner = '', claim_until = NULL,
+		outbox_attempt = COALESCE(?, outbox_attempt), outbox_to = COALESCE(?, outbox_to), outbox_subject = COALESCE(?, outbox_subject),
+		outbox_body = COALESCE(?, outbox_body), outbox_html = COALESCE(?, outbox_html), outbox_at = COALESCE(?, outbox_at)
 		WHERE notification_id = ? AND channel = ? AND attempts = ? AND (status = 'queued' OR (status = 'sending' AND claim_owner = ?))`
 	// claimDeliveryUpdate marks a delivery sending for one attempt: a
 	// queued one that is due, or one whose claim has lapsed.
@@ -53,20 +57,14 @@ func (db *DB) createNotificationPipelined(nArgs []any, ds []notify.Delivery) (st
 }
 
 // finishAttemptPipelined returns FinishAttempt as one statement that
-// updates the delivery (uArgs, as finishAttemptUpdate takes them) and, only
-// if that updated it, adds the outbox entry e, the inbox row ib and the
-// dead letter dl (each when not nil), and selects how many deliveries it
-// updated; with ib, also the inbox row's seq (0 when none), in a second
+// updates the delivery (uArgs, as finishAttemptUpdate takes them, with its
+// outbox entry) and, only if that updated it, adds the inbox row ib and
+// the dead letter dl (each when not nil), and selects how many deliveries
+// it updated; with ib, also the inbox row's seq (0 when none), in a second
 // column.
-func (db *DB) finishAttemptPipelined(uArgs []any, e *notify.OutboxEntry, ib *inboxWrite, dl *notify.DeadLetter) (string, []any) {
+func (db *DB) finishAttemptPipelined(uArgs []any, ib *inboxWrite, dl *notify.DeadLetter) (string, []any) {
 	q := `WITH u AS (` + finishAttemptUpdate + ` RETURNING 1)`
 	args := append([]any(nil), uArgs...)
-	if e != nil {
-		q += `, o AS (INSERT INTO outbox (` + outboxColumns + `)
-			SELECT ?::text, ?::text, ?::bigint, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text
-			WHERE EXISTS (SELECT 1 FROM u) ON CONFLICT DO NOTHING)`
-		args = append(args, outboxArgs(e)...)
-	}
 	if dl != nil {
 		q += `, dl AS (INSERT INTO dead_letters (` + deadLetterColumns + `)
 			SELECT ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::bigint

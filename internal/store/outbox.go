@@ -6,27 +6,33 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
-const (
-	outboxColumns = `notification_id, channel, attempt, user_id, recipient, subject, body, created_at, html`
-	// insertOutboxQuery adds an outbox entry unless that attempt has one.
-	insertOutboxQuery = `INSERT INTO outbox (` + outboxColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
-)
+// The built-in outbox's entry lives in the delivery it was sent for
+// (migration 0027): the worker stores one only with a sent outcome, whose
+// update rewrites the delivery's row anyway.
+const outboxColumns = `notification_id, channel, outbox_attempt, user_id, outbox_to, outbox_subject, outbox_body, outbox_at, outbox_html`
 
-// outboxArgs returns e's values for outboxColumns.
+// outboxArgs returns e's values for finishAttemptUpdate's outbox columns:
+// attempt, recipient, subject, body, HTML and time, or NULLs for no entry,
+// which keep the delivery's.
 func outboxArgs(e *notify.OutboxEntry) []any {
-	return []any{e.NotificationID, string(e.Channel), e.Attempt, e.UserID, e.To, e.Subject, e.Body, toMicros(e.CreatedAt), e.HTML}
+	if e == nil {
+		return []any{nil, nil, nil, nil, nil, nil}
+	}
+	return []any{e.Attempt, e.To, e.Subject, e.Body, e.HTML, toMicros(e.CreatedAt)}
 }
 
 // OutboxEntries implements notify.Store. The cursor's ID is the last
 // entry's notify.OutboxEntry.CursorID: "notification_id:channel:attempt".
+// The deliveries_outbox index holds the deliveries that have an entry, by
+// time.
 func (db *DB) OutboxEntries(ctx context.Context, f notify.OutboxFilter, after notify.Cursor, limit int) ([]notify.OutboxEntry, error) {
-	q := `SELECT ` + outboxColumns + ` FROM outbox WHERE 1 = 1`
+	q := `SELECT ` + outboxColumns + ` FROM deliveries WHERE outbox_at IS NOT NULL`
 	var args []any
 	if f.UserID != "" {
 		// An entry's user is its notification's: the user's notifications
-		// (an index on notifications) narrow the search, so outbox rows
+		// (an index on notifications) narrow the search, so deliveries
 		// need no index by user, which would cost a random page write
-		// per entry.
+		// per delivery.
 		q += ` AND notification_id IN (SELECT id FROM notifications WHERE user_id = ?) AND user_id = ?`
 		args = append(args, f.UserID, f.UserID)
 	}
@@ -35,10 +41,10 @@ func (db *DB) OutboxEntries(ctx context.Context, f notify.OutboxFilter, after no
 		args = append(args, f.NotificationID)
 	}
 	if !after.IsZero() {
-		q += ` AND (created_at < ? OR (created_at = ? AND notification_id || ':' || channel || ':' || CAST(attempt AS TEXT) < ?))`
+		q += ` AND (outbox_at < ? OR (outbox_at = ? AND notification_id || ':' || channel || ':' || CAST(outbox_attempt AS TEXT) < ?))`
 		args = append(args, after.At.UnixMicro(), after.At.UnixMicro(), after.ID)
 	}
-	q += ` ORDER BY created_at DESC, notification_id || ':' || channel || ':' || CAST(attempt AS TEXT) DESC LIMIT ?`
+	q += ` ORDER BY outbox_at DESC, notification_id || ':' || channel || ':' || CAST(outbox_attempt AS TEXT) DESC LIMIT ?`
 	rows, err := db.query(ctx, q, append(args, limit)...)
 	if err != nil {
 		return nil, mapErr(err, "list outbox")

@@ -331,45 +331,62 @@ func (s suite) notificationOutbox(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := s.migrated(t)
-	for _, id := range []string{"n1", "n2"} {
-		n, ds := newNotification(id, "", map[string]string{"n1": "u1", "n2": "u2"}[id], t0, notify.Email)
+	users := map[string]string{"n1": "u1", "n2": "u2", "n3": "u1"}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		n, ds := newNotification(id, "", users[id], t0, notify.Email)
 		mustCreate(t, db, n, ds)
 	}
-	// Entries are stored with an attempt's outcome, as the worker does.
-	add := func(e notify.OutboxEntry, prev int, status notify.Status) {
+	// Entries are stored with a sent outcome, as the worker does; a
+	// failed attempt carries none.
+	add := func(e notify.OutboxEntry, prev int, status notify.Status) bool {
 		t.Helper()
 		a := notify.Attempt{Key: notify.DeliveryKey{NotificationID: e.NotificationID, Channel: e.Channel}, Status: status,
-			Prev: prev, Attempts: prev + 1, At: e.CreatedAt, Outbox: &e}
+			Prev: prev, Attempts: prev + 1, At: e.CreatedAt}
 		if status == notify.StatusQueued {
 			a.NextAttemptAt = e.CreatedAt.Add(time.Minute)
+		} else {
+			a.Outbox = &e
 		}
-		if _, err := db.FinishAttempt(ctx, a, nil); err != nil {
+		ok, err := db.FinishAttempt(ctx, a, nil)
+		if err != nil {
 			t.Fatalf("FinishAttempt: %v", err)
 		}
+		return ok
 	}
 	e := notify.OutboxEntry{NotificationID: "n1", Channel: notify.Email, Attempt: 1, UserID: "u1", To: "ann@example.com", Subject: "s", Body: "b",
 		HTML: "<p>b</p>", CreatedAt: t0}
-	add(e, 0, notify.StatusQueued) // the first attempt, to be retried
-	add(e, 0, notify.StatusQueued) // redelivered: nothing new
+	add(e, 0, notify.StatusQueued) // the first attempt failed, to be retried
 	e2 := e
 	e2.Attempt, e2.CreatedAt = 2, t0.Add(time.Second)
 	add(e2, 1, notify.StatusSent)
+	if add(e2, 1, notify.StatusSent) { // redelivered: nothing new
+		t.Error("a redelivered copy of the sent attempt was stored again")
+	}
 	add(notify.OutboxEntry{NotificationID: "n2", Channel: notify.Email, Attempt: 1, UserID: "u2", To: "u2", Body: "b", CreatedAt: t0.Add(2 * time.Second)},
 		0, notify.StatusSent)
+	add(notify.OutboxEntry{NotificationID: "n3", Channel: notify.Email, Attempt: 1, UserID: "u1", To: "u1", Body: "c", CreatedAt: t0.Add(500 * time.Millisecond)},
+		0, notify.StatusSent)
 	all, err := db.OutboxEntries(ctx, notify.OutboxFilter{}, notify.Cursor{}, 10)
-	if err != nil || len(all) != 3 || all[0].NotificationID != "n2" || all[2].Attempt != 1 {
-		t.Fatalf("OutboxEntries = %+v, %v; want 3, newest first", all, err)
+	if err != nil || len(all) != 3 || all[0].NotificationID != "n2" || all[1].NotificationID != "n1" || all[2].NotificationID != "n3" {
+		t.Fatalf("OutboxEntries = %+v, %v; want n2, n1 and n3, newest first", all, err)
 	}
-	if all[2].To != "ann@example.com" || all[2].Subject != "s" || all[2].HTML != "<p>b</p>" || all[0].HTML != "" || !all[2].CreatedAt.Equal(t0) {
-		t.Errorf("entry = %+v", all[2])
+	if got := all[1]; got.Attempt != 2 || got.To != "ann@example.com" || got.Subject != "s" || got.Body != "b" || got.HTML != "<p>b</p>" ||
+		got.UserID != "u1" || !got.CreatedAt.Equal(t0.Add(time.Second)) || all[0].HTML != "" {
+		t.Errorf("entry = %+v", got)
 	}
 	mine, _ := db.OutboxEntries(ctx, notify.OutboxFilter{UserID: "u1"}, notify.Cursor{}, 10)
 	if len(mine) != 2 {
 		t.Errorf("OutboxEntries(u1) = %d entries, want 2", len(mine))
 	}
 	page, _ := db.OutboxEntries(ctx, notify.OutboxFilter{}, notify.Cursor{At: all[0].CreatedAt, ID: "n2:email:1"}, 10)
-	if len(page) != 2 || page[0].Attempt != 2 {
+	if len(page) != 2 || page[0].Attempt != 2 || page[1].NotificationID != "n3" {
 		t.Errorf("OutboxEntries after the first = %+v, want the other two", page)
+	}
+	// The delivery without an outbox entry is not listed.
+	n, ds := newNotification("n4", "", "u1", t0, notify.Email)
+	mustCreate(t, db, n, ds)
+	if got, _ := db.OutboxEntries(ctx, notify.OutboxFilter{NotificationID: "n4"}, notify.Cursor{}, 10); len(got) != 0 {
+		t.Errorf("OutboxEntries(n4, never sent) = %+v, want none", got)
 	}
 }
 
