@@ -77,6 +77,26 @@ func checkFree(t *testing.T, base, key string) map[string]any {
 	return body
 }
 
+// checkCountedInRedis checks keys prefix1, prefix2, ... on the free tier
+// until one is allowed at the full limit of 60 (59 left) and its counter
+// is in Redis (client). One slow call on a busy machine (a TLS handshake,
+// a script load) may trip the node onto its local limiters until the next
+// probe: that is the failover working, not what the callers test, so each
+// try uses a fresh key.
+func checkCountedInRedis(t *testing.T, base string, client rueidis.Client, prefix string) {
+	t.Helper()
+	try := 0
+	enginetest.EventuallyNil(t, 30*time.Second, "a check counted in Redis at the full limit", func() error {
+		try++
+		key := fmt.Sprint(prefix, try)
+		d := checkFree(t, base, key)
+		if d["allowed"] != true || d["limit"] != 60.0 || d["remaining"] != 59.0 {
+			return fmt.Errorf("check %s = %v, want the full limit of 60 (59 left)", key, d)
+		}
+		return enginetest.State(redisHas(t, client, "sluice:rl:*"+key+"*"), "no counter for %s in Redis", key)
+	})
+}
+
 // TestServeStartsWithRedisDown starts a node while its Redis is stopped:
 // the node serves, checks are decided on the local fallback (the free
 // tier's 60 a minute shared by two nodes: 30 here), the link shortener
@@ -144,12 +164,7 @@ func TestServeStartsWithRedisDown(t *testing.T) {
 		restarted.Sub(started).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 
 	second := redisClient(t, redis.URL(), "")
-	if d := checkFree(t, n.httpURL, "late"); d["allowed"] != true || d["limit"] != 60.0 || d["remaining"] != 59.0 {
-		t.Errorf("check with Redis up = %v, want the full limit of 60 counted in Redis (59 left)", d)
-	}
-	if !redisHas(t, second, "sluice:rl:*late*") {
-		t.Error("no rate limit counter for key late in Redis after a check")
-	}
+	checkCountedInRedis(t, n.httpURL, second, "late")
 	if code, body := send(t, "POST", n.httpURL+"/v1/links", `{"url":"https://example.com/late","slug":"late"}`); code != 201 {
 		t.Fatalf("create a link = %d %v", code, body)
 	}
@@ -193,22 +208,7 @@ func TestServeRedisAddresses(t *testing.T) {
 			if err := readyzState(t, n.httpURL, 200, "")(); err != nil {
 				t.Errorf("/readyz = %v, want ready", err)
 			}
-			// One slow first call (a TLS handshake, a script load on a busy
-			// machine) may trip the node onto its local limiters until the
-			// next probe; that is the failover working, not this test's
-			// subject. So each try checks a fresh key and passes once one
-			// check is counted in Redis at the full limit.
-			shared := redisClient(t, url, ca)
-			try := 0
-			enginetest.EventuallyNil(t, 30*time.Second, "a check counted in Redis at the full limit", func() error {
-				try++
-				key := fmt.Sprint("k", try)
-				d := checkFree(t, n.httpURL, key)
-				if d["limit"] != 60.0 || d["remaining"] != 59.0 {
-					return fmt.Errorf("check %s = %v, want the full limit of 60 (59 left)", key, d)
-				}
-				return enginetest.State(redisHas(t, shared, "sluice:rl:*"+key+"*"), "no counter for %s in %s", key, url)
-			})
+			checkCountedInRedis(t, n.httpURL, redisClient(t, url, ca), "k")
 			if err := metricState(t, n.httpURL, "sluice_ratelimit_store_up", 1)(); err != nil {
 				t.Errorf("%v after a check counted in Redis, want 1", err)
 			}
