@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"math/bits"
 	"strings"
+	"sync"
 )
 
 // rowsChunk is the largest number of rows one multi-row statement of the
@@ -25,8 +26,28 @@ type multiRow struct {
 	prefix, row, suffix string
 }
 
+// rowTexts remembers multiRow.text by multiRow, dialect and size: a
+// flush asks for the same few shapes every time.
+var rowTexts sync.Map // rowText -> string
+
+type rowText struct {
+	m       multiRow
+	dialect string
+	n       int
+}
+
 // text is the statement for n rows, rebound for the dialect.
 func (m multiRow) text(db *DB, n int) string {
+	key := rowText{m, db.dialect, n}
+	if q, ok := rowTexts.Load(key); ok {
+		return q.(string)
+	}
+	q := m.build(db, n)
+	rowTexts.Store(key, q)
+	return q
+}
+
+func (m multiRow) build(db *DB, n int) string {
 	var q strings.Builder
 	q.Grow(len(m.prefix) + n*(len(m.row)+2) + len(m.suffix))
 	q.WriteString(m.prefix)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -52,8 +53,10 @@ const (
 )
 
 var (
-	deviceCodes = codeTable(shorten.DeviceOther, shorten.DeviceDesktop, shorten.DeviceMobile, shorten.DeviceTablet, shorten.DeviceBot, "tv")
-	osCodes     = codeTable("other", "windows", "macos", "ios", "android", "linux", "chromeos", "freebsd", "openbsd")
+	deviceNames = []string{shorten.DeviceOther, shorten.DeviceDesktop, shorten.DeviceMobile, shorten.DeviceTablet, shorten.DeviceBot, "tv"}
+	osNames     = []string{"other", "windows", "macos", "ios", "android", "linux", "chromeos", "freebsd", "openbsd"}
+	deviceCodes = codeTable(deviceNames...)
+	osCodes     = codeTable(osNames...)
 )
 
 func codeTable(names ...string) map[string]int64 {
@@ -152,11 +155,6 @@ func newRollups(clicks []shorten.Click) rollups {
 	return r
 }
 
-// drop removes the rows of links that no longer exist.
-func (r *rollups) drop(gone map[int64]bool) {
-	r.keys = slices.DeleteFunc(r.keys, func(k rollupKey) bool { return gone[k.link] })
-}
-
 // args appends the parameters of row i of rollupRows.
 func (r *rollups) args(i int, dst []any) []any {
 	k := r.keys[i]
@@ -188,8 +186,17 @@ func (db *DB) deleteLinkAnalytics(ctx context.Context, tx *sql.Tx, ids []any) er
 // LinkStats implements shorten.AnalyticsStore with three grouped reads of
 // small tables: the source rollups (every click has a source, so they sum
 // to the totals), the conversions, and the rollups of dim. None scans raw
-// clicks.
-func (db *DB) LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim shorten.Dim, limit int) ([]shorten.StatsBucket, []shorten.GroupCount, error) {
+// clicks, but for a link below RollUpAt hits, whose few raw clicks are
+// read and added (linkrollups.go).
+func (db *DB) LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim shorten.Dim, limit int) (series []shorten.StatsBucket, groups []shorten.GroupCount, err error) {
+	err = db.withRawClicks(ctx, linkID, func(raw bool) error {
+		series, groups, err = db.linkStats(ctx, linkID, fromHour, toHour, bucketHours, dim, limit, raw)
+		return err
+	})
+	return series, groups, err
+}
+
+func (db *DB) linkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim shorten.Dim, limit int, raw bool) ([]shorten.StatsBucket, []shorten.GroupCount, error) {
 	rows, err := db.query(ctx, `SELECT (hour / ?) * ? AS b, CAST(SUM(humans) AS BIGINT), CAST(SUM(bots) AS BIGINT)
 		FROM link_rollups WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ? GROUP BY b ORDER BY b`,
 		bucketHours, bucketHours, linkID, int64(shorten.DimSource), fromHour, toHour)
@@ -197,13 +204,11 @@ func (db *DB) LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHou
 		return nil, nil, mapErr(err, "link stats")
 	}
 	byStart := map[int64]*shorten.StatsBucket{}
-	var starts []int64
 	bucket := func(h int64) *shorten.StatsBucket {
 		b := byStart[h]
 		if b == nil {
 			b = &shorten.StatsBucket{Start: time.Unix(h*3600, 0).UTC()}
 			byStart[h] = b
-			starts = append(starts, h)
 		}
 		return b
 	}
@@ -243,13 +248,36 @@ func (db *DB) LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHou
 	if err := rows.Err(); err != nil {
 		return nil, nil, mapErr(err, "link conversion stats")
 	}
-	slices.Sort(starts)
-	series := make([]shorten.StatsBucket, len(starts))
-	for i, h := range starts {
-		series[i] = *byStart[h]
+	if !raw {
+		groups, err := db.linkGroups(ctx, linkID, fromHour, toHour, dim, limit)
+		return sortedSeries(byStart), groups, err
 	}
-	groups, err := db.linkGroups(ctx, linkID, fromHour, toHour, dim, limit)
-	return series, groups, err
+	// The rollups of a link below RollUpAt hold only clicks the purge
+	// removed, fewer than RollUpAt values: all of them, then its raw
+	// clicks, added up and cut to limit here.
+	groups, err := db.linkGroups(ctx, linkID, fromHour, toHour, dim, RollUpAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	byValue := map[string]*shorten.GroupCount{}
+	for i := range groups {
+		byValue[groups[i].Value] = &groups[i]
+	}
+	clicks, err := db.rawClicks(ctx, linkID, fromHour*3600*1_000_000, toHour*3600*1_000_000)
+	if err != nil {
+		return nil, nil, err
+	}
+	rawStats(clicks, bucketHours, dim, byStart, byValue)
+	return sortedSeries(byStart), sortGroups(byValue, limit), nil
+}
+
+// sortedSeries returns the buckets oldest first.
+func sortedSeries(byStart map[int64]*shorten.StatsBucket) []shorten.StatsBucket {
+	series := make([]shorten.StatsBucket, 0, len(byStart))
+	for _, h := range slices.Sorted(maps.Keys(byStart)) {
+		series = append(series, *byStart[h])
+	}
+	return series
 }
 
 func (db *DB) linkGroups(ctx context.Context, linkID, fromHour, toHour int64, dim shorten.Dim, limit int) ([]shorten.GroupCount, error) {

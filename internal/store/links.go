@@ -224,13 +224,13 @@ func (db *DB) reserveLinkIDs(ctx context.Context, tx *sql.Tx, n int) ([]int64, e
 
 func (db *DB) insertLinks(ctx context.Context, tx *sql.Tx, links []shorten.Link, byID map[int64]int, created []bool) error {
 	var q strings.Builder
-	q.WriteString("INSERT INTO links (id, domain, code, url, owner, notification_id, created_at, expires_at, max_visits, fallback_url, click_ids) VALUES ")
+	q.WriteString("INSERT INTO links (id, domain, code, url, owner, notification_id, created_at, expires_at, max_visits, fallback_url, click_ids, rolled_up) VALUES ")
 	args := make([]any, 0, len(links)*11)
 	for i, l := range links {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)")
 		args = append(args, l.ID, l.Domain, l.Code, l.URL, l.Owner, nullString(l.NotificationID), toMicros(l.CreatedAt), toMicros(l.ExpiresAt),
 			nullPositive(l.MaxVisits), l.FallbackURL, boolInt(l.ClickIDs))
 	}
@@ -342,11 +342,12 @@ var clickRows = multiRow{
 const clickParams = 14
 
 const countClicks = `UPDATE links SET clicks = clicks + ?, bot_hits = bot_hits + ?,
-	first_click_at = COALESCE(first_click_at, ?) WHERE id = ?`
+	first_click_at = COALESCE(first_click_at, ?) WHERE id = ? RETURNING clicks + bot_hits, rolled_up`
 
 // RecordClicks implements shorten.Store: one counter update per link, then
-// the click rows of the links that still exist and their rollups, in one
-// transaction, with statements prepared once (clickbatch.go).
+// the click rows of the links that still exist and the rollups of those
+// at or past RollUpAt hits (linkrollups.go), in one transaction, with
+// statements prepared once (clickbatch.go).
 func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 	if len(clicks) == 0 {
 		return nil
@@ -370,7 +371,6 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		}
 	}
 	slices.Sort(order) // a fixed lock order keeps concurrent flushers from deadlocking on PostgreSQL
-	rollups := newRollups(clicks)
 	update, err := db.writeStmt(ctx, db.Rebind(countClicks))
 	if err != nil {
 		return err
@@ -379,28 +379,35 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 	if err != nil {
 		return err
 	}
-	upserts, err := db.prepareRows(ctx, rollupRows, len(rollups.keys))
+	// Which links' rollups the batch writes is known only once their
+	// counters are updated: every size a chunk of rollup rows can have
+	// (prepared once per store, then found in its cache).
+	upserts, err := db.prepareRows(ctx, rollupRows, 2*rowsChunk-1)
 	if err != nil {
 		return err
 	}
 	return db.InTx(ctx, func(tx *sql.Tx) error {
 		gone := map[int64]bool{}
+		rolled := map[int64]bool{} // links whose rollups take this batch's clicks
+		var reached []int64        // links this batch brings to RollUpAt hits
 		for _, id := range order {
 			t := tallies[id]
-			res, err := update.exec(ctx, tx, t.clicks, t.bots, toMicros(t.first), id)
-			if err != nil {
-				return mapErr(err, "count clicks")
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return mapErr(err, "count clicks")
-			} else if n == 0 {
+			var hits, rolledUp int64
+			err := update.queryRow(ctx, tx, t.clicks, t.bots, toMicros(t.first), id).Scan(&hits, &rolledUp)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
 				gone[id] = true
+			case err != nil:
+				return mapErr(err, "count clicks")
+			case rolledUp == 1:
+				rolled[id] = true
+			case hits >= RollUpAt:
+				reached = append(reached, id)
 			}
 		}
 		kept := clicks
 		if len(gone) > 0 {
 			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return gone[c.LinkID] })
-			rollups.drop(gone)
 		}
 		visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
 		err := inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
@@ -416,6 +423,25 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		if err != nil {
 			return mapErr(err, "record clicks")
 		}
+		counted := kept
+		if len(rolled) < len(tallies) {
+			counted = make([]shorten.Click, 0, len(kept))
+			for _, c := range kept {
+				if rolled[c.LinkID] {
+					counted = append(counted, c)
+				}
+			}
+		}
+		// The links that reached RollUpAt: all their raw clicks, this
+		// batch's included.
+		all, err := db.rollUpLinks(ctx, tx, reached)
+		if err != nil {
+			return err
+		}
+		if len(all) > 0 {
+			counted = slices.Concat(counted, all)
+		}
+		rollups := newRollups(counted)
 		return mapErr(upserts.exec(ctx, tx, len(rollups.keys), rollupParams, rollups.args), "update click rollups")
 	})
 }

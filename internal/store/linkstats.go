@@ -35,8 +35,18 @@ func (db *DB) TopLinks(ctx context.Context, owner string, all bool, domain *stri
 // hours from its raw clicks, so the cost does not grow with the link's
 // traffic; shorter buckets group the raw clicks of the span
 // (link_clicks_link_at). Bot reasons come from the reason rollups and, for
-// partial hours, the bot hits alone (see botReasons).
-func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Time, bucket time.Duration) ([]shorten.ClickBucket, map[string]int64, error) {
+// partial hours, the bot hits alone (see botReasons). A link below
+// RollUpAt hits has its few raw clicks read over the whole span, beside
+// the rollups of the clicks the purge removed (linkrollups.go).
+func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Time, bucket time.Duration) (series []shorten.ClickBucket, reasons map[string]int64, err error) {
+	err = db.withRawClicks(ctx, linkID, func(raw bool) error {
+		series, reasons, err = db.linkClicks(ctx, linkID, since, until, bucket, raw)
+		return err
+	})
+	return series, reasons, err
+}
+
+func (db *DB) linkClicks(ctx context.Context, linkID int64, since, until time.Time, bucket time.Duration, allRaw bool) ([]shorten.ClickBucket, map[string]int64, error) {
 	const hour = int64(time.Hour / time.Microsecond)
 	width := bucket.Microseconds()
 	from, to := max(since.UnixMicro(), 0), until.UnixMicro() // no click is older than 1970
@@ -52,7 +62,9 @@ func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Ti
 		if err := s.add(rows, hour); err != nil {
 			return nil, nil, mapErr(err, "link clicks")
 		}
-		raw = edges
+		if !allRaw {
+			raw = edges
+		}
 	}
 	for _, span := range raw {
 		rows, err := db.query(ctx, `SELECT (at / ?) * ? AS b, CAST(SUM(CASE WHEN bot = 0 THEN 1 ELSE 0 END) AS BIGINT), CAST(SUM(bot) AS BIGINT)
@@ -65,7 +77,7 @@ func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Ti
 			return nil, nil, mapErr(err, "link clicks")
 		}
 	}
-	reasons, err := db.botReasons(ctx, linkID, from, to)
+	reasons, err := db.botReasons(ctx, linkID, from, to, allRaw)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,9 +85,10 @@ func (db *DB) LinkClicks(ctx context.Context, linkID int64, since, until time.Ti
 }
 
 // botReasons counts the link's bot hits in [from, to) by reason: the whole
-// hours from the reason rollups, the partial first and last hours through
-// the partial index of bot hits (link_clicks_bots).
-func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[string]int64, error) {
+// hours from the reason rollups, the partial first and last hours (or,
+// with allRaw, the whole span) through the partial index of bot hits
+// (link_clicks_bots).
+func (db *DB) botReasons(ctx context.Context, linkID, from, to int64, allRaw bool) (map[string]int64, error) {
 	reasons := map[string]int64{}
 	raw := [][2]int64{{from, to}}
 	if first, last, edges, ok := wholeHours(from, to); ok {
@@ -88,7 +101,9 @@ func (db *DB) botReasons(ctx context.Context, linkID, from, to int64) (map[strin
 		if err := addReasons(reasons, rows); err != nil {
 			return nil, mapErr(err, "link clicks")
 		}
-		raw = edges
+		if !allRaw {
+			raw = edges
+		}
 	}
 	for _, span := range raw {
 		rows, err := db.query(ctx, `SELECT reason, COUNT(*) FROM link_clicks

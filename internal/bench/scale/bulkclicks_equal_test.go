@@ -40,7 +40,7 @@ func TestBulkClicksMatchStore(t *testing.T) {
 				return db
 			}
 			bulk, flushed := open(), open()
-			const nLinks, nClicks, batch = 300, 5000, 1500
+			const nLinks, nClicks, batch = 40, 5000, 1500 // about 115 clicks a link: most reach store.RollUpAt inside a batch
 			now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 			from := now.Add(-window)
 			var firstID int64
@@ -84,7 +84,7 @@ func TestBulkClicksMatchStore(t *testing.T) {
 			for _, q := range []string{
 				"SELECT link_id, at, bot, reason, visitor, visitor_id, target, source, country, device, os, language, referrer, click_id FROM link_clicks ORDER BY " + order,
 				"SELECT link_id, hour, dim, value, humans, bots FROM link_rollups ORDER BY link_id, hour, dim, value",
-				"SELECT id, clicks, bot_hits, first_click_at FROM links ORDER BY id",
+				"SELECT id, clicks, bot_hits, first_click_at, rolled_up FROM links ORDER BY id",
 			} {
 				a, b := dump(ctx, t, bulk, q), dump(ctx, t, flushed, q)
 				if len(a) == 0 {

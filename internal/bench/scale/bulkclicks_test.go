@@ -96,11 +96,41 @@ func bulkClicksSQL(engine string) []string {
 	u = append(u, "SELECT link_id, at / 3600000000 AS hour, 8, '' AS value, bot FROM c WHERE bot = 1")
 	// The union's columns are named by its first SELECT.
 	u[0] = "SELECT link_id, at / 3600000000 AS hour, 1 AS dim, country AS value, bot FROM c"
-	rollups := with + "INSERT INTO link_rollups (link_id, hour, dim, value, humans, bots) " +
-		"SELECT link_id, hour, dim, value, SUM(1 - bot), SUM(bot) FROM (" + strings.Join(u, " UNION ALL ") + ") AS r " +
-		"WHERE true GROUP BY link_id, hour, dim, value ON CONFLICT (link_id, hour, dim, value) DO UPDATE SET " +
+	const upsert = " GROUP BY link_id, hour, dim, value ON CONFLICT (link_id, hour, dim, value) DO UPDATE SET " +
 		"humans = link_rollups.humans + excluded.humans, bots = link_rollups.bots + excluded.bots"
-	return []string{counters, clicks, rollups}
+	// As RecordClicks: the batch's clicks go into the rollups of links
+	// already rolled up (store.RollUpAt); a link this batch brings to the
+	// threshold has all its raw clicks rolled up, this batch's included;
+	// the others have none.
+	rolled := ", rl AS (SELECT id FROM links WHERE rolled_up = 1 AND id IN (SELECT link_id FROM c)) "
+	rollups := with + rolled + "INSERT INTO link_rollups (link_id, hour, dim, value, humans, bots) " +
+		"SELECT link_id, hour, dim, value, SUM(1 - bot), SUM(bot) FROM (" + strings.Join(u, " UNION ALL ") + ") AS r " +
+		"WHERE link_id IN (SELECT id FROM rl)" + upsert
+	reached := fmt.Sprintf(", rc AS (SELECT id FROM links WHERE rolled_up = 0 AND clicks + bot_hits >= %d AND id IN (SELECT link_id FROM c)) ", store.RollUpAt)
+	src := "lc AS (SELECT link_id, at / 3600000000 AS hour, bot, reason, target, CASE source WHEN 1 THEN 'qr' ELSE 'link' END AS source, country, " +
+		sqlCase("device", quoted(deviceNames())) + " AS device, " + sqlCase("os", quoted(osNames())) + " AS os, language, referrer " +
+		"FROM link_clicks WHERE link_id IN (SELECT id FROM rc)) "
+	var v []string
+	for i, col := range []string{"country", "device", "os", "referrer", "language", "source", "target"} {
+		v = append(v, fmt.Sprintf("SELECT link_id, hour, %d AS dim, %s AS value, bot FROM lc", i+1, col))
+	}
+	v = append(v, "SELECT link_id, hour, 8, reason, bot FROM lc WHERE bot = 1")
+	backfill := with + reached + ", " + src + "INSERT INTO link_rollups (link_id, hour, dim, value, humans, bots) " +
+		"SELECT link_id, hour, dim, value, SUM(1 - bot), SUM(bot) FROM (" + strings.Join(v, " UNION ALL ") + ") AS r WHERE true" + upsert
+	flip := with + reached + "UPDATE links SET rolled_up = 1 WHERE id IN (SELECT id FROM rc)"
+	return []string{counters, clicks, rollups, backfill, flip}
+}
+
+// deviceNames and osNames are deviceCode and osCode in code order.
+func deviceNames() []string { return codeNames(deviceCode) }
+func osNames() []string     { return codeNames(osCode) }
+
+func codeNames(table map[string]int) []string {
+	names := make([]string, len(table))
+	for n, c := range table {
+		names[c] = n
+	}
+	return names
 }
 
 func whenCodes(names []string, table map[string]int) string {

@@ -17,6 +17,8 @@ func (s suite) linkClickStore(t *testing.T) {
 	t.Run("LargeBatchesInChunks", s.linkClickChunks)
 	t.Run("VisitorsOldAndNewRows", s.linkVisitors)
 	t.Run("ClickRetention", s.linkClickRetention)
+	t.Run("RollUpAt", s.rollUpAt)
+	t.Run("RollUpConcurrent", s.rollUpConcurrent)
 }
 
 // hexVisitor is a visitor hash in the form shorten makes it.
