@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -37,8 +37,7 @@ func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, lim
 		if err != nil {
 			return mapErr(err, "purge clicks")
 		}
-		var ids []int64
-		unrolled := map[int64]bool{}
+		var ids, below []int64
 		for rows.Next() {
 			var id, rolled int64
 			if err := rows.Scan(&id, &rolled); err != nil {
@@ -46,43 +45,66 @@ func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, lim
 				return mapErr(err, "purge clicks")
 			}
 			ids = append(ids, id)
-			unrolled[id] = rolled == 0
+			if rolled == 0 {
+				below = append(below, id)
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return mapErr(err, "purge clicks")
 		}
+		unrolled, err := db.lockUnrolled(ctx, tx, below)
+		if err != nil {
+			return err
+		}
 		// The oldest up to n clicks of the link, by the newest time among
 		// them (ties at that time go too, so a call may delete a few more
-		// than limit).
-		const oldest = ` FROM link_clicks WHERE link_id = ? AND at < ? AND at <= (SELECT MAX(at) FROM
-			(SELECT at FROM link_clicks WHERE link_id = ? AND at < ? ORDER BY at LIMIT ?) AS oldest)`
-		del := db.Rebind(`DELETE` + oldest)
+		// than limit). A link below RollUpAt has the deleted clicks
+		// returned, for its rollups.
+		del := db.Rebind(`DELETE FROM link_clicks WHERE link_id = ? AND at < ? AND at <= (SELECT MAX(at) FROM
+			(SELECT at FROM link_clicks WHERE link_id = ? AND at < ? ORDER BY at LIMIT ?) AS oldest)`)
+		var purged []shorten.Click
+		next = -1
 		for _, id := range ids {
 			left := limit - deleted
+			var n int
 			if unrolled[id] {
-				if err := db.rollUpPurged(ctx, tx, id, `SELECT `+rawClickColumns+oldest, id, cutoff, id, cutoff, left); err != nil {
-					return err
+				rows, err := tx.QueryContext(ctx, del+" RETURNING "+rawClickColumns, id, cutoff, id, cutoff, left)
+				if err != nil {
+					return mapErr(err, "purge clicks")
 				}
+				clicks, err := scanRawClicks(rows, id)
+				if err != nil {
+					return mapErr(err, "purge clicks")
+				}
+				purged = append(purged, clicks...)
+				n = len(clicks)
+			} else {
+				res, err := tx.ExecContext(ctx, del, id, cutoff, id, cutoff, left)
+				if err != nil {
+					return mapErr(err, "purge clicks")
+				}
+				affected, err := res.RowsAffected()
+				if err != nil {
+					return mapErr(err, "purge clicks")
+				}
+				n = int(affected)
 			}
-			res, err := tx.ExecContext(ctx, del, id, cutoff, id, cutoff, left)
-			if err != nil {
-				return mapErr(err, "purge clicks")
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return mapErr(err, "purge clicks")
-			}
-			deleted += int(n)
-			if int(n) >= left {
+			deleted += n
+			if n >= left {
 				next = id // this link may have more: start there next time
-				return nil
+				break
 			}
 		}
-		if len(ids) == purgeLinksPerCall {
-			next = ids[len(ids)-1] + 1
+		if next == -1 {
+			next = 0
+			if len(ids) == purgeLinksPerCall {
+				next = ids[len(ids)-1] + 1
+			}
 		}
-		return nil
+		r := newRollups(purged)
+		up := rowStmts{m: rollupRows, owner: db}
+		return mapErr(up.exec(ctx, tx, len(r.keys), rollupParams, r.args), "purge clicks")
 	})
 	if err != nil {
 		return 0, 0, err
@@ -104,33 +126,36 @@ func (db *DB) LinkVisitors(ctx context.Context, linkID int64, since, until time.
 	return n, mapErr(err, "count link visitors")
 }
 
-// rollUpPurged adds to the rollups of link, below RollUpAt hits, the
-// clicks query (with args) selects, which the purge is about to delete.
-// On PostgreSQL the link's row is locked first, as a flusher's counter
-// update locks it, so that a batch bringing the link to RollUpAt meanwhile
-// cannot roll up the same clicks again.
-func (db *DB) rollUpPurged(ctx context.Context, tx *sql.Tx, link int64, query string, args ...any) error {
-	lock := `SELECT rolled_up FROM links WHERE id = ?`
-	if db.dialect == DialectPostgres {
-		lock += ` FOR UPDATE`
+// lockUnrolled returns which of links, read as below RollUpAt, still
+// are. On PostgreSQL it locks their rows, in id order as flushers lock
+// them, so that a batch bringing one to RollUpAt cannot roll up the
+// clicks the purge is adding to its rollups: it waits for the purge's
+// commit and then finds them gone. SQLite has one writer: the rows read
+// in this transaction stand.
+func (db *DB) lockUnrolled(ctx context.Context, tx *sql.Tx, links []int64) (map[int64]bool, error) {
+	unrolled := map[int64]bool{}
+	if len(links) == 0 || db.dialect != DialectPostgres {
+		for _, id := range links {
+			unrolled[id] = true
+		}
+		return unrolled, nil
 	}
-	var rolled int64
-	err := tx.QueryRowContext(ctx, db.Rebind(lock), link).Scan(&rolled)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && rolled == 1) {
-		return nil // deleted meanwhile, with its clicks; or rolled up meanwhile
+	args := make([]any, len(links))
+	for i, id := range links {
+		args[i] = id
 	}
+	rows, err := tx.QueryContext(ctx, db.Rebind(`SELECT id FROM links WHERE id IN (?`+strings.Repeat(", ?", len(links)-1)+`)
+		AND rolled_up = 0 ORDER BY id FOR UPDATE`), args...)
 	if err != nil {
-		return mapErr(err, "purge clicks")
+		return nil, mapErr(err, "purge clicks")
 	}
-	rows, err := tx.QueryContext(ctx, db.Rebind(query), args...)
-	if err != nil {
-		return mapErr(err, "purge clicks")
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, mapErr(err, "purge clicks")
+		}
+		unrolled[id] = true
 	}
-	clicks, err := scanRawClicks(rows, link)
-	if err != nil {
-		return mapErr(err, "purge clicks")
-	}
-	r := newRollups(clicks)
-	up := rowStmts{m: rollupRows, owner: db}
-	return mapErr(up.exec(ctx, tx, len(r.keys), rollupParams, r.args), "purge clicks")
+	return unrolled, mapErr(rows.Err(), "purge clicks")
 }

@@ -151,13 +151,15 @@ func bulkClicks(ctx context.Context, db *store.DB, engine string, span bulkSpan,
 	qs := bulkClicksSQL(engine)
 	for lo := span.lo; lo < span.hi; lo += batch {
 		hi := min(span.hi, lo+batch)
-		err := db.InTx(ctx, func(tx *sql.Tx) error {
-			for _, q := range qs {
-				if _, err := tx.ExecContext(ctx, q, lo, hi, span.stepLo, span.stepHi, span.firstID, span.links, span.from, span.linkStep, span.now); err != nil {
-					return fmt.Errorf("%w\n%s", err, q)
+		err := filling(func() error {
+			return db.InTx(ctx, func(tx *sql.Tx) error {
+				for _, q := range qs {
+					if _, err := tx.ExecContext(ctx, q, lo, hi, span.stepLo, span.stepHi, span.firstID, span.links, span.from, span.linkStep, span.now); err != nil {
+						return fmt.Errorf("%w\n%s", err, q)
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		})
 		if err != nil {
 			return err

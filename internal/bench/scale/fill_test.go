@@ -98,8 +98,12 @@ func (g *grower) growTo(ctx context.Context, links, clicks, notifs int64) {
 		how := "bulk SQL"
 		if g.clicks == 0 && *storeClicks {
 			how = "the store (the flusher's RecordClicks)"
-			g.growClicks(ctx, clicks)
-			took := time.Since(began)
+			var took time.Duration
+			measuring(func() {
+				began = time.Now()
+				g.growClicks(ctx, clicks)
+				took = time.Since(began)
+			})
 			g.flushNote = fmt.Sprintf("\nClicks through the store (RecordClicks, batches of %d, %d writers), 0 to %d clicks: %.1f µs a click, %.0f clicks/s.\n",
 				clickBatch, g.writers(), clicks, float64(took.Microseconds())/float64(added), float64(added)/max(took.Seconds(), 1e-9))
 		} else {
@@ -122,7 +126,11 @@ func (g *grower) growLinks(ctx context.Context, want int64) {
 			j := g.links + int64(i)
 			batch[i] = shorten.NewLink{URL: "https://shop.example.com/p/" + strconv.FormatInt(j, 10), Owner: "scale", CreatedAt: g.madeAt(j)}
 		}
-		out, _, err := g.db.CreateLinks(ctx, batch, func(id int64) (string, error) { return "s" + strconv.FormatInt(id, 36), nil })
+		var out []shorten.Link
+		err := filling(func() (err error) {
+			out, _, err = g.db.CreateLinks(ctx, batch, func(id int64) (string, error) { return "s" + strconv.FormatInt(id, 36), nil })
+			return err
+		})
 		if err != nil {
 			g.t.Fatalf("create links: %v", err)
 		}
@@ -256,13 +264,15 @@ func (g *grower) growNotifications(ctx context.Context, want int64) {
 	from := g.now.Add(-window).UnixMicro()
 	for g.notifs < want {
 		lo, hi := g.notifs, min(want, g.notifs+notifBatch)
-		err := g.db.InTx(ctx, func(tx *sql.Tx) error {
-			for _, q := range notificationFill(g.engine) {
-				if _, err := tx.ExecContext(ctx, q, lo, hi, g.users, from, stepMicros); err != nil {
-					return fmt.Errorf("%w\n%s", err, q)
+		err := filling(func() error {
+			return g.db.InTx(ctx, func(tx *sql.Tx) error {
+				for _, q := range notificationFill(g.engine) {
+					if _, err := tx.ExecContext(ctx, q, lo, hi, g.users, from, stepMicros); err != nil {
+						return fmt.Errorf("%w\n%s", err, q)
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		})
 		if err != nil {
 			g.t.Fatalf("fill notifications: %v", err)
@@ -335,6 +345,8 @@ func (g *grower) size(ctx context.Context) int64 {
 // purge deletes the oldest tenth of the clicks as links.click_retention's
 // purge does, in batches of 10,000, and reports its rate.
 func (g *grower) purge(ctx context.Context) string {
+	machine.Lock()
+	defer machine.Unlock()
 	before := g.now.Add(-window + window/10)
 	start := time.Now()
 	var deleted int

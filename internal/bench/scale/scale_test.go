@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,14 +46,27 @@ func TestScale(t *testing.T) {
 	var report strings.Builder
 	fmt.Fprintf(&report, "# Scale curve, %s\n\nfraction %g: links %d, clicks %d, notifications %d for %d users, keys %d\n",
 		time.Now().UTC().Format(time.DateOnly), *fraction, scaled(*links), scaled(*clicks), scaled(*notifs), scaled(*users), scaled(*keys))
-	for _, engine := range strings.Split(*engines, ",") {
-		if engine = strings.TrimSpace(engine); engine == "" {
-			continue // -scale.engines '' measures the rate limit keys alone
+	// The engines grow side by side, each measurement alone (machine).
+	var names []string
+	tables := map[string]string{}
+	var mu sync.Mutex
+	t.Run("engines", func(t *testing.T) {
+		for _, engine := range strings.Split(*engines, ",") {
+			if engine = strings.TrimSpace(engine); engine == "" {
+				continue // -scale.engines '' measures the rate limit keys alone
+			}
+			names = append(names, engine)
+			t.Run(engine, func(t *testing.T) {
+				t.Parallel()
+				rows := growAndMeasure(t, bin, engine)
+				mu.Lock()
+				tables[engine] = rows
+				mu.Unlock()
+			})
 		}
-		t.Run(engine, func(t *testing.T) {
-			rows := growAndMeasure(t, bin, strings.TrimSpace(engine))
-			report.WriteString(rows)
-		})
+	})
+	for _, engine := range names {
+		report.WriteString(tables[engine])
 	}
 	t.Run("ratelimit", func(t *testing.T) { report.WriteString(measureKeys(t)) })
 	t.Log("\n" + report.String())
@@ -110,7 +124,8 @@ func growAndMeasure(t *testing.T, bin, engine string) string {
 		start := time.Now()
 		g.growTo(ctx, int64(f*float64(scaled(*links))), int64(f*float64(scaled(*clicks))), int64(f*float64(scaled(*notifs))))
 		t.Logf("%s: grown to links %d, clicks %d, notifications %d in %s", engine, g.links, g.clicks, g.notifs, time.Since(start).Round(time.Second))
-		m := measureStep(t, bin, engine, opts.URL, dir, g)
+		var m stepFigures
+		measuring(func() { m = measureStep(t, bin, engine, opts.URL, dir, g) })
 		out.WriteString(m.row(g))
 		t.Logf("%s: %s", engine, m.row(g))
 	}
