@@ -116,6 +116,36 @@ func (g *grower) growTo(ctx context.Context, links, clicks, notifs int64) {
 	began = time.Now()
 	g.growNotifications(ctx, notifs)
 	g.t.Logf("%s: notifications to %d in %s", g.engine, g.notifs, time.Since(began).Round(time.Millisecond))
+	g.analyze(ctx)
+}
+
+// analyze gives PostgreSQL's planner the statistics of what the step
+// wrote. A store that grew over 90 days has them (autovacuum analyzes a
+// table as a tenth of it changes), but the fill writes tens of millions of
+// rows in minutes, faster than autovacuum's workers, busy vacuuming the
+// clicks, get to analyze them. Without them the planner takes a user's
+// 17 notifications for 600,000 deliveries and scans the table in
+// parallel: the first full-size run's history page ran past the 10 s
+// statement timeout. What an operator runs after a bulk load or a
+// restore (docs/operations.md).
+func (g *grower) analyze(ctx context.Context) {
+	if g.engine != "postgres" {
+		return
+	}
+	began := time.Now()
+	err := filling(func() error {
+		return g.db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `DO $$ DECLARE t text; BEGIN
+				FOR t IN SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = current_schema() LOOP
+					EXECUTE 'ANALYZE ' || t;
+				END LOOP; END $$`)
+			return err
+		})
+	})
+	if err != nil {
+		g.t.Fatalf("analyze: %v", err)
+	}
+	g.t.Logf("%s: analyzed in %s", g.engine, time.Since(began).Round(time.Millisecond))
 }
 
 func (g *grower) growLinks(ctx context.Context, want int64) {
