@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,92 +16,87 @@ var _ shorten.ClickRetentionStore = (*DB)(nil)
 const purgeLinksPerCall = 200
 
 // PurgeClicks implements shorten.ClickRetentionStore. It walks the links
-// in id order from the id from, 200 a call, and deletes each one's clicks older than before
-// through link_clicks_link_at (a range of the index per link: no scan of
-// the table and no index on time alone, which every click would pay for),
-// so a sweep costs one index probe per link that has clicks plus the rows
-// it deletes. Links created after before are skipped: their clicks are
+// in id order from the id from, 200 a call, and deletes each one's clicks
+// older than before through link_clicks_link_at (a range of the index per
+// link: no scan of the table and no index on time alone, which every click
+// would pay for). Links created after before are skipped: their clicks are
 // newer. Rollups and conversions are kept; a link below RollUpAt hits,
 // whose rollups do not count its raw clicks, first has the clicks about to
 // go added to its rollups, so its stats keep them (linkrollups.go).
 //
-// Concurrent calls on nodes sharing PostgreSQL are safe: a row two nodes
-// both delete is deleted once (the second waits on the first's row lock,
-// then finds it gone), and links are visited in the same order, so the
-// waits cannot form a cycle.
+// A call counts each link's old clicks (one index-only statement), then
+// deletes those of every link they all fit in limit with in one statement
+// (two: those below RollUpAt return theirs). The first link that does not
+// fit gives its oldest clicks up to the limit, and the next call starts
+// there. Most links are opened a few times, so a sweep costs a handful of
+// statements per 200 links instead of one per link.
+//
+// Concurrent calls on nodes sharing PostgreSQL are safe: each locks the
+// links whose clicks it deletes, in id order as the flushers' counter
+// updates do, so two purges of one link's clicks take turns and no wait
+// can form a cycle; the second finds the clicks gone.
 func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, limit int) (deleted int, next int64, err error) {
 	cutoff := before.UnixMicro()
 	err = db.backgroundTx(ctx, func(tx *sql.Tx) error {
-		deleted, next = 0, 0
-		rows, err := tx.QueryContext(ctx, db.Rebind(`SELECT id, rolled_up FROM links
-			WHERE id >= ? AND created_at < ? AND (clicks > 0 OR bot_hits > 0) ORDER BY id LIMIT ?`), from, cutoff, purgeLinksPerCall)
-		if err != nil {
-			return mapErr(err, "purge clicks")
+		deleted = 0
+		ids, err := db.int64s(ctx, tx, `SELECT id FROM links
+			WHERE id >= ? AND created_at < ? AND (clicks > 0 OR bot_hits > 0) ORDER BY id LIMIT ?`, from, cutoff, purgeLinksPerCall)
+		if err != nil || len(ids) == 0 {
+			next = 0
+			return err
 		}
-		var ids, below []int64
-		for rows.Next() {
-			var id, rolled int64
-			if err := rows.Scan(&id, &rolled); err != nil {
-				rows.Close()
-				return mapErr(err, "purge clicks")
-			}
-			ids = append(ids, id)
-			if rolled == 0 {
-				below = append(below, id)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return mapErr(err, "purge clicks")
-		}
-		unrolled, err := db.lockUnrolled(ctx, tx, below)
+		old, err := db.oldClicks(ctx, tx, ids, cutoff)
 		if err != nil {
 			return err
 		}
-		// The oldest up to n clicks of the link, by the newest time among
-		// them (ties at that time go too, so a call may delete a few more
-		// than limit). A link below RollUpAt has the deleted clicks
-		// returned, for its rollups.
-		del := db.Rebind(`DELETE FROM link_clicks WHERE link_id = ? AND at < ? AND at <= (SELECT MAX(at) FROM
-			(SELECT at FROM link_clicks WHERE link_id = ? AND at < ? ORDER BY at LIMIT ?) AS oldest)`)
-		var purged []shorten.Click
-		next = -1
-		for _, id := range ids {
-			left := limit - deleted
-			var n int
-			if unrolled[id] {
-				rows, err := tx.QueryContext(ctx, del+" RETURNING "+rawClickColumns, id, cutoff, id, cutoff, left)
-				if err != nil {
-					return mapErr(err, "purge clicks")
-				}
-				clicks, err := scanRawClicks(rows, id)
-				if err != nil {
-					return mapErr(err, "purge clicks")
-				}
-				purged = append(purged, clicks...)
-				n = len(clicks)
-			} else {
-				res, err := tx.ExecContext(ctx, del, id, cutoff, id, cutoff, left)
-				if err != nil {
-					return mapErr(err, "purge clicks")
-				}
-				affected, err := res.RowsAffected()
-				if err != nil {
-					return mapErr(err, "purge clicks")
-				}
-				n = int(affected)
-			}
-			deleted += n
-			if n >= left {
-				next = id // this link may have more: start there next time
-				break
+		p := planPurge(ids, old, limit, len(ids) == purgeLinksPerCall)
+		next = p.next
+		touched := p.whole
+		if p.partial != 0 {
+			touched = append(slices.Clip(touched), p.partial)
+		}
+		rolled, err := db.lockLinks(ctx, tx, touched)
+		if err != nil {
+			return err
+		}
+		var whole [2][]int64 // rolled up, below RollUpAt
+		for _, id := range p.whole {
+			if r, ok := rolled[id]; ok {
+				whole[b2i(!r)] = append(whole[b2i(!r)], id)
 			}
 		}
-		if next == -1 {
-			next = 0
-			if len(ids) == purgeLinksPerCall {
-				next = ids[len(ids)-1] + 1
+		var purged []shorten.Click
+		if len(whole[0]) > 0 {
+			res, err := tx.ExecContext(ctx, db.Rebind(`DELETE FROM link_clicks WHERE link_id IN (`+marks(len(whole[0]))+`) AND at < ?`), append(anys(whole[0]), cutoff)...)
+			if err != nil {
+				return mapErr(err, "purge clicks")
 			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return mapErr(err, "purge clicks")
+			}
+			deleted += int(n)
+		}
+		if len(whole[1]) > 0 {
+			rows, err := tx.QueryContext(ctx, db.Rebind(`DELETE FROM link_clicks WHERE link_id IN (`+marks(len(whole[1]))+`) AND at < ?
+				RETURNING link_id, `+rawClickColumns), append(anys(whole[1]), cutoff)...)
+			if err != nil {
+				return mapErr(err, "purge clicks")
+			}
+			clicks, err := scanRawClicks(rows, 0)
+			if err != nil {
+				return mapErr(err, "purge clicks")
+			}
+			purged = append(purged, clicks...)
+			deleted += len(clicks)
+		}
+		if r, ok := rolled[p.partial]; ok {
+			clicks, n, err := db.purgeOldest(ctx, tx, p.partial, cutoff, p.left, !r)
+			if err != nil {
+				return err
+			}
+			purged = append(purged, clicks...)
+			deleted += n
 		}
 		r := newRollups(purged)
 		up := rowStmts{m: rollupRows, owner: db}
@@ -110,6 +106,85 @@ func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, lim
 		return 0, 0, err
 	}
 	return deleted, next, nil
+}
+
+// purgePlan is what one PurgeClicks call deletes: every old click of the
+// links whole, the oldest left of partial's (0: none), and where the next
+// call starts (0: the sweep is over).
+type purgePlan struct {
+	whole   []int64
+	partial int64
+	left    int
+	next    int64
+}
+
+// planPurge takes links, in id order, whole while their old clicks (old)
+// fit in limit; full says the links were a whole page, so more may follow.
+func planPurge(links []int64, old map[int64]int, limit int, full bool) purgePlan {
+	var p purgePlan
+	left := limit
+	for _, id := range links {
+		n := old[id]
+		switch {
+		case n == 0:
+			continue
+		case left == 0:
+			p.next = id
+			return p
+		case n > left:
+			p.partial, p.left, p.next = id, left, id
+			return p
+		}
+		p.whole = append(p.whole, id)
+		left -= n
+	}
+	if full {
+		p.next = links[len(links)-1] + 1
+	}
+	return p
+}
+
+// oldClicks counts each link's clicks before cutoff, from the index alone.
+func (db *DB) oldClicks(ctx context.Context, tx *sql.Tx, links []int64, cutoff int64) (map[int64]int, error) {
+	rows, err := tx.QueryContext(ctx, db.Rebind(`SELECT link_id, COUNT(*) FROM link_clicks
+		WHERE link_id IN (`+marks(len(links))+`) AND at < ? GROUP BY link_id`), append(anys(links), cutoff)...)
+	if err != nil {
+		return nil, mapErr(err, "purge clicks")
+	}
+	defer rows.Close()
+	old := make(map[int64]int, len(links))
+	for rows.Next() {
+		var id int64
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, mapErr(err, "purge clicks")
+		}
+		old[id] = n
+	}
+	return old, mapErr(rows.Err(), "purge clicks")
+}
+
+// purgeOldest deletes the link's oldest up to n clicks before cutoff, by
+// the newest time among them (ties at that time go too, so it may delete a
+// few more), and returns them when returning (a link below RollUpAt, for
+// its rollups), and how many went.
+func (db *DB) purgeOldest(ctx context.Context, tx *sql.Tx, link, cutoff int64, n int, returning bool) ([]shorten.Click, int, error) {
+	del := db.Rebind(`DELETE FROM link_clicks WHERE link_id = ? AND at < ? AND at <= (SELECT MAX(at) FROM
+		(SELECT at FROM link_clicks WHERE link_id = ? AND at < ? ORDER BY at LIMIT ?) AS oldest)`)
+	if returning {
+		rows, err := tx.QueryContext(ctx, del+" RETURNING "+rawClickColumns, link, cutoff, link, cutoff, n)
+		if err != nil {
+			return nil, 0, mapErr(err, "purge clicks")
+		}
+		clicks, err := scanRawClicks(rows, link)
+		return clicks, len(clicks), mapErr(err, "purge clicks")
+	}
+	res, err := tx.ExecContext(ctx, del, link, cutoff, link, cutoff, n)
+	if err != nil {
+		return nil, 0, mapErr(err, "purge clicks")
+	}
+	affected, err := res.RowsAffected()
+	return nil, int(affected), mapErr(err, "purge clicks")
 }
 
 // LinkVisitors counts the distinct visitors among a link's raw clicks in
@@ -126,36 +201,68 @@ func (db *DB) LinkVisitors(ctx context.Context, linkID int64, since, until time.
 	return n, mapErr(err, "count link visitors")
 }
 
-// lockUnrolled returns which of links, read as below RollUpAt, still
-// are. On PostgreSQL it locks their rows, in id order as flushers lock
-// them, so that a batch bringing one to RollUpAt cannot roll up the
-// clicks the purge is adding to its rollups: it waits for the purge's
-// commit and then finds them gone. SQLite has one writer: the rows read
-// in this transaction stand.
-func (db *DB) lockUnrolled(ctx context.Context, tx *sql.Tx, links []int64) (map[int64]bool, error) {
-	unrolled := map[int64]bool{}
-	if len(links) == 0 || db.dialect != DialectPostgres {
-		for _, id := range links {
-			unrolled[id] = true
-		}
-		return unrolled, nil
+// lockLinks returns links.rolled_up of those of links that still exist,
+// read in tx. On PostgreSQL it locks their rows, in id order as flushers
+// lock them: a batch bringing one to RollUpAt then waits for the purge's
+// commit and finds the clicks the purge added to its rollups gone, and
+// two purges of one link's clicks take turns. SQLite has one writer: the
+// rows read in this transaction stand.
+func (db *DB) lockLinks(ctx context.Context, tx *sql.Tx, links []int64) (map[int64]bool, error) {
+	rolled := make(map[int64]bool, len(links))
+	if len(links) == 0 {
+		return rolled, nil
 	}
-	args := make([]any, len(links))
-	for i, id := range links {
-		args[i] = id
+	q := `SELECT id, rolled_up FROM links WHERE id IN (` + marks(len(links)) + `)`
+	if db.dialect == DialectPostgres {
+		q += ` ORDER BY id FOR UPDATE`
 	}
-	rows, err := tx.QueryContext(ctx, db.Rebind(`SELECT id FROM links WHERE id IN (?`+strings.Repeat(", ?", len(links)-1)+`)
-		AND rolled_up = 0 ORDER BY id FOR UPDATE`), args...)
+	rows, err := tx.QueryContext(ctx, db.Rebind(q), anys(links)...)
 	if err != nil {
 		return nil, mapErr(err, "purge clicks")
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var id, r int64
+		if err := rows.Scan(&id, &r); err != nil {
 			return nil, mapErr(err, "purge clicks")
 		}
-		unrolled[id] = true
+		rolled[id] = r == 1
 	}
-	return unrolled, mapErr(rows.Err(), "purge clicks")
+	return rolled, mapErr(rows.Err(), "purge clicks")
+}
+
+// int64s runs a query in tx whose rows are one integer each.
+func (db *DB) int64s(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, db.Rebind(query), args...)
+	if err != nil {
+		return nil, mapErr(err, "purge clicks")
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, mapErr(err, "purge clicks")
+		}
+		out = append(out, v)
+	}
+	return out, mapErr(rows.Err(), "purge clicks")
+}
+
+// marks is n comma-separated placeholders.
+func marks(n int) string { return "?" + strings.Repeat(", ?", n-1) }
+
+func anys(ids []int64) []any {
+	out := make([]any, len(ids), len(ids)+1)
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

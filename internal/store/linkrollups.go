@@ -35,7 +35,8 @@ const RollUpAt = 64
 const rawClickColumns = "at, bot, reason, target, source, country, device, os, language, referrer"
 
 // scanRawClicks reads rows of rawClickColumns as clicks of link and
-// closes them.
+// closes them. With link 0 (no link has that id) the rows lead with
+// link_id, each its click's own.
 func scanRawClicks(rows *sql.Rows, link int64) ([]shorten.Click, error) {
 	defer rows.Close()
 	var clicks []shorten.Click
@@ -44,7 +45,11 @@ func scanRawClicks(rows *sql.Rows, link int64) ([]shorten.Click, error) {
 			at, bot, source, device, os int64
 			c                           = shorten.Click{LinkID: link}
 		)
-		if err := rows.Scan(&at, &bot, &c.Reason, &c.Target, &source, &c.Country, &device, &os, &c.Language, &c.Referrer); err != nil {
+		dest := []any{&at, &bot, &c.Reason, &c.Target, &source, &c.Country, &device, &os, &c.Language, &c.Referrer}
+		if link == 0 {
+			dest = append([]any{&c.LinkID}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		c.At, c.Bot, c.Source = time.UnixMicro(at).UTC(), bot == 1, shorten.Source(source)

@@ -372,12 +372,14 @@ func (g *grower) size(ctx context.Context) int64 {
 	return n
 }
 
-// purge deletes the oldest tenth of the clicks as links.click_retention's
-// purge does, in batches of 10,000, and reports its rate.
+// purge deletes the clicks of the oldest -scale.purge of the window (a
+// hundredth: the rate, not the size, is what it measures) as
+// links.click_retention's purge does, in batches of 10,000, and reports
+// its rate.
 func (g *grower) purge(ctx context.Context) string {
 	machine.Lock()
 	defer machine.Unlock()
-	before := g.now.Add(-window + window/10)
+	before := g.now.Add(-window + time.Duration(*purgeShare*float64(window)))
 	start := time.Now()
 	var deleted int
 	var from int64
@@ -393,8 +395,8 @@ func (g *grower) purge(ctx context.Context) string {
 		from = next
 	}
 	took := time.Since(start)
-	return fmt.Sprintf("\nPurge of the oldest tenth of the clicks (batches of 10,000): %d clicks in %s, %.0f clicks/s.\n",
-		deleted, took.Round(time.Millisecond), float64(deleted)/max(took.Seconds(), 1e-9))
+	return fmt.Sprintf("\nPurge of the clicks of the oldest %g of the window (batches of 10,000): %d clicks in %s, %.0f clicks/s.\n",
+		*purgeShare, deleted, took.Round(time.Millisecond), float64(deleted)/max(took.Seconds(), 1e-9))
 }
 
 // keptSchema creates a schema that outlives the run (-scale.keep) and

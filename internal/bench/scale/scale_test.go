@@ -31,6 +31,7 @@ var (
 	samples     = flag.Int("scale.samples", 300, "requests per read measured (each read's p50 and p99)")
 	outDir      = flag.String("scale.out", "", "directory for results.md (default: the test's log only)")
 	storeClicks = flag.Bool("scale.storeclicks", true, "record the first step's clicks through the store as the flusher does (and report its cost a click); every later step, and all with false, by bulk SQL")
+	purgeShare  = flag.Float64("scale.purge", 0.01, "the share of the 90 days whose clicks the purge measured at the end deletes (the oldest)")
 	keepFilled  = flag.Bool("scale.keep", false, "keep the filled SQLite file and PostgreSQL schema")
 )
 
