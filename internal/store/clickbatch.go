@@ -106,7 +106,34 @@ func (db *DB) prepareRows(ctx context.Context, m multiRow, n int) (rowStmts, err
 // exec writes n rows in tx: args(i, dst) appends row i's parameters to
 // dst.
 func (rs rowStmts) exec(ctx context.Context, tx *sql.Tx, n, perRow int, args func(i int, dst []any) []any) error {
+	return rs.each(n, perRow, args, func(st stmt, params []any) error {
+		_, err := st.exec(ctx, tx, params...)
+		return err
+	})
+}
+
+// query runs, in tx, the statements of n rows, which return rows, and
+// hands each row they return to scan.
+func (rs rowStmts) query(ctx context.Context, tx *sql.Tx, n, perRow int, args func(i int, dst []any) []any, scan func(*sql.Rows) error) error {
+	return rs.each(n, perRow, args, func(st stmt, params []any) error {
+		rows, err := st.query(ctx, tx, params...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// each calls run with each chunk's statement and parameters.
+func (rs rowStmts) each(n, perRow int, args func(i int, dst []any) []any, run func(st stmt, params []any) error) error {
 	buf := make([]any, 0, min(n, rowsChunk)*perRow)
+	defer func() { clear(buf) }() // drop the references the last chunk held
 	at := 0
 	for _, sz := range chunkSizes(n) {
 		st, ok := rs.bySz[sz]
@@ -117,11 +144,10 @@ func (rs rowStmts) exec(ctx context.Context, tx *sql.Tx, n, perRow int, args fun
 		for i := at; i < at+sz; i++ {
 			buf = args(i, buf)
 		}
-		if _, err := st.exec(ctx, tx, buf...); err != nil {
+		if err := run(st, buf); err != nil {
 			return err
 		}
 		at += sz
 	}
-	clear(buf) // drop the references the last chunk held
 	return nil
 }

@@ -201,36 +201,6 @@ func (db *DB) LinkVisitors(ctx context.Context, linkID int64, since, until time.
 	return n, mapErr(err, "count link visitors")
 }
 
-// lockLinks returns links.rolled_up of those of links that still exist,
-// read in tx. On PostgreSQL it locks their rows, in id order as flushers
-// lock them: a batch bringing one to RollUpAt then waits for the purge's
-// commit and finds the clicks the purge added to its rollups gone, and
-// two purges of one link's clicks take turns. SQLite has one writer: the
-// rows read in this transaction stand.
-func (db *DB) lockLinks(ctx context.Context, tx *sql.Tx, links []int64) (map[int64]bool, error) {
-	rolled := make(map[int64]bool, len(links))
-	if len(links) == 0 {
-		return rolled, nil
-	}
-	q := `SELECT id, rolled_up FROM links WHERE id IN (` + marks(len(links)) + `)`
-	if db.dialect == DialectPostgres {
-		q += ` ORDER BY id FOR UPDATE`
-	}
-	rows, err := tx.QueryContext(ctx, db.Rebind(q), anys(links)...)
-	if err != nil {
-		return nil, mapErr(err, "purge clicks")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, r int64
-		if err := rows.Scan(&id, &r); err != nil {
-			return nil, mapErr(err, "purge clicks")
-		}
-		rolled[id] = r == 1
-	}
-	return rolled, mapErr(rows.Err(), "purge clicks")
-}
-
 // int64s runs a query in tx whose rows are one integer each.
 func (db *DB) int64s(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {
 	rows, err := tx.QueryContext(ctx, db.Rebind(query), args...)

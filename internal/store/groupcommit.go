@@ -373,6 +373,14 @@ func (s stmt) exec(ctx context.Context, tx *sql.Tx, args ...any) (sql.Result, er
 	return tx.StmtContext(ctx, s.st).ExecContext(ctx, args...)
 }
 
+// query runs s, a query of any number of rows, in tx.
+func (s stmt) query(ctx context.Context, tx *sql.Tx, args ...any) (*sql.Rows, error) {
+	if s.st == nil {
+		return tx.QueryContext(ctx, s.q, args...)
+	}
+	return tx.StmtContext(ctx, s.st).QueryContext(ctx, args...)
+}
+
 // queryRow runs s, a query of one row, in tx.
 func (s stmt) queryRow(ctx context.Context, tx *sql.Tx, args ...any) *sql.Row {
 	if s.st == nil {

@@ -169,3 +169,38 @@ func sortGroups(groups map[string]*shorten.GroupCount, limit int) []shorten.Grou
 	})
 	return out[:min(len(out), limit)]
 }
+
+// lockLinks returns links.rolled_up of those of links (in id order) that
+// still exist, read in tx. On PostgreSQL it locks their rows, in id
+// order, as every transaction that writes them does (the flushers'
+// counter updates, the retention purge): so none waits on another in a
+// cycle; a batch bringing a link to RollUpAt waits for a purge's commit
+// and then finds the clicks the purge added to its rollups gone; and two
+// purges of one link's clicks take turns. SQLite has one writer: the rows
+// read in this transaction stand.
+func (db *DB) lockLinks(ctx context.Context, tx *sql.Tx, links []int64) (map[int64]bool, error) {
+	rolled := make(map[int64]bool, len(links))
+	for chunk := range slices.Chunk(links, 1000) {
+		q := `SELECT id, rolled_up FROM links WHERE id IN (` + marks(len(chunk)) + `)`
+		if db.dialect == DialectPostgres {
+			q += ` ORDER BY id FOR UPDATE`
+		}
+		rows, err := tx.QueryContext(ctx, db.Rebind(q), anys(chunk)...)
+		if err != nil {
+			return nil, mapErr(err, "lock links")
+		}
+		for rows.Next() {
+			var id, r int64
+			if err := rows.Scan(&id, &r); err != nil {
+				rows.Close()
+				return nil, mapErr(err, "lock links")
+			}
+			rolled[id] = r == 1
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, mapErr(err, "lock links")
+		}
+	}
+	return rolled, nil
+}

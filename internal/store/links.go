@@ -341,13 +341,25 @@ var clickRows = multiRow{
 // clickParams is the number of parameters of a click row.
 const clickParams = 14
 
-const countClicks = `UPDATE links SET clicks = clicks + ?, bot_hits = bot_hits + ?,
-	first_click_at = COALESCE(first_click_at, ?) WHERE id = ? RETURNING clicks + bot_hits, rolled_up`
+// countRows adds a batch's clicks to its links' counters, a row a link,
+// and returns each link's hits and rolled_up; a link deleted meanwhile
+// returns nothing. The VALUES' columns are column1 to column4 on both
+// engines; the casts give PostgreSQL their types.
+var countRows = multiRow{
+	prefix: `UPDATE links SET clicks = clicks + v.c, bot_hits = bot_hits + v.b, first_click_at = COALESCE(first_click_at, v.f)
+	FROM (SELECT column1 AS link, column2 AS c, column3 AS b, column4 AS f FROM (VALUES `,
+	row:    "(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))",
+	suffix: `) AS x) AS v WHERE id = v.link RETURNING id, clicks + bot_hits, rolled_up`,
+}
 
-// RecordClicks implements shorten.Store: one counter update per link, then
-// the click rows of the links that still exist and the rollups of those
-// at or past RollUpAt hits (linkrollups.go), in one transaction, with
-// statements prepared once (clickbatch.go).
+// countParams is the number of parameters of a countRows row.
+const countParams = 4
+
+// RecordClicks implements shorten.Store: the links' counters in one
+// statement (countRows), then the click rows of the links that still
+// exist and the rollups of those at or past RollUpAt hits
+// (linkrollups.go), in one transaction, with statements prepared once
+// (clickbatch.go).
 func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 	if len(clicks) == 0 {
 		return nil
@@ -371,7 +383,7 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		}
 	}
 	slices.Sort(order) // a fixed lock order keeps concurrent flushers from deadlocking on PostgreSQL
-	update, err := db.writeStmt(ctx, db.Rebind(countClicks))
+	counts, err := db.prepareRows(ctx, countRows, len(order))
 	if err != nil {
 		return err
 	}
@@ -387,30 +399,43 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		return err
 	}
 	return db.InTx(ctx, func(tx *sql.Tx) error {
-		gone := map[int64]bool{}
+		if db.dialect == DialectPostgres {
+			// The update's join visits the links in no set order: lock
+			// them in id order first, as every writer of their rows does.
+			if _, err := db.lockLinks(ctx, tx, order); err != nil {
+				return err
+			}
+		}
+		found := make(map[int64]bool, len(order))
 		rolled := map[int64]bool{} // links whose rollups take this batch's clicks
 		var reached []int64        // links this batch brings to RollUpAt hits
-		for _, id := range order {
-			t := tallies[id]
-			var hits, rolledUp int64
-			err := update.queryRow(ctx, tx, t.clicks, t.bots, toMicros(t.first), id).Scan(&hits, &rolledUp)
+		err := counts.query(ctx, tx, len(order), countParams, func(i int, dst []any) []any {
+			t := tallies[order[i]]
+			return append(dst, order[i], t.clicks, t.bots, toMicros(t.first))
+		}, func(rows *sql.Rows) error {
+			var id, hits, rolledUp int64
+			if err := rows.Scan(&id, &hits, &rolledUp); err != nil {
+				return err
+			}
+			found[id] = true
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				gone[id] = true
-			case err != nil:
-				return mapErr(err, "count clicks")
 			case rolledUp == 1:
 				rolled[id] = true
 			case hits >= RollUpAt:
 				reached = append(reached, id)
 			}
+			return nil
+		})
+		if err != nil {
+			return mapErr(err, "count clicks")
 		}
+		slices.Sort(reached)
 		kept := clicks
-		if len(gone) > 0 {
-			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return gone[c.LinkID] })
+		if len(found) < len(order) {
+			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return !found[c.LinkID] })
 		}
 		visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
-		err := inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
+		err = inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
 			c := &kept[i]
 			v, ok := visitors[c.Visitor]
 			if !ok {
