@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -217,17 +216,6 @@ func (db *DB) int64s(ctx context.Context, tx *sql.Tx, query string, args ...any)
 		out = append(out, v)
 	}
 	return out, mapErr(rows.Err(), "purge clicks")
-}
-
-// marks is n comma-separated placeholders.
-func marks(n int) string { return "?" + strings.Repeat(", ?", n-1) }
-
-func anys(ids []int64) []any {
-	out := make([]any, len(ids), len(ids)+1)
-	for i, id := range ids {
-		out[i] = id
-	}
-	return out
 }
 
 func b2i(b bool) int {

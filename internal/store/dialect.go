@@ -62,3 +62,15 @@ func fromMicros(v *int64) time.Time {
 	}
 	return time.UnixMicro(*v).UTC()
 }
+
+// marks is n comma-separated placeholders.
+func marks(n int) string { return "?" + strings.Repeat(", ?", n-1) }
+
+// anys is ids as query arguments, with room for one more.
+func anys(ids []int64) []any {
+	out := make([]any, len(ids), len(ids)+1)
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}

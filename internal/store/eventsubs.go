@@ -169,7 +169,7 @@ func (db *DB) UndeliveredEvents(ctx context.Context, subID string, types []strin
 		return nil, err
 	}
 	q := `SELECT e.id, e.type, e.data, e.at FROM event_log e
-		WHERE (e.at > ? OR (e.at = ? AND e.id > ?)) AND e.type IN (?` + strings.Repeat(", ?", len(types)-1) + `)
+		WHERE (e.at > ? OR (e.at = ? AND e.id > ?)) AND e.type IN (` + marks(len(types)) + `)
 		AND NOT EXISTS (SELECT 1 FROM notifications n JOIN deliveries d ON d.notification_id = n.id
 			WHERE n.request_id = 'evt:' || e.id || ':' || CAST(? AS TEXT) AND ` + receivedDelivery + `)
 		ORDER BY e.at, e.id LIMIT ?`

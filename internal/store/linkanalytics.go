@@ -174,7 +174,7 @@ const rollupParams = 6
 
 // deleteLinkAnalytics drops the rollups and conversions of links ids.
 func (db *DB) deleteLinkAnalytics(ctx context.Context, tx *sql.Tx, ids []any) error {
-	in := "(?" + strings.Repeat(", ?", len(ids)-1) + ")"
+	in := "(" + marks(len(ids)) + ")"
 	for _, table := range []string{"link_rollups", "link_conversions"} {
 		if _, err := tx.ExecContext(ctx, db.Rebind("DELETE FROM "+table+" WHERE link_id IN "+in), ids...); err != nil {
 			return mapErr(err, "delete link analytics")

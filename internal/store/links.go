@@ -135,7 +135,7 @@ func (db *DB) lockDomains(ctx context.Context, tx *sql.Tx, links []shorten.NewLi
 	if len(names) == 0 {
 		return nil, nil
 	}
-	q := "SELECT domain FROM domains WHERE domain IN (?" + strings.Repeat(", ?", len(names)-1) + ")"
+	q := "SELECT domain FROM domains WHERE domain IN (" + marks(len(names)) + ")"
 	if db.dialect == DialectPostgres {
 		q += " FOR SHARE"
 	}
@@ -166,7 +166,7 @@ func (db *DB) findOwnLinks(ctx context.Context, tx *sql.Tx, byID map[int64]int, 
 		}
 	}
 	for chunk := range slices.Chunk(missing, insertChunk) {
-		q := "SELECT id FROM links WHERE id IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
+		q := "SELECT id FROM links WHERE id IN (" + marks(len(chunk)) + ")"
 		rows, err := tx.QueryContext(ctx, db.Rebind(q), chunk...)
 		if err != nil {
 			return mapErr(err, "find links of an earlier attempt")
@@ -495,7 +495,7 @@ func (db *DB) PurgeExpiredLinks(ctx context.Context, before time.Time, limit int
 		}
 		n = len(ids)
 		for chunk := range slices.Chunk(ids, insertChunk) {
-			q := "DELETE FROM link_clicks WHERE link_id IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
+			q := "DELETE FROM link_clicks WHERE link_id IN (" + marks(len(chunk)) + ")"
 			if _, err := tx.ExecContext(ctx, db.Rebind(q), chunk...); err != nil {
 				return mapErr(err, "purge link clicks")
 			}
