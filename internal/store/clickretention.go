@@ -58,15 +58,22 @@ func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, lim
 		if err != nil {
 			return err
 		}
-		var whole [2][]int64 // rolled up, below RollUpAt
+		var rolledUp, below []int64 // the whole links, by which side of RollUpAt they are on
 		for _, id := range p.whole {
-			if r, ok := rolled[id]; ok {
-				whole[b2i(!r)] = append(whole[b2i(!r)], id)
+			switch r, ok := rolled[id]; {
+			case !ok: // deleted meanwhile
+			case r:
+				rolledUp = append(rolledUp, id)
+			default:
+				below = append(below, id)
 			}
 		}
+		del := func(links []int64) string {
+			return db.Rebind(`DELETE FROM link_clicks WHERE link_id IN (` + marks(len(links)) + `) AND at < ?`)
+		}
 		var purged []shorten.Click
-		if len(whole[0]) > 0 {
-			res, err := tx.ExecContext(ctx, db.Rebind(`DELETE FROM link_clicks WHERE link_id IN (`+marks(len(whole[0]))+`) AND at < ?`), append(anys(whole[0]), cutoff)...)
+		if len(rolledUp) > 0 {
+			res, err := tx.ExecContext(ctx, del(rolledUp), append(anys(rolledUp), cutoff)...)
 			if err != nil {
 				return mapErr(err, "purge clicks")
 			}
@@ -76,9 +83,8 @@ func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, lim
 			}
 			deleted += int(n)
 		}
-		if len(whole[1]) > 0 {
-			rows, err := tx.QueryContext(ctx, db.Rebind(`DELETE FROM link_clicks WHERE link_id IN (`+marks(len(whole[1]))+`) AND at < ?
-				RETURNING link_id, `+rawClickColumns), append(anys(whole[1]), cutoff)...)
+		if len(below) > 0 {
+			rows, err := tx.QueryContext(ctx, del(below)+" RETURNING link_id, "+rawClickColumns, append(anys(below), cutoff)...)
 			if err != nil {
 				return mapErr(err, "purge clicks")
 			}
@@ -204,23 +210,16 @@ func (db *DB) LinkVisitors(ctx context.Context, linkID int64, since, until time.
 func (db *DB) int64s(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {
 	rows, err := tx.QueryContext(ctx, db.Rebind(query), args...)
 	if err != nil {
-		return nil, mapErr(err, "purge clicks")
+		return nil, mapErr(err, "read ids")
 	}
 	defer rows.Close()
 	var out []int64
 	for rows.Next() {
 		var v int64
 		if err := rows.Scan(&v); err != nil {
-			return nil, mapErr(err, "purge clicks")
+			return nil, mapErr(err, "read ids")
 		}
 		out = append(out, v)
 	}
-	return out, mapErr(rows.Err(), "purge clicks")
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return out, mapErr(rows.Err(), "read ids")
 }
