@@ -212,9 +212,9 @@ func startBenchNode(ctx context.Context, env *environment, e benchNodeEngines) (
 	cfg.ShutdownTimeout = 5 * time.Second
 	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	nodeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	addrs := make(chan [2]string, 1)
+	addrs := make(chan bound, 1)
 	done := make(chan error, 1)
-	go func() { done <- serve(nodeCtx, cfg, log, func(h, g string) { addrs <- [2]string{h, g} }) }()
+	go func() { done <- serve(nodeCtx, cfg, log, func(b bound) { addrs <- b }) }()
 	stop := func() {
 		cancel()
 		<-done
@@ -226,7 +226,7 @@ func startBenchNode(ctx context.Context, env *environment, e benchNodeEngines) (
 		if e.redis != "" {
 			counters = "redis"
 		}
-		return &benchNode{httpURL: "http://" + a[0], grpcAddr: a[1], counters: counters, stop: stop}, nil
+		return &benchNode{httpURL: "http://" + a.HTTP, grpcAddr: a.GRPC, counters: counters, stop: stop}, nil
 	case err := <-done:
 		cancel()
 		os.RemoveAll(dir)

@@ -297,7 +297,8 @@ func (n *node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := n.serveGateway(ctx); err != nil {
+	gatewayAddr, err := n.serveGateway(ctx)
+	if err != nil {
 		return err
 	}
 	// Added last so it runs first: /readyz answers 503 and gRPC health
@@ -308,7 +309,7 @@ func (n *node) Run(ctx context.Context) error {
 	n.log.Info("sluice serving", "http", httpAddr, "grpc", grpcAddr, "version", buildVersion(),
 		"grpc_services", grpcServices(n.grpc), "grpc_reflection", n.cfg.GRPCReflection)
 	if n.serving != nil {
-		n.serving(httpAddr, grpcAddr)
+		n.serving(bound{HTTP: httpAddr, GRPC: grpcAddr, Gateway: gatewayAddr})
 	}
 	var serveErr error
 	select {
@@ -380,15 +381,15 @@ func (n *node) serveGRPC(errc chan<- error) (addr string, err error) {
 }
 
 // serveGateway runs the rate limiting reverse proxy when gateway.listen is
-// set, until the node stops. A gateway that fails is logged; the rest of
-// the node goes on serving.
-func (n *node) serveGateway(ctx context.Context) error {
+// set, until the node stops, and returns the address it listens on. A
+// gateway that fails is logged; the rest of the node goes on serving.
+func (n *node) serveGateway(ctx context.Context) (addr string, err error) {
 	if n.gateway == nil {
-		return nil
+		return "", nil
 	}
 	ln, err := n.listen(n.cfg.Gateway.Listen)
 	if err != nil {
-		return fmt.Errorf("gateway listen: %w", err)
+		return "", fmt.Errorf("gateway listen: %w", err)
 	}
 	n.log.Info("gateway serving", "listen", ln.Addr().String(), "upstream", n.cfg.Gateway.Upstream)
 	gwCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -400,7 +401,7 @@ func (n *node) serveGateway(ctx context.Context) error {
 		}
 	}()
 	n.onStop("gateway", func(context.Context) error { cancel(); <-done; return nil })
-	return nil
+	return ln.Addr().String(), nil
 }
 
 // drain marks the node as stopping (/readyz 503, every gRPC health service

@@ -72,7 +72,7 @@ func TestServeRefusesABadEnvoyConfig(t *testing.T) {
 	cfg.EnvoyConfig = file
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := serve(ctx, cfg, slog.New(slog.DiscardHandler), func(string, string) { t.Error("serve started listening") })
+	err := serve(ctx, cfg, slog.New(slog.DiscardHandler), func(bound) { t.Error("serve started listening") })
 	if err == nil || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "requests_per_unit") {
 		t.Errorf("serve = %v, want an error naming %s and the bad key", err, file)
 	}

@@ -24,17 +24,14 @@ func TestGatewayTLSAndGRPCKeyFailures(t *testing.T) {
 	upLn := listenLocal(t)
 	go up.Serve(upLn)
 	t.Cleanup(func() { up.Close() })
-	gw := listenLocal(t)
-	gwAddr := gw.Addr().String()
-	gw.Close()
-
 	b := &tlsBundle{ca: tlstest.NewCA(t, "server CA")}
 	b.server = b.ca.Server(t, "node")
 	cfg := testConfig(t)
 	cfg.TLSCertFile, cfg.TLSKeyFile = b.server.CertFile, b.server.KeyFile
 	cfg.GRPCRequireKey, cfg.AuthFailures = true, 2
-	cfg.Gateway.Listen, cfg.Gateway.Upstream = gwAddr, "http://"+upLn.Addr().String()
+	cfg.Gateway.Listen, cfg.Gateway.Upstream = "127.0.0.1:0", "http://"+upLn.Addr().String()
 	b.node = startNode(t, cfg)
+	gwAddr := b.node.gatewayAddr
 	b.node.httpURL = "https://" + strings.TrimPrefix(b.node.httpURL, "http://")
 	admin := b.createKey(t, "admin", "")
 	check := b.createKey(t, "ratelimit:check", admin)

@@ -222,7 +222,7 @@ func TestInboxStreamEndsAtShutdown(t *testing.T) {
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(h, _ string) { addrs <- h })
+		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(b bound) { addrs <- b.HTTP })
 	}()
 	var base string
 	select {

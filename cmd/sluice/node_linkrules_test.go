@@ -110,7 +110,7 @@ func TestServeGeoRules(t *testing.T) {
 
 	missing := testConfig(t)
 	missing.Links.GeoIPDB = filepath.Join(t.TempDir(), "absent.mmdb")
-	err := serve(context.Background(), missing, slog.New(slog.DiscardHandler), func(string, string) {
+	err := serve(context.Background(), missing, slog.New(slog.DiscardHandler), func(bound) {
 		t.Error("serve listened with a missing GeoIP database")
 	})
 	if err == nil || !strings.Contains(err.Error(), "links.geoip_db") {

@@ -100,13 +100,11 @@ func testBehindHAProxy(t *testing.T, lb enginetest.HAProxy, proxyProtocol bool) 
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var nodes, gateways []string
 	for range 2 {
-		gw := listenLocal(t)
-		cfg.Gateway.Listen = gw.Addr().String()
-		gw.Close()
+		cfg.Gateway.Listen = "127.0.0.1:0"
 		cfg.DataDir = t.TempDir()
 		n := startNodeLogging(t, cfg, log)
 		nodes = append(nodes, strings.TrimPrefix(n.httpURL, "http://"))
-		gateways = append(gateways, cfg.Gateway.Listen)
+		gateways = append(gateways, n.gatewayAddr)
 	}
 	lb.Backends = nodes
 	api := enginetest.StartHAProxy(t, lb).URL()

@@ -133,14 +133,10 @@ func TestGatewayInServe(t *testing.T) {
 	ln := listenLocal(t)
 	go up.Serve(ln)
 	t.Cleanup(func() { up.Close() })
-	gwLn := listenLocal(t)
-	gwAddr := gwLn.Addr().String()
-	gwLn.Close()
-
 	cfg := testConfig(t)
-	cfg.Gateway.Listen, cfg.Gateway.Upstream = gwAddr, "http://"+ln.Addr().String()
+	cfg.Gateway.Listen, cfg.Gateway.Upstream = "127.0.0.1:0", "http://"+ln.Addr().String()
 	cfg.Gateway.AnonymousPolicy = "free"
-	startNode(t, cfg)
+	gwAddr := startNode(t, cfg).gatewayAddr
 	resp, err := apiClient.Get("http://" + gwAddr + "/anything")
 	if err != nil {
 		t.Fatal(err)

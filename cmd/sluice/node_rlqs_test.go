@@ -176,7 +176,7 @@ func TestQuotaStreamsEndOnShutdown(t *testing.T) {
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(_, g string) { addrs <- g })
+		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(b bound) { addrs <- b.GRPC })
 	}()
 	var addr string
 	select {

@@ -58,7 +58,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- serve(runCtx, cfg, newLogger(logs, cfg), func(h, _ string) { addrs <- "http://" + h }) }()
+	go func() {
+		done <- serve(runCtx, cfg, newLogger(logs, cfg), func(b bound) { addrs <- "http://" + b.HTTP })
+	}()
 	var base string
 	select {
 	case base = <-addrs:

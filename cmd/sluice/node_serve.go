@@ -25,9 +25,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	return serve(ctx, cfg, newLogger(env.stderr, cfg), nil)
 }
 
+// bound is where a node listens, as bound: ports chosen with ":0" filled in.
+// Gateway is empty when the node runs no gateway.
+type bound struct{ HTTP, GRPC, Gateway string }
+
 // listening is told the bound addresses once the node serves; tests use it
 // to find ports chosen with ":0".
-type listening func(httpAddr, grpcAddr string)
+type listening func(bound)
 
 // serve runs one Sluice node until ctx ends, then drains in-flight requests
 // and workers within cfg.ShutdownTimeout. ready, when not nil, is told the

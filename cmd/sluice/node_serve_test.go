@@ -20,6 +20,7 @@ import (
 // testNode is a `sluice serve` running in this test process.
 type testNode struct {
 	httpURL, grpcAddr string
+	gatewayAddr       string // empty without a gateway
 }
 
 // testConfig is the embedded default configuration on spare ports and a
@@ -54,15 +55,15 @@ func startTwoNodes(t *testing.T, cfg config.Config) (a, b *testNode) {
 func startNodeLogging(t *testing.T, cfg config.Config, log *slog.Logger) *testNode {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]string, 1)
+	addrs := make(chan bound, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, log, func(h, g string) { addrs <- [2]string{h, g} })
+		done <- serve(ctx, cfg, log, func(b bound) { addrs <- b })
 	}()
 	var n testNode
 	select {
 	case a := <-addrs:
-		n = testNode{httpURL: "http://" + a[0], grpcAddr: a[1]}
+		n = testNode{httpURL: "http://" + a.HTTP, grpcAddr: a.GRPC, gatewayAddr: a.Gateway}
 	case err := <-done:
 		cancel()
 		t.Fatalf("serve ended before listening: %v", err)

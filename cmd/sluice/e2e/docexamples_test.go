@@ -117,7 +117,17 @@ func (r *docRun) up(t *testing.T) {
 	if r.child != nil {
 		return
 	}
-	r.child = startChild(t, filepath.Join(r.dir, "sluice-data"), "--http-addr", enginetest.SpareAddr(t))
+	// The port must be known before the node starts, so it is picked free
+	// and may be taken by another test in between: try another one then.
+	for attempt := 1; r.child == nil; attempt++ {
+		c, err := tryStartChild(t, sluiceBinary(t), filepath.Join(r.dir, "sluice-data"), "--http-addr", enginetest.SpareAddr(t))
+		switch {
+		case err == nil:
+			r.child = c
+		case attempt == 3 || !strings.Contains(err.Error(), "address already in use"):
+			t.Fatal(err)
+		}
+	}
 	host := strings.TrimPrefix(r.child.httpURL, "http://")
 	r.replacer = strings.NewReplacer("localhost:8080", host, "127.0.0.1:8080", host, "127.0.0.1:8081", r.child.grpcAddr)
 	r.env["SLUICE_SERVER"] = r.child.httpURL
