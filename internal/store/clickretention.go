@@ -19,7 +19,8 @@ const purgeLinksPerCall = 200
 // older than before through link_clicks_link_at (a range of the index per
 // link: no scan of the table and no index on time alone, which every click
 // would pay for). Links created after before are skipped: their clicks are
-// newer. Rollups and conversions are kept; a link below RollUpAt hits,
+// newer, and the walk ends at the first link created an hour after before
+// (purgeend.go). Rollups and conversions are kept; a link below RollUpAt hits,
 // whose rollups do not count its raw clicks, first has the clicks about to
 // go added to its rollups, so its stats keep them (linkrollups.go).
 //
@@ -38,8 +39,12 @@ func (db *DB) PurgeClicks(ctx context.Context, before time.Time, from int64, lim
 	cutoff := before.UnixMicro()
 	err = db.backgroundTx(ctx, func(tx *sql.Tx) error {
 		deleted = 0
+		end, err := db.purgeEnd(ctx, tx, from, cutoff)
+		if err != nil {
+			return err
+		}
 		ids, err := db.int64s(ctx, tx, `SELECT id FROM links
-			WHERE id >= ? AND created_at < ? AND (clicks > 0 OR bot_hits > 0) ORDER BY id LIMIT ?`, from, cutoff, purgeLinksPerCall)
+			WHERE id >= ? AND id < ? AND created_at < ? AND (clicks > 0 OR bot_hits > 0) ORDER BY id LIMIT ?`, from, end, cutoff, purgeLinksPerCall)
 		if err != nil || len(ids) == 0 {
 			next = 0
 			return err

@@ -93,6 +93,8 @@ type DB struct {
 	statementTimeout time.Duration
 	// linkCreateRetry is Options.LinkCreateRetry with its default.
 	linkCreateRetry time.Duration
+	// purgeEnds is where the click purge's walk ends (purgeend.go).
+	purgeEnds purgeEnds
 }
 
 // maxReadStmts bounds the prepared reads kept: queries built with a
