@@ -34,6 +34,21 @@ func BenchmarkRecordClicks(b *testing.B) {
 	}
 }
 
+// benchStore returns a new migrated store on engine, "sqlite" or
+// "postgres" (a schema of its own; it needs SLUICE_TEST_POSTGRES_URL).
+func benchStore(b *testing.B, engine string) *store.DB {
+	b.Helper()
+	opts := store.Options{DataDir: filepath.Join(b.TempDir(), "data"), MaxOpenConns: 4}
+	if engine == "postgres" {
+		opts.URL = enginetest.PostgresSchema(b, enginetest.PostgresURL(b))
+	}
+	db := mustOpen(b, opts)
+	if _, err := db.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
 // oneLinkStore returns a new migrated SQLite store holding one link.
 func oneLinkStore(b *testing.B) (*store.DB, []shorten.Link) {
 	b.Helper()
@@ -58,15 +73,8 @@ func oneLinkStore(b *testing.B) (*store.DB, []shorten.Link) {
 func BenchmarkRecordClicksLongTail(b *testing.B) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		b.Run(engine, func(b *testing.B) {
-			opts := store.Options{DataDir: filepath.Join(b.TempDir(), "data"), MaxOpenConns: 4}
-			if engine == "postgres" {
-				opts.URL = enginetest.PostgresSchema(b, enginetest.PostgresURL(b))
-			}
-			db := mustOpen(b, opts)
+			db := benchStore(b, engine)
 			ctx := b.Context()
-			if _, err := db.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
 			const nLinks, batch = 100_000, 4096
 			t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
 			var links []shorten.Link

@@ -3,13 +3,10 @@ package store_test
 import (
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/shorten"
-	"github.com/sluicehq/sluice/internal/store"
 )
 
 // BenchmarkPurgeSweepNothingOld is a click retention sweep that finds
@@ -20,15 +17,8 @@ import (
 func BenchmarkPurgeSweepNothingOld(b *testing.B) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		b.Run(engine, func(b *testing.B) {
-			opts := store.Options{DataDir: filepath.Join(b.TempDir(), "data"), MaxOpenConns: 4}
-			if engine == "postgres" {
-				opts.URL = enginetest.PostgresSchema(b, enginetest.PostgresURL(b))
-			}
-			db := mustOpen(b, opts)
+			db := benchStore(b, engine)
 			ctx := b.Context()
-			if _, err := db.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
 			const nLinks, window = 300_000, 90 * 24 * time.Hour
 			t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
 			for lo := 0; lo < nLinks; lo += 1000 {
