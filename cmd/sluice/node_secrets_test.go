@@ -34,11 +34,11 @@ func TestSecretsNeverLogged(t *testing.T) {
 		uiSecret      = "dashboard-secret-never-logged-0123456789abcdef"
 	)
 	cfg.Notify.Webhook.Secret = webhookSecret
-	cfg.AllowPrivate = true // the webhook goes to a closed local port, signed
+	cfg.AllowPrivate = true // the webhook goes to a local port that hangs up, signed
 	pc := &cfg.Notify.Providers
-	pc.SMTP.Addr, pc.SMTP.TLS, pc.SMTP.From = enginetest.SpareAddr(t), "none", "noreply@shop.test"
+	pc.SMTP.Addr, pc.SMTP.TLS, pc.SMTP.From = enginetest.DeadAddr(t), "none", "noreply@shop.test"
 	pc.SMTP.Username, pc.SMTP.Password = "mailer", smtpPassword
-	pc.Twilio.BaseURL, pc.Twilio.AccountSID, pc.Twilio.AuthToken, pc.Twilio.From = "http://"+enginetest.SpareAddr(t), "AC1", twilioToken, "+15550001"
+	pc.Twilio.BaseURL, pc.Twilio.AccountSID, pc.Twilio.AuthToken, pc.Twilio.From = "http://"+enginetest.DeadAddr(t), "AC1", twilioToken, "+15550001"
 	fcmFile, _ := keyFiles(t)
 	pc.FCM.CredentialsFile = fcmFile
 	cfg.UI.Secret = uiSecret
@@ -105,8 +105,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 
 	// Deliveries that use the secrets, each failing and logged: email
 	// through the SMTP relay, SMS through Twilio and a signed webhook, all
-	// to closed local ports.
-	hook := "http://" + enginetest.SpareAddr(t) + "/hook"
+	// to local ports that hang up.
+	hook := "http://" + enginetest.DeadAddr(t) + "/hook"
 	if code, body := do("PUT", "/v1/users/u1/settings", apiKey, `{"channels":{"email":true,"sms":true,"push":false,"webhook":true},
 		"contacts":{"email":"ann@example.com","phone":"+14155550100","webhook_url":"`+hook+`"}}`); code != 200 {
 		t.Fatalf("settings = %d %s", code, body)

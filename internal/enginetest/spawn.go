@@ -252,6 +252,29 @@ func SpareAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
+// DeadAddr returns "127.0.0.1:port" of a listener that holds the port for
+// the test and closes every connection it accepts at once: a peer that
+// fails every exchange, which no other test can take the port of (as it
+// could a port picked free and left closed).
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
 // sparePort returns a loopback TCP port that was free a moment ago.
 func sparePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
