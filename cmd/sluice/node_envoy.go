@@ -69,8 +69,15 @@ func (n *node) startEnvoy(ctx context.Context, limitRules *limits.Rules) (*envoy
 // divides limit / --ratelimit-nodes between its own Envoys (a report
 // waits for Redis at most --ratelimit-store-timeout).
 func (n *node) startRLQS(rules *envoyrls.Config, limitRules *limits.Rules, authorize func(context.Context) error) *rlqs.Server {
-	opts := rlqs.Options{Nodes: n.cfg.Ratelimit.Nodes, DemandTimeout: n.cfg.Ratelimit.StoreTimeout, DenyUnmatched: n.cfg.RLQS.Unmatched == "deny", MaxStreams: n.cfg.RLQS.MaxStreams,
+	q := n.cfg.RLQS
+	opts := rlqs.Options{Nodes: n.cfg.Ratelimit.Nodes, DemandTimeout: n.cfg.Ratelimit.StoreTimeout, DenyUnmatched: q.Unmatched == "deny",
+		MaxStreams: q.MaxStreams, MaxStreamsPerClient: q.MaxStreamsPerClient, MaxBuckets: q.MaxBucketsPerStream,
+		MaxBucketsPerClient: q.MaxBucketsPerClient, MaxBucketsPerNode: q.MaxBuckets, MaxReportsPerSecond: q.MaxReportsPerSecond,
+		MaxRequestsPerSecond: q.MaxRequestsPerSecond, FirstReportTimeout: q.FirstReportTimeout,
 		Blocked: limitRules.EntryBlocked, Authorize: authorize, Logger: n.log, Registerer: n.reg}
+	if n.cfg.GRPCRequireKey {
+		opts.ClientID = rlqs.KeyClient // a client is its API key (checked by authorize first)
+	}
 	if n.redis != nil {
 		d := &lateDemand{}
 		n.redis.OnConnect(func(client rueidis.Client) { d.p.Store(redisdemand.New(client, "sluice:")) })

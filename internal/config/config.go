@@ -93,6 +93,37 @@ type Config struct {
 type RLQS struct {
 	Unmatched  string `yaml:"unmatched" flag:"rlqs-unmatched" usage:"blanket rule assigned to rate limit quota buckets that no --envoy-config rule matches: allow (ALLOW_ALL) or deny (DENY_ALL)"`
 	MaxStreams int    `yaml:"max_streams" flag:"rlqs-max-streams" usage:"rate limit quota streams (Envoys) open at once on this node; more are refused with RESOURCE_EXHAUSTED and reconnect elsewhere"`
+	// The bounds of what one client (peer IP address, or API key with
+	// --grpc-require-key) may hold; docs/envoy.md, "Bounds".
+	MaxStreamsPerClient  int           `yaml:"max_streams_per_client" flag:"rlqs-max-streams-per-client" usage:"rate limit quota streams one client (peer IP, or API key with --grpc-require-key) may hold open on this node; more are refused with RESOURCE_EXHAUSTED"`
+	MaxBucketsPerStream  int           `yaml:"max_buckets_per_stream" flag:"rlqs-max-buckets-per-stream" usage:"rate limit quota buckets one stream may report; a report past it ends the stream with RESOURCE_EXHAUSTED"`
+	MaxBucketsPerClient  int           `yaml:"max_buckets_per_client" flag:"rlqs-max-buckets-per-client" usage:"rate limit quota buckets one client's streams may report in all on this node; a report past it ends the stream with RESOURCE_EXHAUSTED"`
+	MaxBuckets           int           `yaml:"max_buckets" flag:"rlqs-max-buckets" usage:"rate limit quota buckets (one per stream and bucket) this node tracks in all; a report past it ends the stream with RESOURCE_EXHAUSTED"`
+	MaxReportsPerSecond  int           `yaml:"max_reports_per_second" flag:"rlqs-max-reports-per-second" usage:"usage reports one rate limit quota stream may send a second (bursts of twice that); past it the stream ends with RESOURCE_EXHAUSTED"`
+	MaxRequestsPerSecond int           `yaml:"max_requests_per_second" flag:"rlqs-max-requests-per-second" usage:"most requests one bucket's usage may count per second of its time_elapsed (at least one second); a report past it, or of a count past 2^53, ends the stream with INVALID_ARGUMENT"`
+	FirstReportTimeout   time.Duration `yaml:"first_report_timeout" flag:"rlqs-first-report-timeout" usage:"longest a new rate limit quota stream may wait before its first usage report; past it the stream ends with DEADLINE_EXCEEDED"`
+}
+
+func defaultRLQS() RLQS {
+	return RLQS{Unmatched: "allow", MaxStreams: 10_000, MaxStreamsPerClient: 100, MaxBucketsPerStream: 10_000,
+		MaxBucketsPerClient: 20_000, MaxBuckets: 100_000, MaxReportsPerSecond: 50,
+		MaxRequestsPerSecond: 10_000_000, FirstReportTimeout: 10 * time.Second}
+}
+
+func (r RLQS) validate(bad func(flag, format string, args ...any)) {
+	for _, v := range []struct {
+		flag string
+		n    int
+	}{{"rlqs-max-streams-per-client", r.MaxStreamsPerClient}, {"rlqs-max-buckets-per-stream", r.MaxBucketsPerStream},
+		{"rlqs-max-buckets-per-client", r.MaxBucketsPerClient}, {"rlqs-max-buckets", r.MaxBuckets},
+		{"rlqs-max-reports-per-second", r.MaxReportsPerSecond}, {"rlqs-max-requests-per-second", r.MaxRequestsPerSecond}} {
+		if v.n < 1 {
+			bad(v.flag, "must be at least 1")
+		}
+	}
+	if r.FirstReportTimeout <= 0 {
+		bad("rlqs-first-report-timeout", "must be positive")
+	}
 }
 
 // Default returns the embedded defaults: everything on this machine, no setup.
@@ -112,7 +143,7 @@ func Default() Config {
 		AuthFailures:    20,
 		HTTP:            DefaultHTTP(),
 		Ratelimit:       defaultRatelimit(),
-		RLQS:            RLQS{Unmatched: "allow", MaxStreams: 10_000},
+		RLQS:            defaultRLQS(),
 		Links:           DefaultLinks(),
 		UI:              DefaultUI(),
 		Notify:          defaultNotify(),
@@ -203,6 +234,7 @@ func (c Config) Validate() error {
 	if c.RLQS.MaxStreams < 1 {
 		bad("rlqs-max-streams", "must be at least 1")
 	}
+	c.RLQS.validate(bad)
 	if c.RLQS.Unmatched != "allow" && c.RLQS.Unmatched != "deny" {
 		bad("rlqs-unmatched", "%q is not allow or deny", c.RLQS.Unmatched)
 	}

@@ -16,6 +16,10 @@ type metrics struct {
 	blocked, abandoned        *prometheus.CounterVec
 	demandErrors, assignments prometheus.Counter
 	refused                   prometheus.Counter
+	refusedBy                 *prometheus.CounterVec
+
+	// sizes reports the tables' sizes when the gauges are collected.
+	sizes func() (clients, buckets, ids int)
 
 	mu   sync.Mutex
 	subs map[ruleLabels]*ruleSubs
@@ -30,10 +34,11 @@ type ruleSubs struct {
 	clients map[string]int
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, sizes func() (clients, buckets, ids int)) *metrics {
 	dr := []string{"domain", "rule"}
 	m := &metrics{
-		subs: map[ruleLabels]*ruleSubs{},
+		subs:  map[ruleLabels]*ruleSubs{},
+		sizes: sizes,
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_rlqs_streams",
 			Help: "Envoy rate limit quota streams open on this node.",
@@ -74,6 +79,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_rlqs_streams_refused_total",
 			Help: "Rate limit quota streams refused because the node held rlqs.max_streams already.",
 		}),
+		refusedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_rlqs_refused_total",
+			Help: "Rate limit quota streams ended by a bound, by reason: streams, streams_per_client, buckets, buckets_per_client, buckets_per_stream (RESOURCE_EXHAUSTED past the cap), reports_per_second (RESOURCE_EXHAUSTED), first_report_timeout (DEADLINE_EXCEEDED), invalid_report (INVALID_ARGUMENT).",
+		}, []string{"reason"}),
 		demandErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_rlqs_demand_errors_total",
 			Help: "Reports whose shared demand table (Redis) failed; their shares came from this node's clients alone, of limit / nodes.",
@@ -81,10 +90,29 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.streams, m.buckets, m.clients, m.share, m.reported, m.shadowDenied,
-			m.blocked, m.abandoned, m.assignments, m.demandErrors, m.refused)
+			m.blocked, m.abandoned, m.assignments, m.demandErrors, m.refused, m.refusedBy)
+		size := func(name, help string, pick func(clients, buckets, ids int) int) prometheus.Collector {
+			return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+				return float64(pick(m.sizes()))
+			})
+		}
+		reg.MustRegister(
+			size("sluice_rlqs_tracked_clients", "Clients (peer IP addresses, or API keys with --grpc-require-key) holding rate limit quota streams on this node.",
+				func(c, _, _ int) int { return c }),
+			size("sluice_rlqs_tracked_buckets", "Buckets the rate limit quota streams of this node track, one per stream and bucket (bounded by rlqs.max_buckets).",
+				func(_, b, _ int) int { return b }),
+			size("sluice_rlqs_bucket_ids", "Distinct bucket ids this node holds (each once, however many streams report it).",
+				func(_, _, i int) int { return i }))
+	}
+	for _, r := range []string{reasonStreams, reasonStreamsPerClient, reasonBuckets, reasonBucketsPerClient,
+		reasonBucketsPerStream, reasonReportRate, reasonFirstReport, reasonInvalid} {
+		m.refusedBy.WithLabelValues(r) // every reason shows, at 0
 	}
 	return m
 }
+
+// refusedFor counts a stream ended by a bound.
+func (m *metrics) refusedFor(reason string) { m.refusedBy.WithLabelValues(reason).Inc() }
 
 // subscribe counts client's subscription to bucket under l.
 func (m *metrics) subscribe(l ruleLabels, bucket, client string) {

@@ -8,20 +8,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/url"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/internal/envoyrls"
 )
@@ -31,8 +27,7 @@ const ServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 
 // Defaults of Options.
 const (
-	DefaultInterval   = 10 * time.Second
-	DefaultMaxBuckets = 10_000
+	DefaultInterval = 10 * time.Second
 	// DefaultMaxStreams is Options.MaxStreams's default.
 	DefaultMaxStreams = 10_000
 	// TTLIntervals is an assignment's time to live in report intervals:
@@ -46,10 +41,6 @@ const (
 	// keeps its previous value, so that a steady table does not send a new
 	// strategy (which makes Envoy report at once) every interval.
 	growHysteresis = 1.05
-	// Bounds of a bucket id: larger ones are answered by the unmatched
-	// rule and not tracked.
-	maxEntries  = 32
-	maxEntryLen = 1024
 )
 
 // Log attribute keys.
@@ -96,9 +87,41 @@ type Options struct {
 	// refused with RESOURCE_EXHAUSTED (Envoy reconnects, through the load
 	// balancer to another node). If 0, DefaultMaxStreams.
 	MaxStreams int
-	// MaxBuckets bounds the buckets one stream is tracked for; later ones
-	// are answered by the unmatched rule. If 0, DefaultMaxBuckets.
+	// MaxStreamsPerClient bounds the streams one client (ClientID) holds
+	// open at once on this server; more are refused with
+	// RESOURCE_EXHAUSTED. If 0, DefaultMaxStreamsPerClient.
+	MaxStreamsPerClient int
+	// MaxBuckets bounds the buckets one stream is tracked for. A report
+	// that would pass it (or MaxBucketsPerClient over every stream of the
+	// client, or MaxBucketsPerNode over every stream) ends the stream
+	// with RESOURCE_EXHAUSTED naming the cap. If 0, DefaultMaxBuckets.
 	MaxBuckets int
+	// MaxBucketsPerClient: see MaxBuckets. If 0,
+	// DefaultMaxBucketsPerClient.
+	MaxBucketsPerClient int
+	// MaxBucketsPerNode: see MaxBuckets. If 0, DefaultMaxBucketsPerNode.
+	MaxBucketsPerNode int
+	// MaxReportsPerSecond bounds a stream's usage reports: a token bucket
+	// of this rate holding two seconds of it. A report past it ends the
+	// stream with RESOURCE_EXHAUSTED. It also bounds the demand store's
+	// writes: one per limited bucket of each report. If 0,
+	// DefaultMaxReportsPerSecond.
+	MaxReportsPerSecond int
+	// MaxRequestsPerSecond bounds the counts of one bucket's usage: a
+	// report of more requests (allowed and denied) than this times its
+	// time_elapsed (at least one second), or of a count past MaxCount,
+	// ends the stream with INVALID_ARGUMENT. If 0,
+	// DefaultMaxRequestsPerSecond.
+	MaxRequestsPerSecond int
+	// FirstReportTimeout is how long a new stream may wait before its
+	// first usage report; past it the stream ends with DEADLINE_EXCEEDED.
+	// If 0, DefaultFirstReportTimeout.
+	FirstReportTimeout time.Duration
+	// ClientID names the client a stream belongs to, for the per-client
+	// caps and for dividing a bucket (a client's streams on a bucket count
+	// as one client). If nil, PeerClient (the peer's IP address); Sluice
+	// uses KeyClient (the API key) with --grpc-require-key.
+	ClientID func(ctx context.Context) string
 	// NodeID starts every client name this node makes, so names are
 	// unique across nodes. If empty, a random one is used.
 	NodeID string
@@ -130,6 +153,8 @@ type Server struct {
 	fallback  MemoryDemand
 	divisions shareCache   // each bucket's last division (sharecache.go)
 	open      atomic.Int64 // streams open (bounded by Options.MaxStreams)
+	caps      caps         // what each client holds (bounds.go)
+	ids       idents       // every tracked bucket id, once (bounds.go)
 	m         *metrics
 	seq       atomic.Uint64
 
@@ -141,6 +166,7 @@ type Server struct {
 
 	peersMu sync.Mutex
 	peers   map[string]map[*stream]struct{} // bucket key: the streams of this node tracking it
+	groups  map[string]map[string]*group    // bucket key, client: its streams (group.go)
 
 	lastErrLog  atomic.Int64
 	errsSkipped atomic.Int64
@@ -156,7 +182,16 @@ func New(cfg *envoyrls.Config, opts Options) *Server {
 	opts.DemandTimeout = cmp.Or(opts.DemandTimeout, 250*time.Millisecond)
 	opts.DefaultInterval = cmp.Or(opts.DefaultInterval, DefaultInterval)
 	opts.MaxBuckets = cmp.Or(opts.MaxBuckets, DefaultMaxBuckets)
+	opts.MaxBucketsPerClient = cmp.Or(opts.MaxBucketsPerClient, DefaultMaxBucketsPerClient)
+	opts.MaxBucketsPerNode = cmp.Or(opts.MaxBucketsPerNode, DefaultMaxBucketsPerNode)
 	opts.MaxStreams = cmp.Or(opts.MaxStreams, DefaultMaxStreams)
+	opts.MaxStreamsPerClient = cmp.Or(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)
+	opts.MaxReportsPerSecond = cmp.Or(opts.MaxReportsPerSecond, DefaultMaxReportsPerSecond)
+	opts.MaxRequestsPerSecond = cmp.Or(opts.MaxRequestsPerSecond, DefaultMaxRequestsPerSecond)
+	opts.FirstReportTimeout = cmp.Or(opts.FirstReportTimeout, DefaultFirstReportTimeout)
+	if opts.ClientID == nil {
+		opts.ClientID = PeerClient
+	}
 	opts.Reauthorize = cmp.Or(opts.Reauthorize, 15*time.Second)
 	if opts.MinFraction <= 0 || opts.MinFraction > 1 {
 		opts.MinFraction = DefaultMinFraction
@@ -172,8 +207,10 @@ func New(cfg *envoyrls.Config, opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, demand: opts.Demand, m: newMetrics(opts.Registerer),
-		changed: make(chan struct{}), done: make(chan struct{}), peers: map[string]map[*stream]struct{}{}}
+	s := &Server{opts: opts, demand: opts.Demand,
+		changed: make(chan struct{}), done: make(chan struct{}), peers: map[string]map[*stream]struct{}{},
+		groups: map[string]map[string]*group{}}
+	s.m = newMetrics(opts.Registerer, s.sizes)
 	if s.demand == nil {
 		s.demand = &s.fallback
 	}
@@ -210,10 +247,12 @@ func (s *Server) configChanged() <-chan struct{} {
 
 // stream is one Envoy's subscription: its domain and buckets.
 type stream struct {
-	client  string
-	domain  string
-	label   string // domain's metric label: "" when not configured
-	buckets map[string]*bucket
+	client   string // unique: the stream's name in metrics
+	clientID string // Options.ClientID: whose stream it is
+	group    string // the client's name in demand tables (group.go)
+	domain   string
+	label    string // domain's metric label: "" when not configured
+	buckets  map[string]*bucket
 	// pokes names buckets to re-evaluate because another stream of this
 	// node joined or left them. Never closed; a full channel drops the
 	// poke (the next report re-evaluates anyway).
@@ -222,9 +261,8 @@ type stream struct {
 
 // bucket is one bucket of a stream.
 type bucket struct {
-	key     string           // domain and bucket id, the same on every node
-	id      *rlqspb.BucketId // as the client named it
-	entries []*commonpb.RateLimitDescriptor_Entry
+	key    string // the hash of domain and bucket id, the same on every node
+	*ident        // the id, held once by the node (bounds.go)
 
 	matched bool
 	limit   envoyrls.Limit
@@ -257,17 +295,11 @@ func (s *Server) StreamRateLimitQuotas(gs grpc.BidiStreamingServer[rlqspb.RateLi
 			return err
 		}
 	}
-	if s.open.Add(1) > int64(s.opts.MaxStreams) {
-		s.open.Add(-1)
-		s.m.refused.Inc()
-		return status.Errorf(codes.ResourceExhausted, "this node holds %d rate limit quota streams, as many as it may; reconnect to another", s.opts.MaxStreams)
+	st, err := s.admit(ctx)
+	if err != nil {
+		return err
 	}
-	defer s.open.Add(-1)
-	st := &stream{client: s.opts.NodeID + "-" + hexID(s.seq.Add(1)), buckets: map[string]*bucket{},
-		pokes: make(chan string, 64)}
-	s.m.streams.Inc()
-	defer s.m.streams.Dec()
-	defer s.leave(st)
+	defer s.close(st)
 
 	reports := make(chan *rlqspb.RateLimitQuotaUsageReports)
 	recvErr := make(chan error, 1)
@@ -287,6 +319,10 @@ func (s *Server) StreamRateLimitQuotas(gs grpc.BidiStreamingServer[rlqspb.RateLi
 	}()
 	tick := time.NewTicker(s.opts.BlockCheck)
 	defer tick.Stop()
+	first := time.NewTimer(s.opts.FirstReportTimeout)
+	defer first.Stop()
+	firstC := first.C // nil once a report came
+	reportRate := rate.NewLimiter(rate.Limit(s.opts.MaxReportsPerSecond), 2*s.opts.MaxReportsPerSecond)
 	authorized := s.opts.Now()
 	for {
 		changed := s.configChanged()
@@ -301,14 +337,22 @@ func (s *Server) StreamRateLimitQuotas(gs grpc.BidiStreamingServer[rlqspb.RateLi
 				return nil
 			}
 			return err
+		case <-firstC:
+			s.m.refusedFor(reasonFirstReport)
+			return status.Errorf(codes.DeadlineExceeded, "no usage report within %v of the stream's start (rlqs.first_report_timeout)", s.opts.FirstReportTimeout)
 		case m := <-reports:
-			if st.domain == "" {
-				if m.GetDomain() == "" {
-					return status.Error(codes.InvalidArgument, "the first usage report must name the domain")
-				}
-				st.domain = m.Domain
+			firstC = nil
+			if !reportRate.AllowN(s.opts.Now(), 1) {
+				s.m.refusedFor(reasonReportRate)
+				return exhausted("more than %d usage reports a second on this stream (rlqs.max_reports_per_second)", s.opts.MaxReportsPerSecond)
 			}
-			actions = s.report(ctx, st, m)
+			if err := s.check(st, m); err != nil {
+				s.m.refusedFor(reasonInvalid)
+				return err
+			}
+			if actions, err = s.report(ctx, st, m); err != nil {
+				return err
+			}
 		case <-changed:
 			actions = s.reassess(ctx, st, false)
 		case <-tick.C:
@@ -335,6 +379,63 @@ func (s *Server) StreamRateLimitQuotas(gs grpc.BidiStreamingServer[rlqspb.RateLi
 	}
 }
 
+// admit opens a stream for ctx's client, or refuses it past
+// Options.MaxStreams or MaxStreamsPerClient.
+func (s *Server) admit(ctx context.Context) (*stream, error) {
+	if s.open.Add(1) > int64(s.opts.MaxStreams) {
+		s.open.Add(-1)
+		s.m.refused.Inc()
+		s.m.refusedFor(reasonStreams)
+		return nil, exhausted("this node holds %d rate limit quota streams, as many as it may (rlqs.max_streams); reconnect to another", s.opts.MaxStreams)
+	}
+	client := s.opts.ClientID(ctx)
+	if !s.caps.openStream(client, s.opts.MaxStreamsPerClient) {
+		s.open.Add(-1)
+		s.m.refused.Inc()
+		s.m.refusedFor(reasonStreamsPerClient)
+		return nil, exhausted("this client holds %d rate limit quota streams on this node, as many as it may (rlqs.max_streams_per_client)", s.opts.MaxStreamsPerClient)
+	}
+	s.m.streams.Inc()
+	return &stream{client: s.opts.NodeID + "-" + hexID(s.seq.Add(1)), clientID: client,
+		group: groupName(s.opts.NodeID, client), buckets: map[string]*bucket{}, pokes: make(chan string, 64)}, nil
+}
+
+// close forgets every bucket of an ended stream and frees its place.
+func (s *Server) close(st *stream) {
+	for _, b := range st.buckets {
+		s.forget(st, b)
+	}
+	s.caps.closeStream(st.clientID)
+	s.m.streams.Dec()
+	s.open.Add(-1)
+}
+
+// check refuses a report that does not fit (INVALID_ARGUMENT), and takes
+// the domain of a stream's first report.
+func (s *Server) check(st *stream, m *rlqspb.RateLimitQuotaUsageReports) error {
+	if st.domain == "" {
+		switch d := m.GetDomain(); {
+		case d == "":
+			return status.Error(codes.InvalidArgument, "the first usage report must name the domain")
+		case len(d) > MaxDomainBytes:
+			return status.Errorf(codes.InvalidArgument, "the domain is %d bytes long, past the bound of %d", len(d), MaxDomainBytes)
+		}
+	}
+	if err := checkReport(m, s.opts.MaxRequestsPerSecond); err != nil {
+		return err
+	}
+	if st.domain == "" {
+		st.domain = m.GetDomain()
+	}
+	return nil
+}
+
+// sizes are the tables' sizes, for the metrics.
+func (s *Server) sizes() (clients, buckets, ids int) {
+	clients, buckets = s.caps.sizes()
+	return clients, buckets, s.ids.len()
+}
+
 func hexID(n uint64) string {
 	const digits = "0123456789abcdef"
 	var b [16]byte
@@ -347,424 +448,4 @@ func hexID(n uint64) string {
 			return string(b[i:])
 		}
 	}
-}
-
-// report accounts a usage report and answers each of its buckets.
-func (s *Server) report(ctx context.Context, st *stream, m *rlqspb.RateLimitQuotaUsageReports) []*rlqspb.RateLimitQuotaResponse_BucketAction {
-	now := s.opts.Now()
-	cfg := s.cfg.Load()
-	st.label = ""
-	if cfg.HasDomain(st.domain) {
-		st.label = st.domain
-	}
-	var answer []*bucket
-	seen := make(map[*bucket]bool, len(m.GetBucketQuotaUsages()))
-	var joined []*bucket
-	var untracked []*rlqspb.RateLimitQuotaResponse_BucketAction
-	for _, u := range m.GetBucketQuotaUsages() {
-		id := u.GetBucketId()
-		if len(id.GetBucket()) == 0 {
-			continue // nothing to answer
-		}
-		key, entries, ok := bucketKey(st.domain, id)
-		b := st.buckets[key]
-		if b == nil {
-			if !ok || len(st.buckets) >= s.opts.MaxBuckets {
-				untracked = append(untracked, assign(id, s.unmatched(), TTLIntervals*s.opts.DefaultInterval))
-				s.m.reported.WithLabelValues(st.label, "", "allowed").Add(float64(u.NumRequestsAllowed))
-				s.m.reported.WithLabelValues(st.label, "", "denied").Add(float64(u.NumRequestsDenied))
-				continue
-			}
-			b = &bucket{key: key, id: id, entries: entries, interval: s.opts.DefaultInterval}
-			st.buckets[key] = b
-			joined = append(joined, b)
-		}
-		b.account(u, now)
-		if !seen[b] { // a bucket reported twice is answered once
-			seen[b] = true
-			answer = append(answer, b)
-		}
-	}
-	actions := s.evaluate(ctx, st, answer, now, true)
-	for _, b := range joined {
-		if st.buckets[b.key] == b {
-			s.join(st, b)
-		}
-	}
-	for _, b := range answer {
-		if b.grew && st.buckets[b.key] == b { // (a bucket that joined had no share to grow from)
-			s.poke(st, b.key)
-		}
-		b.grew = false
-	}
-	return append(actions, untracked...)
-}
-
-// account takes one usage report of b: its counts, and its time_elapsed
-// as the client's report interval (the first one of at least 100 ms sets
-// it; later ones raise it at once and lower it by an eighth at most).
-// The demand rate is updated once at least half an interval of counts has
-// gathered, so the quick reports Envoy sends when an assignment changes do
-// not make it jump.
-func (b *bucket) account(u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) {
-	b.lastReport = now
-	e := u.GetTimeElapsed().AsDuration()
-	if u.GetTimeElapsed() == nil || e < 0 {
-		e = 0
-	}
-	if e >= 100*time.Millisecond {
-		iv := e
-		if b.learned {
-			iv = max(e, b.interval-b.interval/8) // a quick report (after a new assignment) shrinks it only a little
-		}
-		b.interval, b.learned = min(iv, time.Hour), true
-	}
-	n := u.NumRequestsAllowed + u.NumRequestsDenied
-	b.pendN += n
-	b.pendE += e
-	b.allowed += u.NumRequestsAllowed
-	b.denied += u.NumRequestsDenied
-	b.allowedElapsed = max(b.allowedElapsed, e)
-}
-
-// settle turns the gathered counts into the demand rate per period.
-func (b *bucket) settle(period time.Duration) {
-	if b.rated && b.pendE < b.interval/2 {
-		return
-	}
-	if b.pendE > 0 {
-		b.rate = float64(b.pendN) * float64(period) / float64(b.pendE)
-		b.rated = true
-	} else if !b.rated {
-		b.rate = float64(b.pendN) // a first report without elapsed time
-	}
-	b.pendN, b.pendE = 0, 0
-}
-
-// reassess evaluates st's buckets after a rule change (all of them) or on
-// the block tick (those whose block started or ended), and returns the
-// actions that differ from the last ones sent.
-func (s *Server) reassess(ctx context.Context, st *stream, blocksOnly bool) []*rlqspb.RateLimitQuotaResponse_BucketAction {
-	if len(st.buckets) == 0 {
-		return nil
-	}
-	now := s.opts.Now()
-	var bs []*bucket
-	for _, b := range st.buckets {
-		if !blocksOnly || s.isBlocked(st.domain, b.entries, now) != b.blocked {
-			bs = append(bs, b)
-		}
-	}
-	if len(bs) == 0 {
-		return nil
-	}
-	prev := make(map[*bucket]*rlqspb.RateLimitQuotaResponse_BucketAction, len(bs))
-	for _, b := range bs {
-		prev[b] = b.action
-	}
-	var out []*rlqspb.RateLimitQuotaResponse_BucketAction
-	for i, a := range s.evaluate(ctx, st, bs, now, false) {
-		if p := prev[bs[i]]; p == nil || !proto.Equal(p, a) || a.GetAbandonAction() != nil {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// evaluate decides the action of each of bs, in order, and records it.
-// A bucket whose rule is gone is abandoned and forgotten. When fresh, the
-// buckets' pending counts are settled into demand rates first.
-func (s *Server) evaluate(ctx context.Context, st *stream, bs []*bucket, now time.Time, fresh bool) []*rlqspb.RateLimitQuotaResponse_BucketAction {
-	cfg := s.cfg.Load()
-	out := make([]*rlqspb.RateLimitQuotaResponse_BucketAction, len(bs))
-	var shared []int // indexes of bs whose share comes from the demand table
-	for i, b := range bs {
-		l, ok := cfg.Lookup(st.domain, b.entries)
-		if !ok && b.matched {
-			out[i] = abandon(b.id)
-			s.m.abandoned.WithLabelValues(b.labels.domain).Inc()
-			s.forget(st, b)
-			continue
-		}
-		labels := ruleLabels{domain: st.label}
-		if ok {
-			labels.rule = l.Name
-		}
-		if b.action == nil || labels != b.labels {
-			if b.action != nil {
-				s.m.unsubscribe(b.labels, b.key, st.client, b.share)
-			}
-			s.m.subscribe(labels, b.key, st.client)
-			b.labels, b.share = labels, 0
-		}
-		if b.matched && ok && l != b.limit {
-			s.setShare(b, 0) // a new rule: no hysteresis from the old one's share
-			if l.Period != b.limit.Period && b.limit.Period > 0 {
-				b.rate *= float64(l.Period) / float64(b.limit.Period)
-			}
-		}
-		b.matched, b.limit = ok, l
-		if fresh {
-			s.m.reported.WithLabelValues(labels.domain, labels.rule, "allowed").Add(float64(b.allowed))
-			s.m.reported.WithLabelValues(labels.domain, labels.rule, "denied").Add(float64(b.denied))
-		}
-		b.blocked = s.isBlocked(st.domain, b.entries, now)
-		ttl := TTLIntervals * b.interval
-		switch {
-		case b.blocked:
-			s.m.blocked.WithLabelValues(labels.domain).Inc()
-			out[i] = assign(b.id, blanket(typev3.RateLimitStrategy_DENY_ALL), ttl)
-		case !ok:
-			out[i] = assign(b.id, s.unmatched(), ttl)
-		case l.Unlimited:
-			out[i] = assign(b.id, blanket(typev3.RateLimitStrategy_ALLOW_ALL), ttl)
-		case l.RequestsPerUnit == 0:
-			if l.Shadow {
-				if fresh {
-					s.m.shadowDenied.WithLabelValues(labels.domain, labels.rule).Add(float64(b.allowed))
-				}
-				out[i] = assign(b.id, blanket(typev3.RateLimitStrategy_ALLOW_ALL), ttl)
-			} else {
-				out[i] = assign(b.id, blanket(typev3.RateLimitStrategy_DENY_ALL), ttl)
-			}
-		default:
-			shared = append(shared, i)
-			continue
-		}
-		s.setShare(b, 0)
-	}
-	if len(shared) > 0 {
-		s.assignShares(ctx, st, bs, shared, out, now, fresh)
-	}
-	for i, b := range bs {
-		if out[i].GetAbandonAction() == nil {
-			b.action = out[i]
-		}
-		b.allowed, b.denied, b.allowedElapsed = 0, 0, 0
-	}
-	return out
-}
-
-// assignShares computes the share of each limited bucket of bs (their
-// indexes in idx) from the shared demand table, and its assignment.
-func (s *Server) assignShares(ctx context.Context, st *stream, bs []*bucket, idx []int, out []*rlqspb.RateLimitQuotaResponse_BucketAction, now time.Time, fresh bool) {
-	updates := make([]Update, len(idx))
-	cached := make([]float64, len(idx))
-	hit := make([]bool, len(idx))
-	for j, i := range idx {
-		b := bs[i]
-		if fresh {
-			b.settle(b.limit.Period)
-		}
-		cached[j], hit[j] = s.divisions.lookup(b.key, st.client, float64(b.limit.RequestsPerUnit), b.rate, b.interval, now)
-		updates[j] = Update{Bucket: b.key, Demand: Demand{Client: st.client, Rate: b.rate,
-			Expires: b.lastReport.Add(ExpiryIntervals * b.interval)}, // a re-evaluation does not extend it
-			WriteOnly: hit[j]}
-	}
-	dctx, cancel := context.WithTimeout(ctx, s.opts.DemandTimeout)
-	tables, err := s.demand.Report(dctx, now, updates)
-	cancel()
-	divide := 1.0
-	if err != nil {
-		s.m.demandErrors.Inc()
-		s.logDemandError(st.domain, err)
-		for j := range updates { // every bucket divided on this node's table
-			updates[j].WriteOnly, hit[j] = false, false
-		}
-		tables, _ = s.fallback.Report(ctx, now, updates)
-		divide = float64(s.opts.Nodes)
-	}
-	for j, i := range idx {
-		b := bs[i]
-		l := b.limit
-		limit := float64(l.RequestsPerUnit) / divide
-		share := cached[j]
-		if !hit[j] {
-			shares := Shares(limit, tables[j], now, s.opts.MinFraction)
-			share = shares[st.client]
-			if divide == 1 { // a division of the shared table, for the node's other clients
-				s.divisions.store(b.key, limit, shares, tables[j], now)
-			}
-		}
-		if b.share > 0 && share >= b.share && share < b.share*growHysteresis {
-			share = b.share
-		}
-		if share > b.share && b.share > 0 {
-			b.grew = true // it took from the others: report pokes them
-		}
-		s.setShare(b, share)
-		ttl := TTLIntervals * b.interval
-		if l.Shadow {
-			if fresh && b.allowedElapsed > 0 {
-				allowance := share * float64(b.allowedElapsed) / float64(l.Period)
-				if over := float64(b.allowed) - allowance; over >= 1 {
-					s.m.shadowDenied.WithLabelValues(b.labels.domain, b.labels.rule).Add(float64(int64(over)))
-				}
-			}
-			out[i] = assign(b.id, blanket(typev3.RateLimitStrategy_ALLOW_ALL), ttl)
-			continue
-		}
-		if share <= 0 {
-			// Only a client silent for ExpiryIntervals, re-evaluated on a
-			// reload or a block: its share went to the others.
-			out[i] = assign(b.id, blanket(typev3.RateLimitStrategy_DENY_ALL), ttl)
-			continue
-		}
-		out[i] = assign(b.id, limited(l, share), ttl)
-	}
-}
-
-// setShare records b's share and its change in the assigned total.
-func (s *Server) setShare(b *bucket, share float64) {
-	if d := share - b.share; d != 0 {
-		s.m.share.WithLabelValues(b.labels.domain, b.labels.rule).Add(d)
-	}
-	b.share = share
-}
-
-// unmatched is the strategy of buckets no rule matches.
-func (s *Server) unmatched() *typev3.RateLimitStrategy {
-	if s.opts.DenyUnmatched {
-		return blanket(typev3.RateLimitStrategy_DENY_ALL)
-	}
-	return blanket(typev3.RateLimitStrategy_ALLOW_ALL)
-}
-
-// isBlocked reports whether an emergency block covers one of entries.
-func (s *Server) isBlocked(domain string, entries []*commonpb.RateLimitDescriptor_Entry, now time.Time) bool {
-	if s.opts.Blocked == nil {
-		return false
-	}
-	for _, e := range entries {
-		if until, ok := s.opts.Blocked(domain, e.Key, e.Value, now); ok && until.After(now) {
-			return true
-		}
-	}
-	return false
-}
-
-// forget drops b from st: its metrics and its demand.
-func (s *Server) forget(st *stream, b *bucket) {
-	delete(st.buckets, b.key)
-	defer s.part(st, b) // after the demand is gone, so the peers see it gone
-	if b.action != nil {
-		s.m.unsubscribe(b.labels, b.key, st.client, b.share)
-	}
-	b.share = 0
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = s.demand.Leave(ctx, b.key, st.client) // best effort: it expires anyway
-	_ = s.fallback.Leave(ctx, b.key, st.client)
-	s.divisions.forget(b.key) // the others' next reports divide it without the client
-}
-
-// leave forgets every bucket of an ended stream.
-func (s *Server) leave(st *stream) {
-	for _, b := range st.buckets {
-		s.forget(st, b)
-	}
-}
-
-// logDemandError logs a demand store failure at most once a second.
-func (s *Server) logDemandError(domain string, err error) {
-	now := time.Now().UnixNano()
-	last := s.lastErrLog.Load()
-	if now-last < int64(time.Second) || !s.lastErrLog.CompareAndSwap(last, now) {
-		s.errsSkipped.Add(1)
-		return
-	}
-	s.opts.Logger.Error("rate limit quota demand store failed; shares come from this node's clients, of limit / nodes",
-		logDomain, domain, logError, err, logSkip, s.errsSkipped.Swap(0))
-}
-
-// bucketKey names a bucket across nodes (its domain and id, keys sorted)
-// and returns the id's entries in key order, the descriptor its rule is
-// matched with. ok is false when the id is over the bounds.
-func bucketKey(domain string, id *rlqspb.BucketId) (key string, entries []*commonpb.RateLimitDescriptor_Entry, ok bool) {
-	m := id.GetBucket()
-	if len(m) > maxEntries {
-		return "", nil, false
-	}
-	v := make(url.Values, len(m))
-	for k, val := range m {
-		if len(k) > maxEntryLen || len(val) > maxEntryLen || k == "" {
-			return "", nil, false
-		}
-		v.Set(k, val)
-	}
-	enc := v.Encode() // sorted by key
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	entries = make([]*commonpb.RateLimitDescriptor_Entry, len(keys))
-	for i, k := range keys {
-		entries[i] = &commonpb.RateLimitDescriptor_Entry{Key: k, Value: m[k]}
-	}
-	return url.QueryEscape(domain) + "?" + enc, entries, true
-}
-
-// join registers st as tracking b and asks the node's other streams of b
-// to re-evaluate it: a new client's share comes from theirs, and they get
-// the smaller share at once instead of at their next report (on this
-// node; other nodes' clients get theirs at their next report). A report
-// that raises a client's share pokes the others the same way.
-func (s *Server) join(st *stream, b *bucket) {
-	s.peersMu.Lock()
-	set := s.peers[b.key]
-	if set == nil {
-		set = map[*stream]struct{}{}
-		s.peers[b.key] = set
-	}
-	set[st] = struct{}{}
-	s.peersMu.Unlock()
-	s.poke(st, b.key)
-}
-
-// part undoes join, and lets the other streams of b take the freed share.
-func (s *Server) part(st *stream, b *bucket) {
-	s.peersMu.Lock()
-	set, ok := s.peers[b.key]
-	if ok {
-		delete(set, st)
-		if len(set) == 0 {
-			delete(s.peers, b.key)
-		}
-	}
-	s.peersMu.Unlock()
-	if ok {
-		s.poke(st, b.key)
-	}
-}
-
-// poke asks every stream of bucket key but from to re-evaluate it.
-func (s *Server) poke(from *stream, key string) {
-	s.peersMu.Lock()
-	defer s.peersMu.Unlock()
-	for p := range s.peers[key] {
-		if p == from {
-			continue
-		}
-		select {
-		case p.pokes <- key:
-		default:
-		}
-	}
-}
-
-// reassessBucket re-evaluates one bucket of st after a peer joined or
-// left it, and returns its action if it changed.
-func (s *Server) reassessBucket(ctx context.Context, st *stream, key string) []*rlqspb.RateLimitQuotaResponse_BucketAction {
-	b := st.buckets[key]
-	if b == nil || !b.matched {
-		return nil
-	}
-	prev := b.action
-	a := s.evaluate(ctx, st, []*bucket{b}, s.opts.Now(), false)[0]
-	b.grew = false // pokes do not poke back: the table did not change
-	if prev != nil && proto.Equal(prev, a) && a.GetAbandonAction() == nil {
-		return nil
-	}
-	return []*rlqspb.RateLimitQuotaResponse_BucketAction{a}
 }

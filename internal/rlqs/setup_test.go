@@ -18,7 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/internal/enginetest"
@@ -74,20 +74,27 @@ type node struct {
 	conn *grpc.ClientConn
 }
 
-// serve starts a server on cfg (Now and Registerer are filled in).
+// serve starts a server on cfg (Now and Registerer are filled in) behind
+// a real gRPC listener on 127.0.0.1. Every stream of the tests comes from
+// 127.0.0.1, so unless opts names one, clients are told apart by the API
+// key each envoy sends (rlqs.KeyClient), as with --grpc-require-key.
 func serve(t *testing.T, cfg *envoyrls.Config, clk *clock, opts rlqs.Options) *node {
 	t.Helper()
 	n := &node{reg: prometheus.NewRegistry()}
 	opts.Now, opts.Registerer = clk.Now, n.reg
+	if opts.ClientID == nil {
+		opts.ClientID = rlqs.KeyClient
+	}
 	n.srv = rlqs.New(cfg, opts)
-	lis := bufconn.Listen(1 << 20)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	gs := grpc.NewServer()
 	n.srv.Register(gs)
 	go gs.Serve(lis) //nolint:errcheck // ends with Stop
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +102,10 @@ func serve(t *testing.T, cfg *envoyrls.Config, clk *clock, opts rlqs.Options) *n
 	n.conn = conn
 	return n
 }
+
+// envoyKeys numbers the envoys' API keys, so every envoy is a client of
+// its own.
+var envoyKeys atomic.Int64
 
 // redisDemand opens n demand stores on the test Redis sharing one fresh
 // key prefix, as n nodes would, or skips without Redis.
@@ -123,8 +134,17 @@ type envoy struct {
 
 func (n *node) envoy(t *testing.T) *envoy {
 	t.Helper()
+	return n.envoyOf(t, fmt.Sprintf("envoy-%d", envoyKeys.Add(1)))
+}
+
+// envoyOf opens a stream as the client of API key key ("": none).
+func (n *node) envoyOf(t *testing.T, key string) *envoy {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	if key != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", key)
+	}
 	s, err := rlqspb.NewRateLimitQuotaServiceClient(n.conn).StreamRateLimitQuotas(ctx)
 	if err != nil {
 		t.Fatal(err)
