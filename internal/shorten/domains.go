@@ -2,6 +2,7 @@ package shorten
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -14,9 +15,12 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 )
 
-// Domain is a custom short domain: links created on it answer only on
-// requests whose Host is Name, and an unknown code there goes to
-// FallbackURL when it is set.
+// Domain is a custom short domain, or one owner's claim of it: links
+// created on it answer only on requests whose Host is Name, and an unknown
+// code there goes to FallbackURL when it is set. While verification is on
+// (DomainOptions.Verify), several owners may claim a name at once, each
+// with a Token of its own; the first claim whose token is found in DNS is
+// verified and the others are dropped. Only a verified domain serves.
 type Domain struct {
 	// Name is the host name, lower case, in ASCII (IDNA A-labels), without
 	// port or trailing dot.
@@ -26,28 +30,55 @@ type Domain struct {
 	Owner       string
 	FallbackURL string
 	CreatedAt   time.Time
+	// Token is what the TXT record VerificationRecord(Name) must hold to
+	// verify this claim.
+	Token string
+	// VerifiedAt is when the claim was verified (at registration while
+	// verification is off); the zero time while it is not.
+	VerifiedAt time.Time
 }
+
+// Verified says whether d serves redirects.
+func (d Domain) Verified() bool { return !d.VerifiedAt.IsZero() }
+
+// VerificationRecord is the name of the TXT record that proves control of
+// domain: "_sluice." + domain.
+func VerificationRecord(domain string) string { return "_sluice." + domain }
+
+// DomainLimits bounds the domain rows (claims included) a CreateDomain may
+// leave: PerOwner for the new row's owner, Total for the whole store. Zero
+// is no bound.
+type DomainLimits struct{ PerOwner, Total int }
 
 // DomainStore is what custom domains need from the record store; a store
 // without it has no domains (every link answers on every host).
 type DomainStore interface {
 	// CreateDomain stores d, or fails with an apperr Conflict naming
-	// "domain" when it is already registered.
-	CreateDomain(ctx context.Context, d Domain) (Domain, error)
-	// Domains returns every registered domain, by name, at most limit.
+	// "domain" when the name is verified by anyone, already claimed by
+	// d.Owner, or (d being verified already) claimed by anyone; with an
+	// apperr TooMany when it would pass limits.
+	CreateDomain(ctx context.Context, d Domain, limits DomainLimits) (Domain, error)
+	// Domains returns every domain and claim, by name then owner, at most
+	// limit.
 	Domains(ctx context.Context, limit int) ([]Domain, error)
-	// Domain returns the domain name, or an apperr NotFound error.
-	Domain(ctx context.Context, name string) (Domain, error)
-	// UpdateDomain sets the fallback URL of the domain name ("" for none)
-	// and returns the domain, or an apperr NotFound error.
-	UpdateDomain(ctx context.Context, name, fallbackURL string) (Domain, error)
-	// DeleteDomain removes the domain name, or fails with apperr NotFound,
-	// or with Conflict while links are on it.
-	DeleteDomain(ctx context.Context, name string) error
+	// DomainClaims returns the rows of the domain name (the verified one,
+	// or every pending claim), oldest first; none is an empty slice.
+	DomainClaims(ctx context.Context, name string) ([]Domain, error)
+	// UpdateDomain sets the fallback URL of owner's domain name ("" for
+	// none) and returns it, or an apperr NotFound error.
+	UpdateDomain(ctx context.Context, name, owner, fallbackURL string) (Domain, error)
+	// DeleteDomain removes owner's domain name, or fails with apperr
+	// NotFound, or with Conflict while links are on it.
+	DeleteDomain(ctx context.Context, name, owner string) error
+	// VerifyDomain marks owner's claim of name verified at at and drops
+	// every other owner's claim, in one transaction; it returns the
+	// domain, NotFound when owner has no claim, or Conflict when another
+	// owner's claim is verified.
+	VerifyDomain(ctx context.Context, name, owner string, at time.Time) (Domain, error)
 }
 
-// MaxDomains bounds the domains a deployment may register: every node
-// holds them all in memory for the redirect path.
+// MaxDomains bounds the domains and claims a deployment may hold: every
+// node holds them all in memory for the redirect path.
 const MaxDomains = 10_000
 
 // MaxDomainLength bounds a domain name, in bytes (DNS's own bound).
@@ -155,9 +186,13 @@ func (s *Service) domainStore() (DomainStore, error) {
 	return ds, nil
 }
 
-// CreateDomain registers a domain for the caller. Invalid input is an
-// apperr Unprocessable error naming "domain" or "fallback_url"; a domain
-// already registered (by anyone) is a Conflict.
+// CreateDomain registers a domain for the caller. Invalid input, or a
+// host this server answers on (DomainOptions.OwnHosts), is an apperr
+// Unprocessable error naming "domain" or "fallback_url"; a domain verified
+// by anyone (registered by anyone, while verification is off) is a
+// Conflict, and so is the caller's own claim again; past a cap, TooMany.
+// While verification is on, the new claim serves nothing until
+// VerifyDomain finds its token.
 func (s *Service) CreateDomain(ctx context.Context, caller Caller, name, fallbackURL string) (Domain, error) {
 	ds, err := s.domainStore()
 	if err != nil {
@@ -167,22 +202,22 @@ func (s *Service) CreateDomain(ctx context.Context, caller Caller, name, fallbac
 	norm, err := NormalizeDomain(name)
 	if err != nil {
 		fields = append(fields, apperr.FieldError{Field: "domain", Detail: err.Error()})
-	} else if norm == RequestHost(hostOf(s.baseURL)) {
-		fields = append(fields, apperr.FieldError{Field: "domain", Detail: "is this server's own host, where links without a domain answer"})
+	} else if s.ownHost(norm) {
+		fields = append(fields, apperr.FieldError{Field: "domain", Detail: "is a host this server answers on itself; it can never be a custom domain"})
 	}
 	fields = append(fields, s.checkFallback(fallbackURL)...)
 	if err := apperr.Fields(apperr.Unprocessable, "the domain request is invalid", fields); err != nil {
 		return Domain{}, err
 	}
-	all, err := ds.Domains(ctx, MaxDomains)
+	token, err := newDomainToken()
 	if err != nil {
 		return Domain{}, err
 	}
-	if len(all) >= MaxDomains {
-		return Domain{}, &apperr.Error{Code: apperr.Unprocessable, Message: "too many domains",
-			Fields: []apperr.FieldError{{Field: "domain", Detail: "this server already has the most domains it keeps"}}}
+	d := Domain{Name: norm, Owner: caller.ID, FallbackURL: fallbackURL, CreatedAt: s.now(), Token: token}
+	if !s.opts.Domains.Verify {
+		d.VerifiedAt = d.CreatedAt // registration is the proof
 	}
-	d, err := ds.CreateDomain(ctx, Domain{Name: norm, Owner: caller.ID, FallbackURL: fallbackURL, CreatedAt: s.now()})
+	d, err = ds.CreateDomain(ctx, d, DomainLimits{PerOwner: s.opts.Domains.MaxPerOwner, Total: s.opts.Domains.Max})
 	if err != nil {
 		return Domain{}, err
 	}
@@ -190,8 +225,8 @@ func (s *Service) CreateDomain(ctx context.Context, caller Caller, name, fallbac
 	return d, nil
 }
 
-// Domains returns the domains the caller owns (every one for an admin),
-// by name.
+// Domains returns the domains and claims the caller owns (every one for an
+// admin), by name.
 func (s *Service) Domains(ctx context.Context, caller Caller) ([]Domain, error) {
 	ds, err := s.domainStore()
 	if err != nil {
@@ -210,8 +245,9 @@ func (s *Service) Domains(ctx context.Context, caller Caller) ([]Domain, error) 
 	return out, nil
 }
 
-// Domain returns the domain name if the caller may use it (creating links
-// on it, deleting it); another caller's domain is NotFound, as if absent.
+// Domain returns the caller's domain (or claim) name: an admin's own, else
+// for an admin the verified one or the oldest claim; another caller's is
+// NotFound, as if absent.
 func (s *Service) Domain(ctx context.Context, caller Caller, name string) (Domain, error) {
 	ds, err := s.domainStore()
 	if err != nil {
@@ -221,14 +257,46 @@ func (s *Service) Domain(ctx context.Context, caller Caller, name string) (Domai
 	if err != nil {
 		return Domain{}, apperr.New(apperr.NotFound, "domain %q not found", name)
 	}
-	d, err := ds.Domain(ctx, norm)
+	claims, err := ds.DomainClaims(ctx, norm)
 	if err != nil {
 		return Domain{}, err
 	}
-	if !caller.Admin && d.Owner != caller.ID {
-		return Domain{}, apperr.New(apperr.NotFound, "domain %q not found", norm)
+	for _, d := range claims {
+		if d.Owner == caller.ID {
+			return d, nil
+		}
+	}
+	if caller.Admin && len(claims) > 0 {
+		for _, d := range claims {
+			if d.Verified() {
+				return d, nil
+			}
+		}
+		return claims[0], nil
+	}
+	return Domain{}, apperr.New(apperr.NotFound, "domain %q not found", norm)
+}
+
+// linkDomain is the domain name a caller creates a link on: its own (any,
+// for an admin) and verified; else an apperr Unprocessable naming
+// "domain", or the store's error.
+func (s *Service) linkDomain(ctx context.Context, caller Caller, name string) (Domain, error) {
+	d, err := s.Domain(ctx, caller, name)
+	switch {
+	case apperr.Is(err, apperr.NotFound):
+		return Domain{}, errDomainField("is not a domain registered by this caller")
+	case err != nil:
+		return Domain{}, err
+	case !d.Verified():
+		return Domain{}, errDomainField(fmt.Sprintf("is not verified yet: publish its verification_token in a TXT record named %s, then POST /v1/domains/%s/verify",
+			VerificationRecord(d.Name), d.Name))
 	}
 	return d, nil
+}
+
+func errDomainField(detail string) error {
+	return &apperr.Error{Code: apperr.Unprocessable, Message: "the link request is invalid",
+		Fields: []apperr.FieldError{{Field: "domain", Detail: detail}}}
 }
 
 // checkFallback checks a domain's fallback URL ("" is none) as a link's
@@ -255,7 +323,7 @@ func (s *Service) UpdateDomain(ctx context.Context, caller Caller, name, fallbac
 		return Domain{}, err
 	}
 	ds, _ := s.domainStore()
-	d, err = ds.UpdateDomain(ctx, d.Name, fallbackURL)
+	d, err = ds.UpdateDomain(ctx, d.Name, d.Owner, fallbackURL)
 	if err != nil {
 		return Domain{}, err
 	}
@@ -263,15 +331,15 @@ func (s *Service) UpdateDomain(ctx context.Context, caller Caller, name, fallbac
 	return d, nil
 }
 
-// DeleteDomain removes a domain the caller owns. A domain with links is
-// kept (Conflict): delete its links first.
+// DeleteDomain removes a domain (or claim) the caller owns. A domain with
+// links is kept (Conflict): delete its links first.
 func (s *Service) DeleteDomain(ctx context.Context, caller Caller, name string) error {
 	d, err := s.Domain(ctx, caller, name)
 	if err != nil {
 		return err
 	}
 	ds, _ := s.domainStore()
-	if err := ds.DeleteDomain(ctx, d.Name); err != nil {
+	if err := ds.DeleteDomain(ctx, d.Name, d.Owner); err != nil {
 		return err
 	}
 	s.domainsChanged()
@@ -337,6 +405,17 @@ func (s *Service) loadDomains(ctx context.Context, now time.Time) (*domainSet, e
 	}
 	set := &domainSet{m: make(map[string]Domain, len(all)), until: now.Add(s.opts.CacheTTL).UnixMicro()}
 	for _, d := range all {
+		if s.ownHost(d.Name) {
+			continue // the server's own routes win (see CheckOwnHosts)
+		}
+		if old, ok := set.m[d.Name]; ok && old.Verified() {
+			continue
+		}
+		if !d.Verified() {
+			// A claim: the host is a domain whose codes answer 404,
+			// without its fallback, until one owner proves control.
+			d.FallbackURL = ""
+		}
 		set.m[d.Name] = d
 	}
 	if s.dom.gen.Load() != gen {
@@ -350,13 +429,14 @@ func (s *Service) loadDomains(ctx context.Context, now time.Time) (*domainSet, e
 // RequestHost reads it): on a registered domain code names that domain's
 // link, and an unknown code there goes to the domain's fallback URL (a
 // Target with only URL set, recording nothing) when it has one; on any
-// other host code names a link without a domain.
+// other host code names a link without a domain. On a domain only claimed,
+// not verified, every code is unknown and no fallback is used.
 func (s *Service) ResolveHost(ctx context.Context, host, code, client string) (Target, error) {
 	d, ok := s.hostDomain(ctx, RequestHost(host))
 	if !ok {
 		return s.Resolve(ctx, code, client)
 	}
-	if !validCode(code) {
+	if !validCode(code) || !d.Verified() {
 		return s.domainUnknown(ctx, d, client)
 	}
 	t, err := s.resolveKey(ctx, Key(d.Name, code), d.Name, client)

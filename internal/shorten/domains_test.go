@@ -53,7 +53,8 @@ func TestDomainsReadAgainAfterCacheTTL(t *testing.T) {
 	if tg, err := b.svc.ResolveHost(ctx, "go.example.com", "spring", "c"); err != nil || tg.URL != "https://example.com/plain" {
 		t.Fatalf("ResolveHost before the domain = %+v, %v; want the link without a domain", tg, err)
 	}
-	if _, err := b.store.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", FallbackURL: "https://example.com/home", CreatedAt: b.clock.Now()}); err != nil {
+	if _, err := b.store.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", FallbackURL: "https://example.com/home", CreatedAt: b.clock.Now(), VerifiedAt: b.clock.Now()},
+		shorten.DomainLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := b.store.CreateLinks(ctx, []shorten.NewLink{{Domain: "go.example.com", Code: "spring", URL: "https://example.com/go", CreatedAt: b.clock.Now()}},

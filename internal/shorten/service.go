@@ -146,6 +146,9 @@ type Options struct {
 	// NotificationClickIDs gives the links made for notifications click
 	// ids (LinkExtras.ClickIDs), for conversions credited to a message.
 	NotificationClickIDs bool
+	// Domains configures custom domains: the server's own hosts, DNS
+	// verification and caps (see DomainOptions).
+	Domains DomainOptions
 }
 
 // Service creates, resolves and reports on short links. It is safe for
@@ -194,6 +197,7 @@ func New(opts Options) (*Service, error) {
 	opts.FlushInterval = cmp.Or(opts.FlushInterval, time.Second)
 	opts.PurgeInterval = cmp.Or(opts.PurgeInterval, time.Hour)
 	opts.ExpiredRetention = cmp.Or(opts.ExpiredRetention, 24*time.Hour)
+	opts.Domains = opts.Domains.withDefaults()
 	s := &Service{
 		opts:       opts,
 		store:      opts.Store,
@@ -246,10 +250,13 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 	now := s.now()
 	var fields []apperr.FieldError
 	if req.Domain != "" {
-		d, err := s.Domain(ctx, Caller{ID: req.Owner, Admin: req.Admin}, req.Domain)
+		d, err := s.linkDomain(ctx, Caller{ID: req.Owner, Admin: req.Admin}, req.Domain)
 		switch {
-		case apperr.Is(err, apperr.NotFound):
-			fields = append(fields, apperr.FieldError{Field: "domain", Detail: "is not a domain registered by this caller"})
+		case apperr.Is(err, apperr.Unprocessable):
+			var ae *apperr.Error
+			if errors.As(err, &ae) {
+				fields = append(fields, ae.Fields...)
+			}
 		case err != nil:
 			return Link{}, err
 		default:
@@ -274,7 +281,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 	nl := NewLink{Domain: req.Domain, Code: req.Slug, URL: req.URL, Owner: req.Owner, CreatedAt: now, ExpiresAt: req.ExpiresAt, LinkExtras: req.LinkExtras}
 	l, err := s.create(ctx, nl, func() (Link, bool, error) {
 		if req.Domain != "" { // the domain may have been removed meanwhile
-			if _, err := s.Domain(ctx, Caller{ID: req.Owner, Admin: req.Admin}, req.Domain); apperr.Is(err, apperr.NotFound) {
+			if _, err := s.linkDomain(ctx, Caller{ID: req.Owner, Admin: req.Admin}, req.Domain); apperr.Is(err, apperr.Unprocessable) {
 				return Link{}, false, errDomainGone
 			} else if err != nil {
 				return Link{}, false, err

@@ -119,7 +119,7 @@ func (db *DB) createLinksAttempt(ctx context.Context, c *linkCreate, again bool)
 }
 
 // lockDomains returns which of the custom domains links name are
-// registered (nil when they name none), holding each found row against a
+// registered and verified (nil when they name none), holding each found row against a
 // concurrent DeleteDomain until tx ends (FOR SHARE on PostgreSQL; SQLite
 // transactions are serialised): so a link never lands on a domain being
 // removed, whichever commits first.
@@ -135,7 +135,7 @@ func (db *DB) lockDomains(ctx context.Context, tx *sql.Tx, links []shorten.NewLi
 	if len(names) == 0 {
 		return nil, nil
 	}
-	q := "SELECT domain FROM domains WHERE domain IN (" + marks(len(names)) + ")"
+	q := "SELECT domain FROM domains WHERE domain IN (" + marks(len(names)) + ") AND verified_at IS NOT NULL"
 	if db.dialect == DialectPostgres {
 		q += " FOR SHARE"
 	}

@@ -44,7 +44,7 @@ func TestLinksSurviveLinkDomains(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(l, want) {
 			t.Fatalf("LinkByCode after 0024 = %+v, %v; want %+v", l, err, want)
 		}
-		if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", CreatedAt: now}); err != nil {
+		if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", CreatedAt: now, VerifiedAt: now}, shorten.DomainLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		out, created, err := db.CreateLinks(ctx, []shorten.NewLink{
@@ -72,7 +72,7 @@ func TestPostgresDeleteDomainWaitsForLinks(t *testing.T) {
 	ctx := t.Context()
 	u := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
 	db := openMigrated(t, Options{URL: u, MaxOpenConns: 2})
-	if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", CreatedAt: time.Now()}); err != nil {
+	if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", CreatedAt: time.Now(), VerifiedAt: time.Now()}, shorten.DomainLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := sql.Open("pgx", u)
@@ -92,7 +92,7 @@ func TestPostgresDeleteDomainWaitsForLinks(t *testing.T) {
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- db.DeleteDomain(ctx, "go.example.com") }()
+	go func() { done <- db.DeleteDomain(ctx, "go.example.com", "") }()
 	waitForLockWait(t, u, 0, done, `a.query LIKE 'DELETE FROM domains%'`)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,50 @@ func TestPostgresDeleteDomainWaitsForLinks(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("DeleteDomain did not return within 30s of the link's commit")
 	}
-	if _, err := db.Domain(ctx, "go.example.com"); err != nil {
-		t.Errorf("the domain after the refused delete: %v", err)
+	if ds, err := db.DomainClaims(ctx, "go.example.com"); err != nil || len(ds) != 1 {
+		t.Errorf("the domain after the refused delete: %+v, %v", ds, err)
 	}
+}
+
+// TestDomainsSurviveDomainClaims checks migration 0029 on both engines (on
+// SQLite it rebuilds the domains table): a domain registered before it
+// reads the same after it, verified since its registration, with a token
+// of its own; its links stay on it, and another owner's claim is refused.
+func TestDomainsSurviveDomainClaims(t *testing.T) {
+	t.Parallel()
+	onEachEngineThrough(t, "0028_rollups_from_threshold", func(t *testing.T, db *DB, engine string) {
+		ctx := t.Context()
+		now := time.Now().Truncate(time.Microsecond).UTC()
+		for _, q := range []string{
+			`INSERT INTO domains (domain, owner, fallback_url, created_at) VALUES ('go.example.com', 'key_a', 'https://example.com/f', ?)`,
+			`INSERT INTO domains (domain, owner, fallback_url, created_at) VALUES ('x.example.org', 'key_b', '', ?)`,
+		} {
+			if _, err := db.exec(ctx, q, now.UnixMicro()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.exec(ctx, `INSERT INTO links (id, domain, code, url, owner, created_at) VALUES (7, 'go.example.com', 'spring', 'https://example.com/s', 'key_a', ?)`, now.UnixMicro()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		all, err := db.Domains(ctx, 10)
+		if err != nil || len(all) != 2 {
+			t.Fatalf("Domains after 0029 = %+v, %v", all, err)
+		}
+		want := shorten.Domain{Name: "go.example.com", Owner: "key_a", FallbackURL: "https://example.com/f", CreatedAt: now, VerifiedAt: now, Token: all[0].Token}
+		if all[0] != want || len(all[0].Token) != 40 || all[0].Token == all[1].Token || !all[1].Verified() {
+			t.Errorf("Domains after 0029 = %+v; want %+v first, each verified with a 40-character token of its own", all, want)
+		}
+		if l, err := db.LinkByCode(ctx, "go.example.com", "spring"); err != nil || l.ID != 7 {
+			t.Errorf("LinkByCode after 0029 = %+v, %v", l, err)
+		}
+		if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", Owner: "key_b", Token: "t", CreatedAt: now}, shorten.DomainLimits{}); !apperr.Is(err, apperr.Conflict) {
+			t.Errorf("a claim of a domain registered before 0029 = %v, want Conflict", err)
+		}
+		if err := db.DeleteDomain(ctx, "go.example.com", "key_a"); !apperr.Is(err, apperr.Conflict) {
+			t.Errorf("DeleteDomain with links after 0029 = %v, want Conflict", err)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -11,6 +12,17 @@ import (
 func (s suite) domains(t *testing.T) {
 	t.Run("CreateListDelete", s.domainCreateListDelete)
 	t.Run("CodesPerDomain", s.domainCodes)
+	t.Run("Claims", s.domainClaims)
+	t.Run("ClaimLinks", s.domainClaimLinks)
+	t.Run("Limits", s.domainLimits)
+	t.Run("ConcurrentVerify", s.domainConcurrentVerify)
+}
+
+// verified is d registered without proof, as while verification is off.
+func verified(d shorten.Domain) shorten.Domain {
+	d.VerifiedAt = d.CreatedAt
+	d.Token = cmp.Or(d.Token, "token-"+d.Owner)
+	return d
 }
 
 func (s suite) domainCreateListDelete(t *testing.T) {
@@ -18,28 +30,31 @@ func (s suite) domainCreateListDelete(t *testing.T) {
 	ctx := t.Context()
 	db := s.migrated(t)
 	at := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
-	d, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", Owner: "key_a", FallbackURL: "https://example.com/", CreatedAt: at})
+	d, err := db.CreateDomain(ctx, verified(shorten.Domain{Name: "go.example.com", Owner: "key_a", FallbackURL: "https://example.com/", CreatedAt: at}), shorten.DomainLimits{})
 	if err != nil {
 		t.Fatalf("CreateDomain: %v", err)
 	}
-	if !d.CreatedAt.Equal(at.Truncate(time.Microsecond)) {
-		t.Errorf("CreatedAt = %v, want %v", d.CreatedAt, at.Truncate(time.Microsecond))
+	if !d.CreatedAt.Equal(at.Truncate(time.Microsecond)) || !d.VerifiedAt.Equal(d.CreatedAt) || d.Token != "token-key_a" {
+		t.Errorf("CreatedAt, VerifiedAt, Token = %v, %v, %q; want %v twice and token-key_a", d.CreatedAt, d.VerifiedAt, d.Token, at.Truncate(time.Microsecond))
 	}
-	if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "go.example.com", Owner: "key_b", CreatedAt: at}); !apperr.Is(err, apperr.Conflict) {
-		t.Errorf("CreateDomain(taken) = %v, want Conflict", err)
+	for _, b := range []shorten.Domain{verified(shorten.Domain{Name: "go.example.com", Owner: "key_b", CreatedAt: at}),
+		{Name: "go.example.com", Owner: "key_b", CreatedAt: at, Token: "t"}} {
+		if _, err := db.CreateDomain(ctx, b, shorten.DomainLimits{}); !apperr.Is(err, apperr.Conflict) {
+			t.Errorf("CreateDomain(taken, verified %v) = %v, want Conflict", b.Verified(), err)
+		}
 	}
-	if _, err := db.CreateDomain(ctx, shorten.Domain{Name: "a.example.org", Owner: "key_b", CreatedAt: at}); err != nil {
+	if _, err := db.CreateDomain(ctx, verified(shorten.Domain{Name: "a.example.org", Owner: "key_b", CreatedAt: at}), shorten.DomainLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	all, err := db.Domains(ctx, 10)
 	if err != nil || len(all) != 2 || all[0].Name != "a.example.org" || all[1] != d {
 		t.Errorf("Domains = %+v, %v; want a.example.org then %+v", all, err, d)
 	}
-	if got, err := db.Domain(ctx, "go.example.com"); err != nil || got != d {
-		t.Errorf("Domain = %+v, %v; want %+v", got, err, d)
+	if got, err := db.DomainClaims(ctx, "go.example.com"); err != nil || len(got) != 1 || got[0] != d {
+		t.Errorf("DomainClaims = %+v, %v; want %+v", got, err, d)
 	}
-	if _, err := db.Domain(ctx, "nope.example.com"); !apperr.Is(err, apperr.NotFound) {
-		t.Errorf("Domain(unknown) = %v, want NotFound", err)
+	if got, err := db.DomainClaims(ctx, "nope.example.com"); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("DomainClaims(unknown) = %#v, %v, want an empty slice", got, err)
 	}
 	if one, err := db.Domains(ctx, 1); err != nil || len(one) != 1 {
 		t.Errorf("Domains(limit 1) = %+v, %v; want one", one, err)
@@ -47,33 +62,39 @@ func (s suite) domainCreateListDelete(t *testing.T) {
 	// The fallback changes in place, and clears.
 	want := d
 	want.FallbackURL = "https://example.com/sale"
-	if got, err := db.UpdateDomain(ctx, "go.example.com", want.FallbackURL); err != nil || got != want {
+	if got, err := db.UpdateDomain(ctx, "go.example.com", "key_a", want.FallbackURL); err != nil || got != want {
 		t.Errorf("UpdateDomain = %+v, %v; want %+v", got, err, want)
 	}
-	if got, err := db.Domain(ctx, "go.example.com"); err != nil || got != want {
-		t.Errorf("Domain after UpdateDomain = %+v, %v; want %+v", got, err, want)
+	if got, err := db.DomainClaims(ctx, "go.example.com"); err != nil || len(got) != 1 || got[0] != want {
+		t.Errorf("DomainClaims after UpdateDomain = %+v, %v; want %+v", got, err, want)
 	}
 	want.FallbackURL = ""
-	if got, err := db.UpdateDomain(ctx, "go.example.com", ""); err != nil || got != want {
+	if got, err := db.UpdateDomain(ctx, "go.example.com", "key_a", ""); err != nil || got != want {
 		t.Errorf("UpdateDomain(clear) = %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := db.UpdateDomain(ctx, "nope.example.com", ""); !apperr.Is(err, apperr.NotFound) {
+	if _, err := db.UpdateDomain(ctx, "nope.example.com", "key_a", ""); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("UpdateDomain(unknown) = %v, want NotFound", err)
+	}
+	if _, err := db.UpdateDomain(ctx, "go.example.com", "key_b", ""); !apperr.Is(err, apperr.NotFound) {
+		t.Errorf("UpdateDomain(another owner's) = %v, want NotFound", err)
 	}
 	// A domain with links is kept; without, it goes.
 	if _, _, err := db.CreateLinks(ctx, []shorten.NewLink{{Domain: "go.example.com", Code: "spring", URL: "https://example.com/s", CreatedAt: at}}, codeOf); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteDomain(ctx, "go.example.com"); !apperr.Is(err, apperr.Conflict) {
+	if err := db.DeleteDomain(ctx, "go.example.com", "key_b"); !apperr.Is(err, apperr.NotFound) {
+		t.Errorf("DeleteDomain(another owner's) = %v, want NotFound", err)
+	}
+	if err := db.DeleteDomain(ctx, "go.example.com", "key_a"); !apperr.Is(err, apperr.Conflict) {
 		t.Errorf("DeleteDomain(with links) = %v, want Conflict", err)
 	}
 	if err := db.DeleteLink(ctx, "go.example.com", "spring"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteDomain(ctx, "go.example.com"); err != nil {
+	if err := db.DeleteDomain(ctx, "go.example.com", "key_a"); err != nil {
 		t.Errorf("DeleteDomain = %v", err)
 	}
-	if err := db.DeleteDomain(ctx, "go.example.com"); !apperr.Is(err, apperr.NotFound) {
+	if err := db.DeleteDomain(ctx, "go.example.com", "key_a"); !apperr.Is(err, apperr.NotFound) {
 		t.Errorf("DeleteDomain(gone) = %v, want NotFound", err)
 	}
 	if all, err := db.Domains(ctx, 10); err != nil || len(all) != 1 || all[0].Name != "a.example.org" {
@@ -87,7 +108,7 @@ func (s suite) domainCodes(t *testing.T) {
 	db := s.migrated(t)
 	now := time.Now()
 	for _, d := range []string{"go.example.com", "x.example.org"} {
-		if _, err := db.CreateDomain(ctx, shorten.Domain{Name: d, Owner: "key_a", CreatedAt: now}); err != nil {
+		if _, err := db.CreateDomain(ctx, verified(shorten.Domain{Name: d, Owner: "key_a", CreatedAt: now}), shorten.DomainLimits{}); err != nil {
 			t.Fatal(err)
 		}
 	}
