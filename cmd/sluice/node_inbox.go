@@ -28,7 +28,8 @@ const inboxPurgeEvery = time.Hour
 func (n *node) startInbox(ctx context.Context) (*inbox.Service, error) {
 	ic := n.cfg.Notify.Inbox
 	bus := announce.New(n.queue.NATS(), n.queue.Name(subjectInboxEvents))
-	svc := inbox.New(inbox.Options{Store: n.db, MaxStreams: ic.MaxStreams, MaxStreamsPerUser: ic.MaxStreamsPerUser, Logger: n.log,
+	svc := inbox.New(inbox.Options{Store: n.db, MaxStreams: ic.MaxStreams, MaxStreamsPerUser: ic.MaxStreamsPerUser,
+		MaxStreamsPerKey: ic.MaxStreamsPerKey, Logger: n.log,
 		Publish: func(e inbox.Event) error {
 			b, err := json.Marshal(e)
 			if err != nil {

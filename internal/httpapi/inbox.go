@@ -21,7 +21,7 @@ type Inbox interface {
 	ReadAll(ctx context.Context, user string) (changed, unread int, err error)
 	Since(ctx context.Context, user string, after int64, limit int) ([]inbox.Message, error)
 	Unread(ctx context.Context, user string) (int, error)
-	Subscribe(user string) (*inbox.Subscription, error)
+	Subscribe(user, key string) (*inbox.Subscription, error)
 	TokenGeneration(ctx context.Context, user string, presented int64) (int64, error)
 	MintGeneration(ctx context.Context, user string) (int64, error)
 	RevokeTokens(ctx context.Context, user string) (int64, error)
@@ -131,7 +131,11 @@ func (s *Server) handleInbox(pattern string, scope auth.Scope, h inboxHandler) {
 	s.routes = append(s.routes, route{pattern: pattern, scope: scope})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		user := r.PathValue("id")
-		_, err := s.inboxAuth(r, user, scope)
+		use, err := s.inboxAuth(r, user, scope)
+		if err == nil && !use.used {
+			// Admitted by a key or a session: the handler knows whose.
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, use.key))
+		}
 		if err == nil && s.opts.Inbox == nil {
 			err = errNoInbox()
 		}
@@ -152,10 +156,12 @@ func (s *Server) handleInbox(pattern string, scope auth.Scope, h inboxHandler) {
 }
 
 // inboxTokenUse is how a request was admitted to an inbox: by an inbox
-// token (used) of generation gen, or by an API key or session.
+// token (used) of generation gen, or by an API key or session (key; the
+// zero Key in keyless mode).
 type inboxTokenUse struct {
 	used bool
 	gen  int64
+	key  auth.Key
 }
 
 func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) (inboxTokenUse, error) {
@@ -164,8 +170,8 @@ func (s *Server) inboxAuth(r *http.Request, user string, scope auth.Scope) (inbo
 		tok = b
 	}
 	if tok == "" {
-		_, err := s.auth.authorize(r, scope)
-		return inboxTokenUse{}, err
+		key, err := s.auth.authorize(r, scope)
+		return inboxTokenUse{key: key}, err
 	}
 	owner, gen, ok := s.auth.signer.parseInboxToken(tok, s.opts.Now())
 	switch {

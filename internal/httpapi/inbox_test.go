@@ -262,7 +262,7 @@ func TestInboxStream(t *testing.T) {
 	b.inbox.Close()
 	for range s.events { // drains, then the channel closes: the body ended
 	}
-	if _, err := b.inbox.Subscribe("u1"); err != inbox.ErrClosed {
+	if _, err := b.inbox.Subscribe("u1", ""); err != inbox.ErrClosed {
 		t.Errorf("Subscribe after Close = %v, want ErrClosed", err)
 	}
 }

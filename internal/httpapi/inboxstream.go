@@ -44,9 +44,9 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 		}
 		last = n
 	}
-	sub, err := svc.Subscribe(user)
+	sub, err := svc.Subscribe(user, callerOf(r).ID) // "" for an inbox token
 	if err != nil {
-		capped := errors.Is(err, inbox.ErrUserStreams) || errors.Is(err, inbox.ErrStreams)
+		capped := errors.Is(err, inbox.ErrUserStreams) || errors.Is(err, inbox.ErrKeyStreams) || errors.Is(err, inbox.ErrStreams)
 		return subscribeFailed(w, r, err, capped, errors.Is(err, inbox.ErrClosed))
 	}
 	defer sub.Close()

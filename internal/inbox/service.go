@@ -21,6 +21,11 @@ type Options struct {
 	MaxStreams int
 	// MaxStreamsPerUser bounds one user's streams on this node; default 5.
 	MaxStreamsPerUser int
+	// MaxStreamsPerKey bounds the streams one API key (or a dashboard
+	// session's key) holds open on this node, over every user; default
+	// 1,000. Streams opened with an inbox token are bounded per user
+	// alone: the token names its user.
+	MaxStreamsPerKey int
 	// Buffer is how many events a stream may have waiting before it is
 	// ended as too slow; default 64.
 	Buffer int
@@ -38,6 +43,7 @@ type Options struct {
 // Errors of Subscribe, which callers map to 429 / 503.
 var (
 	ErrUserStreams = errors.New("too many open inbox streams for this user")
+	ErrKeyStreams  = errors.New("too many open inbox streams for this API key")
 	ErrStreams     = errors.New("too many open inbox streams on this node")
 	ErrClosed      = errors.New("inbox streams are shutting down")
 )
@@ -52,6 +58,7 @@ type Service struct {
 
 	mu     sync.Mutex
 	users  map[string]map[*Subscription]struct{}
+	keys   map[string]int // API key id -> streams open
 	open   int
 	closed bool
 }
@@ -60,6 +67,7 @@ type Service struct {
 func New(opts Options) *Service {
 	opts.MaxStreams = cmp.Or(opts.MaxStreams, 10_000)
 	opts.MaxStreamsPerUser = cmp.Or(opts.MaxStreamsPerUser, 5)
+	opts.MaxStreamsPerKey = cmp.Or(opts.MaxStreamsPerKey, 1000)
 	opts.Buffer = cmp.Or(opts.Buffer, 64)
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -67,7 +75,8 @@ func New(opts Options) *Service {
 	if opts.TokenCacheTTL == 0 {
 		opts.TokenCacheTTL = DefaultTokenCacheTTL
 	}
-	s := &Service{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), users: map[string]map[*Subscription]struct{}{}}
+	s := &Service{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), users: map[string]map[*Subscription]struct{}{},
+		keys: map[string]int{}}
 	return s
 }
 

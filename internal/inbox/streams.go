@@ -1,5 +1,7 @@
 package inbox
 
+import "fmt"
+
 // Subscription is one open stream's feed of its user's events. Events
 // arrive on C; C is closed when the subscription ends: Close was called,
 // the stream fell Buffer events behind (Lagged reports it), or the
@@ -8,26 +10,34 @@ type Subscription struct {
 	C      <-chan Event
 	c      chan Event
 	user   string
+	key    string // the API key that opened it; "" for an inbox token
 	svc    *Service
 	lagged bool // set, under svc.mu, when ended for falling behind
 }
 
-// Subscribe opens a feed of user's events, refused with ErrUserStreams or
-// ErrStreams past the bounds and with ErrClosed once the service closed.
-// The caller must Close it.
-func (s *Service) Subscribe(user string) (*Subscription, error) {
+// Subscribe opens a feed of user's events for key (the id of the API key,
+// or of the dashboard session's key, that opens the stream; "" for an
+// inbox token or keyless mode, bounded per user alone). It is refused
+// with ErrUserStreams, ErrKeyStreams or ErrStreams past the bounds and
+// with ErrClosed once the service closed. The caller must Close it.
+func (s *Service) Subscribe(user, key string) (*Subscription, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
 		return nil, ErrClosed
 	case len(s.users[user]) >= s.opts.MaxStreamsPerUser:
-		return nil, ErrUserStreams
+		return nil, fmt.Errorf("%w: %d open on this node, the bound (notify.inbox.max_streams_per_user)", ErrUserStreams, s.opts.MaxStreamsPerUser)
+	case key != "" && s.keys[key] >= s.opts.MaxStreamsPerKey:
+		return nil, fmt.Errorf("%w: %d open on this node, the bound (notify.inbox.max_streams_per_key)", ErrKeyStreams, s.opts.MaxStreamsPerKey)
 	case s.open >= s.opts.MaxStreams:
-		return nil, ErrStreams
+		return nil, fmt.Errorf("%w: %d open, the bound (notify.inbox.max_streams)", ErrStreams, s.opts.MaxStreams)
 	}
 	c := make(chan Event, s.opts.Buffer)
-	sub := &Subscription{C: c, c: c, user: user, svc: s}
+	sub := &Subscription{C: c, c: c, user: user, key: key, svc: s}
+	if key != "" {
+		s.keys[key]++
+	}
 	if s.users[user] == nil {
 		s.users[user] = map[*Subscription]struct{}{}
 	}
@@ -60,6 +70,11 @@ func (s *Service) drop(sub *Subscription) {
 	delete(subs, sub)
 	if len(subs) == 0 {
 		delete(s.users, sub.user)
+	}
+	if sub.key != "" {
+		if s.keys[sub.key]--; s.keys[sub.key] <= 0 {
+			delete(s.keys, sub.key)
+		}
 	}
 	s.open--
 	close(sub.c)

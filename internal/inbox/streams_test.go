@@ -12,20 +12,20 @@ import (
 func TestSubscribeBounds(t *testing.T) {
 	t.Parallel()
 	s := inbox.New(inbox.Options{MaxStreams: 3, MaxStreamsPerUser: 2})
-	a1, err := s.Subscribe("a")
+	a1, err := s.Subscribe("a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Subscribe("a"); err != nil {
+	if _, err := s.Subscribe("a", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Subscribe("a"); !errors.Is(err, inbox.ErrUserStreams) {
+	if _, err := s.Subscribe("a", ""); !errors.Is(err, inbox.ErrUserStreams) {
 		t.Errorf("a's third stream: %v, want ErrUserStreams", err)
 	}
-	if _, err := s.Subscribe("b"); err != nil {
+	if _, err := s.Subscribe("b", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Subscribe("c"); !errors.Is(err, inbox.ErrStreams) {
+	if _, err := s.Subscribe("c", ""); !errors.Is(err, inbox.ErrStreams) {
 		t.Errorf("a fourth stream on the node: %v, want ErrStreams", err)
 	}
 	a1.Close()
@@ -33,7 +33,7 @@ func TestSubscribeBounds(t *testing.T) {
 	if s.Streams() != 2 {
 		t.Errorf("Streams() = %d after closing one of 3, want 2", s.Streams())
 	}
-	if _, err := s.Subscribe("c"); err != nil {
+	if _, err := s.Subscribe("c", ""); err != nil {
 		t.Errorf("after a close: %v, want room for one more", err)
 	}
 }
@@ -44,8 +44,8 @@ func TestSubscribeBounds(t *testing.T) {
 func TestReceiveRoutesAndDropsLaggards(t *testing.T) {
 	t.Parallel()
 	s := inbox.New(inbox.Options{Buffer: 2})
-	a, _ := s.Subscribe("a")
-	b, _ := s.Subscribe("b")
+	a, _ := s.Subscribe("a", "")
+	b, _ := s.Subscribe("b", "")
 	s.Receive(inbox.Event{Kind: inbox.KindUnread, UserID: "a", Unread: 1})
 	if e := <-a.C; e.Unread != 1 {
 		t.Errorf("a got %+v", e)
@@ -78,7 +78,7 @@ func TestPayloadOnce(t *testing.T) {
 	s := inbox.New(inbox.Options{})
 	subs := make([]*inbox.Subscription, 3)
 	for i := range subs {
-		subs[i], _ = s.Subscribe("a")
+		subs[i], _ = s.Subscribe("a", "")
 	}
 	s.Receive(inbox.Event{Kind: inbox.KindUnread, UserID: "a", Unread: 7})
 	calls := 0
