@@ -33,6 +33,86 @@ type Links struct {
 
 	// Live configures the live stats streams (docs/links.md, "Live stats").
 	Live LinksLive `yaml:"live"`
+	// Domains configures custom short domains (docs/links.md, "Custom
+	// domains").
+	Domains LinksDomains `yaml:"domains"`
+}
+
+// Values of links.domains.verify.
+const (
+	DomainsVerifyNone = "none" // a domain serves once registered
+	DomainsVerifyDNS  = "dns"  // a domain serves once its TXT record holds its token
+)
+
+// LinksDomains configures custom short domains: how a registration is
+// proved, and how many one key and the server hold.
+type LinksDomains struct {
+	Verify         string        `yaml:"verify" flag:"links-domains-verify" usage:"how a custom domain is proved before it serves redirects: none (it serves once registered, first come first served) or dns (a TXT record _sluice.<domain> must hold its verification_token; until then its codes answer 404 and other keys may claim it too)"`
+	Resolver       string        `yaml:"resolver" flag:"links-domains-resolver" usage:"DNS server (host:port, UDP then TCP) the TXT records of custom domains are looked up on; empty: the system resolver"`
+	VerifyInterval time.Duration `yaml:"verify_interval" flag:"links-domains-verify-interval" usage:"with links.domains.verify dns, how often every node looks up the TXT records of the unverified custom domains (POST /v1/domains/{domain}/verify checks one at once)"`
+	MaxPerOwner    int           `yaml:"max_per_owner" flag:"links-domains-max-per-owner" usage:"custom domains and pending claims one API key may hold; more are refused with 429"`
+	Max            int           `yaml:"max" flag:"links-domains-max" usage:"custom domains and pending claims the server holds in all (at most 10000: every node keeps them in memory); more are refused with 429"`
+}
+
+func defaultLinksDomains() LinksDomains {
+	return LinksDomains{Verify: DomainsVerifyNone, VerifyInterval: 10 * time.Minute, MaxPerOwner: 100, Max: 10_000}
+}
+
+func (d LinksDomains) validate(bad func(flag, format string, args ...any)) {
+	if d.Verify != DomainsVerifyNone && d.Verify != DomainsVerifyDNS {
+		bad("links-domains-verify", "%q is neither none nor dns", d.Verify)
+	}
+	if d.Resolver != "" {
+		if host, port, err := net.SplitHostPort(d.Resolver); err != nil || host == "" || port == "" {
+			bad("links-domains-resolver", "%q is not host:port", d.Resolver)
+		}
+	}
+	if d.VerifyInterval < 10*time.Second || d.VerifyInterval > 24*time.Hour {
+		bad("links-domains-verify-interval", "must be from 10s to 24h")
+	}
+	if d.MaxPerOwner < 1 {
+		bad("links-domains-max-per-owner", "must be at least 1")
+	}
+	if d.Max < 1 || d.Max > 10_000 {
+		bad("links-domains-max", "must be from 1 to 10000")
+	}
+}
+
+// OwnHosts are the host names this server answers on, which no custom
+// domain may cover: the hosts of links.base_url, ui.public_url and
+// notify.providers.callback_base_url, every --allowed-hosts entry and the
+// host of --gateway-listen when it is a name; lower case, without port or
+// trailing dot. IP addresses and empty hosts are left out (no domain can
+// be one).
+func (c Config) OwnHosts() []string {
+	var out []string
+	add := func(h string) {
+		if hh, _, err := net.SplitHostPort(h); err == nil {
+			h = hh
+		}
+		h = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(h), "."))
+		if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil || h == "" {
+			return
+		}
+		for _, o := range out {
+			if o == h {
+				return
+			}
+		}
+		out = append(out, h)
+	}
+	for _, u := range []string{c.LinksBaseURL(), c.UIPublicURL(), c.Notify.Providers.CallbackBaseURL} {
+		if p, err := url.Parse(u); err == nil && u != "" {
+			add(p.Host)
+		}
+	}
+	for _, h := range c.AllowedHosts {
+		add(h)
+	}
+	if c.Gateway.Listen != "" {
+		add(c.Gateway.Listen)
+	}
+	return out
 }
 
 // LinksLive configures the live link stats streams
@@ -82,6 +162,7 @@ func DefaultLinks() Links {
 		ExpiredRetention:  24 * time.Hour,
 		UnknownPerMinute:  60,
 		Live:              defaultLinksLive(),
+		Domains:           defaultLinksDomains(),
 	}
 }
 
@@ -169,6 +250,7 @@ func (l Links) validate(bad func(flag, format string, args ...any)) {
 		bad("links-click-retention", "must not be negative (0 keeps clicks forever)")
 	}
 	l.Live.validate(bad)
+	l.Domains.validate(bad)
 }
 
 func validPrefix(s string) bool {
