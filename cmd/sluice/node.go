@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/inbox"
 	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/rlqs"
@@ -48,6 +50,9 @@ type node struct {
 	redis *redisconn.Conn // nil without --redis-url; may connect after start
 	quota *rlqs.Server    // the Envoy rate limit quota service, on n.grpc
 	reg   *prometheus.Registry
+	// panics logs and counts the panics recovered on every surface that
+	// runs client input (sluice_panics_total).
+	panics *panics.Reporter
 	// counters is the node's rate limit counter store: memory, or Redis
 	// behind failover and the hot key cache. Every limiter of the node
 	// (HTTP API, gateway, Envoy RLS, link and notification limits) uses it.
@@ -67,6 +72,8 @@ type node struct {
 	// draining is set once shutdown starts: /readyz answers 503 from then.
 	draining atomic.Bool
 	gateway  *gateway.Gateway // nil without gateway.listen
+	// gwTLS, if set, makes the gateway serve HTTPS.
+	gwTLS *tls.Config
 	// inbox is the in-app inbox; its streams end when the HTTP server shuts down.
 	inbox *inbox.Service
 	// live is the live link stats feed; its streams end likewise.
@@ -171,6 +178,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	n.reg = metrics.NewRegistry()
 	metrics.RegisterStore(n.reg, n.db.BatchStats())
 	registerBuildInfo(n.reg)
+	n.panics = &panics.Reporter{Logger: log, Count: metrics.NewPanics(n.reg)}
 
 	limiter, err := n.startRatelimit(ctx)
 	if err != nil {
@@ -224,6 +232,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	n.api = httpapi.New(httpapi.Options{
 		Logger:       log,
 		Registry:     n.reg,
+		Panics:       n.panics,
 		Keys:         n.db,
 		Checks:       checks,
 		MaxBodyBytes: cfg.MaxBodyBytes,
@@ -267,7 +276,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	if err != nil {
 		return nil, fmt.Errorf("grpc tls: %w", err)
 	}
-	n.grpc, n.health = newGRPCServer(envoy, quota, cfg.GRPCReflection, grpcOpts...)
+	n.grpc, n.health = newGRPCServer(n.panics, []grpcService{envoy, quota}, cfg.GRPCReflection, grpcOpts...)
 
 	if cfg.Gateway.Listen != "" {
 		gwTLS, err := n.gatewayTLS() // with --gateway-tls-cert-file or --tls-cert-file (node_tls.go)
@@ -278,6 +287,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 			TLS: gwTLS, UsageUnreadable: metrics.NewGatewayUsageUnreadable(n.reg)}); err != nil {
 			return nil, err
 		}
+		n.gwTLS = gwTLS
 	}
 	return n, nil
 }
@@ -297,7 +307,7 @@ func (n *node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gatewayAddr, err := n.serveGateway(ctx)
+	gatewayAddr, err := n.serveGateway()
 	if err != nil {
 		return err
 	}
@@ -382,8 +392,12 @@ func (n *node) serveGRPC(errc chan<- error) (addr string, err error) {
 
 // serveGateway runs the rate limiting reverse proxy when gateway.listen is
 // set, until the node stops, and returns the address it listens on. A
-// gateway that fails is logged; the rest of the node goes on serving.
-func (n *node) serveGateway(ctx context.Context) (addr string, err error) {
+// gateway that fails is logged; the rest of the node goes on serving. It
+// serves as gateway.Gateway.Serve does (HTTPS with the gateway's
+// certificate, the listener limits against slow clients), with the
+// gateway's panics recovered: the request gets a 500, the panic is
+// logged and counted on the "gateway" surface.
+func (n *node) serveGateway() (addr string, err error) {
 	if n.gateway == nil {
 		return "", nil
 	}
@@ -391,17 +405,34 @@ func (n *node) serveGateway(ctx context.Context) (addr string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("gateway listen: %w", err)
 	}
-	n.log.Info("gateway serving", "listen", ln.Addr().String(), "upstream", n.cfg.Gateway.Upstream)
-	gwCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
+	addr = ln.Addr().String()
+	if n.gwTLS != nil {
+		ln = tls.NewListener(ln, n.gwTLS) // the handshake runs on the first read, after a PROXY header
+	}
+	n.log.Info("gateway serving", "listen", addr, "upstream", n.cfg.Gateway.Upstream)
+	hs := &http.Server{
+		Handler:  n.panics.Handler(panics.Gateway, n.gateway, internalError),
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+	}
+	n.cfg.HTTP.Apply(hs) // streaming routes lift the timeouts for themselves
 	go func() {
-		defer close(done)
-		if err := n.gateway.Serve(gwCtx, ln, n.cfg.ShutdownTimeout); err != nil {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("gateway stopped", "error", err)
 		}
 	}()
-	n.onStop("gateway", func(context.Context) error { cancel(); <-done; return nil })
-	return ln.Addr().String(), nil
+	n.onStop("gateway", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
+		defer cancel()
+		return hs.Shutdown(ctx)
+	})
+	return addr, nil
+}
+
+// internalError answers 500 problem+json: a request whose handler
+// panicked before it wrote anything.
+func internalError(w http.ResponseWriter, r *http.Request) {
+	httpapi.WriteProblem(w, r, httpapi.NewProblem(http.StatusInternalServerError, "internal-error", "",
+		"internal error; the server log has the details"))
 }
 
 // drain marks the node as stopping (/readyz 503, every gRPC health service

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -13,21 +15,24 @@ import (
 	"google.golang.org/grpc/reflection"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/internal/envoyrls"
-	"github.com/sluicehq/sluice/internal/rlqs"
+	"github.com/sluicehq/sluice/internal/panics"
 )
 
 // newGRPCServer builds the node's gRPC server: the Envoy rate limit
 // service, the Envoy rate limit quota service (RLQS), the standard health service answering for "" and for every
 // registered service by its full name, and, unless --grpc-reflection=false,
 // server reflection (grpcurl and Postman list and call the services without
-// proto files). opts are the transport credentials (grpcServerOptions).
-func newGRPCServer(envoy *envoyrls.Server, quota *rlqs.Server, withReflection bool, opts ...grpc.ServerOption) (*grpc.Server, *grpcHealth) {
+// proto files). A method that panics answers INTERNAL, its panic
+// reported to rep (recoverUnary, recoverStream); the server goes on. opts
+// are the transport credentials (grpcServerOptions).
+func newGRPCServer(rep *panics.Reporter, services []grpcService, withReflection bool, opts ...grpc.ServerOption) (*grpc.Server, *grpcHealth) {
+	opts = append(opts, grpc.ChainUnaryInterceptor(recoverUnary(rep)), grpc.ChainStreamInterceptor(recoverStream(rep)))
 	gs := grpc.NewServer(opts...)
 	h := &grpcHealth{Server: health.NewServer(), done: make(chan struct{})}
 	healthpb.RegisterHealthServer(gs, h)
-	envoy.Register(gs)
-	quota.Register(gs)
+	for _, s := range services {
+		s.Register(gs)
+	}
 	if withReflection {
 		reflection.Register(gs)
 	}
@@ -35,6 +40,41 @@ func newGRPCServer(envoy *envoyrls.Server, quota *rlqs.Server, withReflection bo
 		h.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	return gs, h
+}
+
+// grpcService is a service newGRPCServer registers: the Envoy rate limit
+// service (envoyrls.Server), RLQS (rlqs.Server).
+type grpcService interface{ Register(grpc.ServiceRegistrar) }
+
+// errPanicked is what a call whose method panicked gets: the detail stays
+// in the node's log.
+var errPanicked = grpcstatus.Error(codes.Internal, "internal error")
+
+// recoverUnary ends a unary call whose method panics with INTERNAL, the
+// panic reported to rep.
+func recoverUnary(rep *panics.Reporter) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		err = rep.Do(ctx, panics.GRPC, func() error {
+			resp, err = handler(ctx, req)
+			return err
+		}, slog.String("method", info.FullMethod))
+		if errors.Is(err, panics.ErrRecovered) {
+			return nil, errPanicked
+		}
+		return resp, err
+	}
+}
+
+// recoverStream ends a stream whose method panics with INTERNAL, the
+// panic reported to rep.
+func recoverStream(rep *panics.Reporter) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		err := rep.Do(ss.Context(), panics.GRPC, func() error { return handler(srv, ss) }, slog.String("method", info.FullMethod))
+		if errors.Is(err, panics.ErrRecovered) {
+			return errPanicked
+		}
+		return err
+	}
 }
 
 // grpcServices lists the services a gRPC server registered, sorted.

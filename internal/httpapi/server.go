@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/edge"
+	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/ratelimit/httplimit"
 )
 
@@ -115,6 +117,11 @@ type Options struct {
 	// LinkLiveHeartbeat is how often an idle live link stats stream sends
 	// a comment line; default 15s.
 	LinkLiveHeartbeat time.Duration
+	// Panics reports the panics of handlers (and of the streams they
+	// serve) on the "http" surface: each is logged once with its stack
+	// and counted; the request gets a 500 if nothing was written yet. If
+	// nil, they are logged to slog.Default() and not counted.
+	Panics *panics.Reporter
 	// PublicURL, if set, is the root URL clients reach this service at
 	// (ui.public_url), named as the server of /openapi.json; if empty,
 	// the document names the scheme and Host each request used.
@@ -273,9 +280,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
-			s.log.Error("handler panicked", slog.String(logKeyRequestID, id), slog.Any("panic", p))
+			s.opts.Panics.Report(r.Context(), panics.HTTP, p, slog.String(logKeyRequestID, id), slog.String("route", r.Pattern))
 			if !rec.wrote {
-				writeError(rec, r, s.log, fmt.Errorf("panic: %v", p))
+				// Not writeError: the panic is logged once, above.
+				WriteProblem(rec, r, problemOf(errPanicked))
 			}
 		}
 		s.observe(r, rec, id, s.opts.Now().Sub(start))
@@ -286,6 +294,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// (notRouted), which answers 404 or 405 as problem+json.
 	s.mux.ServeHTTP(rec, r)
 }
+
+// errPanicked is the error of a request whose handler panicked: an
+// internal error, the detail in the log.
+var errPanicked = errors.New("handler panicked")
 
 var recorders = sync.Pool{New: func() any { return new(recorder) }}
 
