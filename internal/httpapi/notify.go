@@ -47,6 +47,8 @@ type (
 	templateStore interface {
 		Template(ctx context.Context, typ string) (notify.Template, error)
 		PutTemplate(ctx context.Context, t notify.Template) (notify.Template, error)
+		Templates(ctx context.Context) ([]notify.Template, error)
+		DeleteTemplate(ctx context.Context, typ string) error
 	}
 	// deadLetterQueue lists and replays dead letters.
 	deadLetterQueue interface {
@@ -79,7 +81,9 @@ func (s *Server) registerNotify() {
 	s.Handle("GET /v1/users/{id}/settings", auth.ScopeNotifyRead, settings(getSettings))
 	s.Handle("PUT /v1/users/{id}/settings", auth.ScopeNotifySend, settings(putSettings))
 	s.Handle("GET /v1/templates/{type}", auth.ScopeNotifyRead, templates(getTemplate))
+	s.Handle("GET /v1/templates", auth.ScopeNotifyRead, templates(listTemplates))
 	s.Handle("PUT /v1/templates/{type}", auth.ScopeAdmin, templates(putTemplate))
+	s.Handle("DELETE /v1/templates/{type}", auth.ScopeAdmin, templates(deleteTemplate))
 	s.Handle("GET /v1/dead-letters", auth.ScopeNotifyRead, dead(deadLetters))
 	s.Handle("POST /v1/dead-letters/{id}/replay", auth.ScopeAdmin, dead(replayDeadLetter))
 	s.Handle("GET /v1/outbox", auth.ScopeNotifyRead, box(outbox))

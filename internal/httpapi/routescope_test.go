@@ -19,6 +19,7 @@ var routeScopes = map[string]auth.Scope{
 	"GET /openapi.json":   public,
 	"GET /{code}":         public,
 	"GET /e/{token}":      public,
+	"GET /{$}":            public, // 302 to /ui/
 	"GET /ui":             public,
 	"GET /ui/{path...}":   public,
 	"POST /v1/session":    public, // takes a key in its body
@@ -33,6 +34,8 @@ var routeScopes = map[string]auth.Scope{
 	"DELETE /v1/keys/{id}":                     auth.ScopeAdmin,
 	"GET /v1/stats":                            auth.ScopeAdmin,
 	"PUT /v1/templates/{type}":                 auth.ScopeAdmin,
+	"DELETE /v1/templates/{type}":              auth.ScopeAdmin,
+	"GET /v1/templates":                        auth.ScopeNotifyRead,
 	"POST /v1/dead-letters/{id}/replay":        auth.ScopeAdmin,
 	"PUT /v1/ratelimit/policies/{name}":        auth.ScopeAdmin,
 	"DELETE /v1/ratelimit/policies/{name}":     auth.ScopeAdmin,

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/sluicehq/sluice/internal/notify"
 )
@@ -47,5 +49,49 @@ func putTemplate(svc templateStore, w http.ResponseWriter, r *http.Request) erro
 	}
 	writeJSON(w, http.StatusOK, templateJSON{Type: t.Type, Category: t.Category, Channels: t.Channels, UpdatedAt: timestamp(t.UpdatedAt),
 		Digest: t.Digest, Escalation: t.Escalation, TrackLinks: t.TrackLinks})
+	return nil
+}
+
+// templateItemJSON is one type in the list of templates: its channels and
+// locales by name, not their text (GET /v1/templates/{type} has that).
+type templateItemJSON struct {
+	Type      string          `json:"type"`
+	Category  notify.Category `json:"category"`
+	Channels  []string        `json:"channels"`
+	Locales   []string        `json:"locales"`
+	Default   bool            `json:"default"`
+	UpdatedAt string          `json:"updated_at,omitempty"`
+}
+
+// listTemplates answers every type callers may send, shipped and custom,
+// sorted by type; default is true while a shipped type has no override.
+func listTemplates(svc templateStore, w http.ResponseWriter, r *http.Request) error {
+	ts, err := svc.Templates(r.Context())
+	if err != nil {
+		return err
+	}
+	writeItems(w, ts, func(t notify.Template) templateItemJSON {
+		item := templateItemJSON{Type: t.Type, Category: t.Category, Channels: slices.Sorted(maps.Keys(t.Channels)),
+			Locales: []string{}, Default: t.Default, UpdatedAt: timestamp(t.UpdatedAt)}
+		for _, byLocale := range t.Channels {
+			for l := range byLocale {
+				if !slices.Contains(item.Locales, l) {
+					item.Locales = append(item.Locales, l)
+				}
+			}
+		}
+		slices.Sort(item.Locales)
+		return item
+	})
+	return nil
+}
+
+// deleteTemplate puts a shipped type back to its shipped template or
+// removes a custom type; 404 when no template of the type is stored.
+func deleteTemplate(svc templateStore, w http.ResponseWriter, r *http.Request) error {
+	if err := svc.DeleteTemplate(r.Context(), r.PathValue("type")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

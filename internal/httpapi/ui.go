@@ -63,6 +63,7 @@ func (s *Server) registerUI() {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
 		return nil
 	})
+	s.Handle("GET /{$}", public, s.root) // root.go
 	s.Handle("GET /ui/{path...}", public, s.uiAsset)
 	s.Handle("POST /v1/session", public, s.signIn)
 	s.Handle("GET /v1/session", public, s.currentSession)

@@ -99,6 +99,11 @@ type Store interface {
 	PutTemplate(ctx context.Context, t Template) error
 	// TemplateCategories returns the category of every stored template.
 	TemplateCategories(ctx context.Context) (map[string]Category, error)
+	// Templates returns every stored template, sorted by type.
+	Templates(ctx context.Context) ([]Template, error)
+	// DeleteTemplate removes the stored template of typ; found is false
+	// (and the error nil) when none was stored.
+	DeleteTemplate(ctx context.Context, typ string) (found bool, err error)
 
 	// DeadLetters returns up to limit dead letters, newest first, strictly
 	// after the cursor position when after is not zero.

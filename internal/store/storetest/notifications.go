@@ -23,6 +23,7 @@ func (s suite) notifications(t *testing.T) {
 	t.Run("CancelRace", s.notificationCancelRace)
 	t.Run("DueAndStale", s.notificationDue)
 	t.Run("SettingsAndTemplates", s.notificationSettings)
+	t.Run("Templates", s.notificationTemplates)
 	t.Run("Outbox", s.notificationOutbox)
 	t.Run("DeleteBefore", s.notificationDelete)
 	t.Run("GroupCommit", s.groupCommit)
