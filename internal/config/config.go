@@ -106,7 +106,7 @@ type RLQS struct {
 
 func defaultRLQS() RLQS {
 	return RLQS{Unmatched: "allow", MaxStreams: 10_000, MaxStreamsPerClient: 100, MaxBucketsPerStream: 10_000,
-		MaxBucketsPerClient: 20_000, MaxBuckets: 100_000, MaxReportsPerSecond: 50,
+		MaxBucketsPerClient: 10_000, MaxBuckets: 100_000, MaxReportsPerSecond: 50,
 		MaxRequestsPerSecond: 10_000_000, FirstReportTimeout: 10 * time.Second}
 }
 

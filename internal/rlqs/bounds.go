@@ -48,7 +48,7 @@ const (
 const (
 	DefaultMaxStreamsPerClient  = 100
 	DefaultMaxBuckets           = 10_000 // per stream
-	DefaultMaxBucketsPerClient  = 20_000
+	DefaultMaxBucketsPerClient  = 10_000
 	DefaultMaxBucketsPerNode    = 100_000
 	DefaultMaxReportsPerSecond  = 50
 	DefaultMaxRequestsPerSecond = 10_000_000
