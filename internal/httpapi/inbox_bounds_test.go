@@ -25,7 +25,7 @@ import (
 // of live memory; hanging up frees its place. The measured figure is in
 // the test's log (docs/security.md, "Bounds").
 func TestInboxStreamsFillTheirCaps(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the memory measured is this test's alone.
 	const perKey, extra = 500, 10
 	b := setup(t)
 	svc := inbox.New(inbox.Options{Store: b.db, MaxStreams: perKey + extra, MaxStreamsPerKey: perKey})

@@ -149,7 +149,7 @@ func (s *Server) linkLiveStream(w http.ResponseWriter, r *http.Request) error {
 			for n := 0; ok && err == nil; n++ {
 				if h.ID > last { // not replayed already
 					last = h.ID
-					err = out.write(linkHitEvent(code, h))
+					err = out.write(linkHitEvent(code, *h))
 					sent++
 				}
 				if n == 64 {

@@ -31,6 +31,12 @@ type liveBundle struct {
 
 func setupLive(t *testing.T, opts linkfeed.Options) *liveBundle {
 	t.Helper()
+	return setupLiveBeat(t, opts, 50*time.Millisecond)
+}
+
+// setupLiveBeat is setupLive with streams' heartbeats every heartbeat.
+func setupLiveBeat(t *testing.T, opts linkfeed.Options, heartbeat time.Duration) *liveBundle {
+	t.Helper()
 	b := setup(t)
 	ctx := t.Context()
 	q, err := queue.Open(ctx, queue.Options{DataDir: t.TempDir()})
@@ -66,7 +72,7 @@ func setupLive(t *testing.T, opts linkfeed.Options) *liveBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, LinkFeed: hub, LinkLiveHeartbeat: 50 * time.Millisecond})
+	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, LinkFeed: hub, LinkLiveHeartbeat: heartbeat})
 	// A write timeout far shorter than the streams' lives: each write of
 	// a stream has a deadline of its own instead.
 	ts := httptest.NewUnstartedServer(b.srv)

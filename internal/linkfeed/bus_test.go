@@ -59,7 +59,7 @@ func TestBusPublishListenSince(t *testing.T) {
 		t.Helper()
 		select {
 		case h := <-sub.C:
-			return h
+			return *h
 		case <-time.After(10 * time.Second):
 			t.Fatal("no hit reached the hub within 10s")
 		}

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,12 +92,14 @@ func NewHub(opts Options) *Hub {
 	return &Hub{opts: opts, links: map[int64]map[*Subscription]struct{}{}, per: map[string]int{}}
 }
 
-// Subscription is one stream's feed of one link's hits, on C. C is closed
-// when the subscription ends: Close was called, the stream fell Buffer
-// hits behind (Lagged), or the hub closed.
+// Subscription is one stream's feed of one link's hits, on C: pointers
+// the link's every subscription shares (read only), so a buffer costs a
+// word a hit rather than a Hit. C is closed when the subscription ends:
+// Close was called, the stream fell Buffer hits behind (Lagged), or the
+// hub closed.
 type Subscription struct {
-	C      <-chan Hit
-	c      chan Hit
+	C      <-chan *Hit
+	c      chan *Hit
 	link   int64
 	caller string
 	hub    *Hub
@@ -114,11 +117,11 @@ func (h *Hub) Subscribe(linkID int64, caller string) (*Subscription, error) {
 	case h.closed:
 		return nil, ErrClosed
 	case h.open >= h.opts.MaxStreams:
-		return nil, ErrStreams
+		return nil, fmt.Errorf("%w (links.live.max_streams: %d)", ErrStreams, h.opts.MaxStreams)
 	case h.per[caller] >= h.opts.MaxPerCaller:
-		return nil, ErrCallerStreams
+		return nil, fmt.Errorf("%w (links.live.max_streams_per_key: %d)", ErrCallerStreams, h.opts.MaxPerCaller)
 	}
-	c := make(chan Hit, h.opts.Buffer)
+	c := make(chan *Hit, h.opts.Buffer)
 	sub := &Subscription{C: c, c: c, link: linkID, caller: caller, hub: h}
 	h.per[caller]++
 	if h.links[linkID] == nil {
@@ -165,9 +168,14 @@ func (h *Hub) drop(sub *Subscription) {
 func (h *Hub) Receive(hit Hit) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for sub := range h.links[hit.LinkID] {
+	subs := h.links[hit.LinkID]
+	if len(subs) == 0 {
+		return
+	}
+	p := &hit
+	for sub := range subs {
 		select {
-		case sub.c <- hit:
+		case sub.c <- p:
 		default:
 			h.dropped.Add(1)
 			sub.lagged = true
