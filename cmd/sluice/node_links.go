@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/geoip"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -53,8 +54,10 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		ClickRetention:    cfg.ClickRetention,
 		Metrics:           metrics.NewLinks(n.reg),
 		Logger:            n.log,
+		Panics:            n.panics, // a flush that panics loses its batch, not the flusher
 
 		NotificationClickIDs: cfg.NotificationClickIDs,
+		Domains:              n.domainOptions(), // node_domains.go
 		OnClicks:             n.events.svc.OnClicks,
 		OnRecorded:           n.live.publish, // the live stats streams (node_linkfeed.go)
 	}
@@ -104,7 +107,8 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	stopDeleted, err := deleted.Listen(links.Forget)
+	// A message that panics its listener is dropped (panics.Announce).
+	stopDeleted, err := deleted.Listen(panics.Func(n.panics, panics.Announce, links.Forget))
 	if err != nil {
 		return nil, err
 	}
@@ -112,16 +116,16 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	// This node cached what it created or changed already; its own
 	// announcement, heard late, would undo a later change (see
 	// ListenOthers).
-	stopCreated, err := created.ListenOthers(func(data string) {
+	stopCreated, err := created.ListenOthers(panics.Func(n.panics, panics.Announce, func(data string) {
 		if code, l, err := announce.DecodeLinkCreated(data); err == nil {
 			links.Learn(code, l)
 		}
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
 	n.onStop("link create listener", func(context.Context) error { return stopCreated() })
-	stopDomains, err := domains.Listen(func(string) { links.ForgetDomains() })
+	stopDomains, err := domains.Listen(panics.Func(n.panics, panics.Announce, func(string) { links.ForgetDomains() }))
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +133,9 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	// The click flusher and purge job stop after the servers have drained
 	// (no more hits), with a last flush.
 	n.goBackground(ctx, "link click flusher", links.Run)
+	// Warns of registered domains that are this server's own hosts, then
+	// checks the unverified claims on a schedule (links.domains.verify dns).
+	n.goBackground(ctx, "custom domain verifier", links.RunDomains)
 	return links, nil
 }
 

@@ -20,6 +20,7 @@ func (s *Server) registerDomains() {
 	s.Handle("GET /v1/domains/{domain}", auth.ScopeLinksWrite, s.getDomain)
 	s.Handle("PATCH /v1/domains/{domain}", auth.ScopeLinksWrite, s.updateDomain)
 	s.Handle("DELETE /v1/domains/{domain}", auth.ScopeLinksWrite, s.deleteDomain)
+	s.Handle("POST /v1/domains/{domain}/verify", auth.ScopeLinksWrite, s.verifyDomain)
 }
 
 type domainRequest struct {
@@ -31,10 +32,25 @@ type domainResponse struct {
 	Domain      string    `json:"domain"`
 	FallbackURL string    `json:"fallback_url"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Verified says the domain serves redirects; VerificationRecord and
+	// VerificationToken say how to prove control while it does not.
+	Verified           bool       `json:"verified"`
+	VerifiedAt         *time.Time `json:"verified_at"`
+	VerificationRecord string     `json:"verification_record"`
+	VerificationToken  string     `json:"verification_token"`
+	// VerificationError is, in a POST .../verify answer, why the domain
+	// is still not verified.
+	VerificationError string `json:"verification_error,omitempty"`
 }
 
 func toDomainResponse(d shorten.Domain) domainResponse {
-	return domainResponse{Domain: d.Name, FallbackURL: d.FallbackURL, CreatedAt: d.CreatedAt.UTC()}
+	r := domainResponse{Domain: d.Name, FallbackURL: d.FallbackURL, CreatedAt: d.CreatedAt.UTC(), Verified: d.Verified(),
+		VerificationRecord: shorten.VerificationRecord(d.Name), VerificationToken: d.Token}
+	if d.Verified() {
+		at := d.VerifiedAt.UTC()
+		r.VerifiedAt = &at
+	}
+	return r
 }
 
 // createDomain answers POST /v1/domains: 201 with the domain as stored
@@ -143,5 +159,24 @@ func (s *Server) deleteDomain(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// verifyDomain answers POST /v1/domains/{domain}/verify: it looks the
+// TXT record up now and answers 200 with the domain, "verified" true once
+// the record holds its token, else false with "verification_error"; 404
+// for a domain the caller has no claim of, 409 when another caller's
+// claim was verified first.
+func (s *Server) verifyDomain(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Links == nil {
+		return errLinksOff
+	}
+	d, why, err := s.opts.Links.VerifyDomain(r.Context(), linkCaller(r), r.PathValue("domain"))
+	if err != nil {
+		return err
+	}
+	resp := toDomainResponse(d)
+	resp.VerificationError = why
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }

@@ -26,6 +26,7 @@ type Links interface {
 	Domain(ctx context.Context, caller shorten.Caller, name string) (shorten.Domain, error)
 	UpdateDomain(ctx context.Context, caller shorten.Caller, name, fallbackURL string) (shorten.Domain, error)
 	DeleteDomain(ctx context.Context, caller shorten.Caller, name string) error
+	VerifyDomain(ctx context.Context, caller shorten.Caller, name string) (shorten.Domain, string, error)
 	SetRules(ctx context.Context, caller shorten.Caller, code string, rules []shorten.Rule) (shorten.Link, error)
 	Choose(t shorten.Target, v shorten.Visit) shorten.Target
 }
