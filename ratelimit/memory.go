@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -26,7 +27,15 @@ type MemoryOptions struct {
 	// Shards is the number of independently locked shards, rounded up to a
 	// power of two. If 0, 16 × GOMAXPROCS (at least 64) is used.
 	Shards int
+	// MaxHolds bounds the usage reservations the store keeps at once,
+	// unsettled ones and settled ones remembered for a minute alike, over
+	// every key and owner; past it Hold answers ErrTooManyHolds (settled
+	// ones are forgotten first). If 0, DefaultMaxStoreHolds.
+	MaxHolds int
 }
+
+// DefaultMaxStoreHolds is MemoryOptions.MaxHolds when it is 0.
+const DefaultMaxStoreHolds = 100_000
 
 // MemoryStore is a Store in this process's memory. It is safe for
 // concurrent use; keys are spread over shards, each with its own lock, and
@@ -81,6 +90,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	}
 	lg := bits.Len(uint(n - 1))
 	s := &MemoryStore{now: opts.Now, shift: uint(63 - lg), shards: make([]shard, 1<<lg)}
+	s.holds.max = cmp.Or(opts.MaxHolds, DefaultMaxStoreHolds)
 	if s.now == nil {
 		base := time.Now()
 		s.baseMono, s.baseNanos = nanotime(), max(0, base.UnixNano())

@@ -18,12 +18,18 @@ var _ UsageStore = (*MemoryStore)(nil)
 // (settled ones as tombstones for a minute), with their expiries in a
 // min-heap so that dropping the expired costs O(log n) each, and counts
 // the unsettled ones of each key and owner, so that their number is
-// bounded (UsageOptions.MaxHolds, MaxOwnerHolds).
+// bounded (UsageOptions.MaxHolds, MaxOwnerHolds). It keeps at most max
+// records in all (MemoryOptions.MaxHolds): when full, the oldest
+// tombstones go first (a second settle of one then answers
+// ErrReservationNotFound rather than Already), and a new reservation is
+// refused only when every record is unsettled.
 type holdTable struct {
 	mu     sync.Mutex
+	max    int
 	m      map[string]*holdRec
 	exps   expiryHeap
 	counts map[string]int // unsettled, unexpired reservations per counter
+	tombs  []string       // settled ids, oldest first; may hold ids gone since
 }
 
 // tombstoneMicros is how long a settled reservation is remembered (at
@@ -90,6 +96,21 @@ func (t *holdTable) admit(id string, r *holdRec, now int64) error {
 			t.release(r)
 		}
 	}
+	bound := cmp.Or(t.max, DefaultMaxStoreHolds)
+	for len(t.tombs) > 0 {
+		old, ok := t.m[t.tombs[0]]
+		live := ok && old.settled
+		if live && len(t.m) < bound {
+			break
+		}
+		if live {
+			delete(t.m, t.tombs[0])
+		}
+		t.tombs = t.tombs[1:]
+	}
+	if len(t.m) >= bound {
+		return fmt.Errorf("%w: the store keeps %d reservations, its bound", ErrTooManyHolds, len(t.m))
+	}
 	for i, c := range r.counters {
 		if t.counts[c] >= r.maxes[i] {
 			return fmt.Errorf("%w: %d outstanding", ErrTooManyHolds, t.counts[c])
@@ -144,6 +165,7 @@ func (t *holdTable) claim(id string, now int64) (*holdRec, Settlement, error) {
 	// A tombstone from now on, so a second settle is known as one, kept a
 	// minute at most.
 	r.checks = nil
+	t.tombs = append(t.tombs, id)
 	if tomb := now + tombstoneMicros; tomb < r.exp {
 		r.exp = tomb
 		heap.Push(&t.exps, expiry{at: tomb, id: id})

@@ -33,12 +33,12 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 	}
 	n.goBackground(ctx, "rate limit rules retriever", rules.Run)
 
-	n.counters = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	n.counters = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{MaxHolds: cfg.MaxNodeHolds})
 	if n.redis != nil {
 		// Down, deciding locally, until Redis connects: at once when it
 		// answered at start, else when the connector reaches it.
 		failover := limits.NewFailover(limits.FailoverOptions{Nodes: cfg.Nodes,
-			FailsClosed: rules.FailsClosed, Timeout: cfg.StoreTimeout, Metrics: hooks, Logger: n.log})
+			FailsClosed: rules.FailsClosed, Timeout: cfg.StoreTimeout, Metrics: hooks, Logger: n.log, MaxHolds: cfg.MaxNodeHolds})
 		n.redis.OnConnect(func(client rueidis.Client) {
 			redis, err := redisstore.New(client, redisstore.Options{Timeout: cfg.StoreTimeout})
 			if err != nil { // only for a bad key prefix, and the default is not

@@ -46,6 +46,10 @@ type FailoverOptions struct {
 	Logger *slog.Logger
 	// Now is the local limiters' clock. If nil, time.Now.
 	Now func() time.Time
+	// MaxHolds bounds the usage reservations the local store keeps while
+	// the primary is down (ratelimit.MemoryOptions.MaxHolds); 0 is its
+	// default.
+	MaxHolds int
 }
 
 // Failover is a ratelimit.Store that uses Primary while it answers and a
@@ -86,7 +90,7 @@ func NewFailover(opts FailoverOptions) *Failover {
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
-	f.local = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: opts.Now})
+	f.local = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{Now: opts.Now, MaxHolds: opts.MaxHolds})
 	if opts.Primary == nil {
 		f.down.Store(true)
 	} else {

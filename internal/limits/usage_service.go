@@ -34,6 +34,7 @@ func (s *Service) Reserve(ctx context.Context, reqs []UsageRequest, opts ratelim
 	start := s.now()
 	opts.MaxHolds = cmp.Or(opts.MaxHolds, s.maxHolds)
 	opts.MaxOwnerHolds = cmp.Or(opts.MaxOwnerHolds, s.maxOwnerHolds)
+	opts.MaxHolds, opts.MaxOwnerHolds = opts.HoldBounds()
 	plain := make([]CheckRequest, len(reqs))
 	for i, r := range reqs {
 		plain[i] = r.CheckRequest
@@ -68,6 +69,12 @@ func (s *Service) Reserve(ctx context.Context, reqs []UsageRequest, opts ratelim
 			return false, nil, Reservation{}, apperr.New(apperr.Unavailable, "the rate limit store does not support reservations")
 		}
 		h, err := us.Hold(ctx, rand.Text(), checks, opts)
+		if errors.Is(err, ratelimit.ErrTooManyHolds) {
+			return false, nil, Reservation{}, apperr.Wrap(apperr.TooMany, err,
+				"too many unsettled reservations: at most %d per key (ratelimit.max_holds) and %d per API key "+
+					"(ratelimit.max_holds_per_api_key), and ratelimit.max_holds_per_node on a node without Redis; "+
+					"settle (or release with cost 0) some before reserving more", opts.MaxHolds, opts.MaxOwnerHolds)
+		}
 		if err != nil {
 			return false, nil, Reservation{}, usageError(err)
 		}
