@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/announce"
 	"github.com/sluicehq/sluice/internal/inbox"
+	"github.com/sluicehq/sluice/internal/panics"
 )
 
 // subjectInboxEvents carries every inbox event to every node (before the
@@ -39,12 +40,12 @@ func (n *node) startInbox(ctx context.Context) (*inbox.Service, error) {
 		}})
 	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_inbox_streams",
 		Help: "In-app inbox event streams open on this node."}, func() float64 { return float64(svc.Streams()) }))
-	stop, err := bus.Listen(func(data string) {
+	stop, err := bus.Listen(panics.Func(n.panics, panics.Announce, func(data string) {
 		var e inbox.Event
 		if err := json.Unmarshal([]byte(data), &e); err == nil {
 			svc.Receive(e)
 		}
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}

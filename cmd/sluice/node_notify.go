@@ -133,7 +133,7 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 	svc = notify.NewService(opts)
 	n.events.notify.Store(svc)
 	n.goBackground(ctx, "event log purge", func(ctx context.Context) error { return n.events.svc.Run(ctx, time.Minute) })
-	n.goBackground(ctx, "notification workers", func(ctx context.Context) error { return nq.Run(ctx, svc.Process) })
+	n.goBackground(ctx, "notification workers", func(ctx context.Context) error { return nq.Run(ctx, recoverJobs(n.panics, svc.Process)) })
 	n.goBackground(ctx, "notification scheduler", func(ctx context.Context) error {
 		return svc.RunScheduler(ctx, notify.SchedulerOptions{})
 	})

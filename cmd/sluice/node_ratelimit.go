@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
@@ -66,7 +67,7 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	stopListen, err := ann.Listen(svc.Heard)
+	stopListen, err := ann.Listen(panics.Func(n.panics, panics.Announce, svc.Heard))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/panics"
 )
 
 // Target is where a redirect goes.
@@ -302,14 +303,14 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := s.Flush(fctx); err != nil {
+			if err := s.flush(fctx); err != nil {
 				s.log.Error("last flush of link clicks failed; clicks lost", slog.Any("error", err))
 			}
 			return nil
 		case <-flush.C:
-			_ = s.Flush(ctx) // logged by Flush
+			_ = s.flush(ctx) // logged by Flush
 		case <-s.clicks.kick:
-			_ = s.Flush(ctx)
+			_ = s.flush(ctx)
 		case <-purge.C:
 			if _, err := s.Purge(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("purging expired links failed", slog.Any("error", err))
@@ -319,6 +320,12 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// flush is Flush with a panic recovered and reported (Options.Panics):
+// the batch being flushed is lost, the flusher goes on.
+func (s *Service) flush(ctx context.Context) error {
+	return s.opts.Panics.Do(ctx, panics.Clicks, func() error { return s.Flush(ctx) })
 }
 
 // purgeBatch bounds the links one purge transaction deletes.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -135,6 +136,10 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives warnings. If nil, nothing is logged.
 	Logger *slog.Logger
+	// Panics reports a panic of the click flusher (the "clicks" surface):
+	// the batch it was flushing is lost, the flusher goes on. If nil, it
+	// is logged to slog.Default() and not counted.
+	Panics *panics.Reporter
 	// Now is the clock. If nil, time.Now is used.
 	Now func() time.Time
 	// Country returns the ISO 3166-1 alpha-2 country of a client address
