@@ -30,7 +30,10 @@
 //
 // Every client's demand (requests allowed and denied per rule period) is
 // kept per bucket in a DemandStore shared by the nodes (redisdemand, or
-// MemoryDemand on one node), written once per report. Shares divides the
+// MemoryDemand on one node), written once per report. A client is
+// Options.ClientID (the peer's IP address, or its API key): one client's
+// streams on a bucket are one row of the table per node, and split the
+// share it gets (group.go). Shares divides the
 // limit between the live clients: a floor for every client, the rest
 // max-min fairly by demand, leftovers evenly. A client that stops
 // reporting is dropped after ExpiryIntervals report intervals, freeing
@@ -38,4 +41,15 @@
 // joins or leaves a bucket, or its report raises its share, the node's
 // other streams of that bucket are re-evaluated and pushed their new
 // shares at once; clients on other nodes get theirs at their next report.
+//
+// # Bounds
+//
+// Nothing one client sends holds memory past a cap (bounds.go): streams
+// per client and per node, buckets per stream, per client and per node
+// (RESOURCE_EXHAUSTED past them), reports per second per stream
+// (RESOURCE_EXHAUSTED), a deadline for a stream's first report
+// (DEADLINE_EXCEEDED), and counts, domains and bucket ids of bounded size
+// (INVALID_ARGUMENT; an oversized id is answered without being tracked).
+// Buckets are keyed by a 128-bit SHA-256 of the domain and id, and each
+// id is held once per node.
 package rlqs
