@@ -17,15 +17,29 @@ type DomainRequest struct {
 	FallbackURL string `json:"fallback_url,omitempty"`
 }
 
-// Domain is a registered custom domain.
+// Domain is a registered custom domain, or the caller's claim of one.
 type Domain struct {
 	Domain      string    `json:"domain"`
 	FallbackURL string    `json:"fallback_url"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Verified says the domain serves redirects. While it is false (the
+	// server has links.domains.verify dns), publish VerificationToken in
+	// a TXT record named VerificationRecord (_sluice.<domain>) and call
+	// VerifyDomain.
+	Verified           bool       `json:"verified"`
+	VerifiedAt         *time.Time `json:"verified_at"`
+	VerificationRecord string     `json:"verification_record"`
+	VerificationToken  string     `json:"verification_token"`
+	// VerificationError is, from VerifyDomain, why the domain is still
+	// not verified.
+	VerificationError string `json:"verification_error,omitempty"`
 }
 
 // CreateDomain registers a custom domain (POST /v1/domains). A domain
-// already registered, by any key, is *Error 409; an invalid name 422.
+// already registered (verified) by any key is *Error 409; an invalid name,
+// or a host the server answers on itself, 422; past the server's caps,
+// 429. With links.domains.verify dns the domain comes back unverified:
+// see Domain.Verified.
 func (c *Client) CreateDomain(ctx context.Context, req DomainRequest) (Domain, error) {
 	var d Domain
 	err := c.Do(ctx, http.MethodPost, "/v1/domains", req, &d)
@@ -65,5 +79,15 @@ func (c *Client) UpdateDomain(ctx context.Context, domain, fallbackURL string) (
 		FallbackURL string `json:"fallback_url"`
 	}{fallbackURL}
 	err := c.Do(ctx, http.MethodPatch, "/v1/domains/"+url.PathEscape(domain), body, &d)
+	return d, err
+}
+
+// VerifyDomain asks the server to look the domain's TXT record up now
+// (POST /v1/domains/{domain}/verify) and returns the domain: Verified
+// once the record holds its token, else VerificationError says why.
+// Another key's claim verified first is *Error 409.
+func (c *Client) VerifyDomain(ctx context.Context, domain string) (Domain, error) {
+	var d Domain
+	err := c.Do(ctx, http.MethodPost, "/v1/domains/"+url.PathEscape(domain)+"/verify", nil, &d)
 	return d, err
 }

@@ -14,6 +14,7 @@ var domainSubcommands = map[string]subcommand{
 	"list":   {usage: ": print your domains (every one with an admin key) as JSON", run: domainsList},
 	"update": {usage: "DOMAIN --fallback-url URL: change where an unknown code on the domain redirects (\"\" for a 404)", run: domainsUpdate},
 	"delete": {usage: "DOMAIN: remove a domain (delete its links first)", run: domainsDelete},
+	"verify": {usage: "DOMAIN: look the domain's TXT record _sluice.DOMAIN up now; exits 1 while it does not hold the domain's verification_token", run: domainsVerify},
 }
 
 func domainsAdd(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -27,7 +28,11 @@ func domainsAdd(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "point %s's DNS at this service; links made with --domain %s answer there\n", d.Domain, d.Domain)
+	if d.Verified {
+		fmt.Fprintf(env.stderr, "point %s's DNS at this service; links made with --domain %s answer there\n", d.Domain, d.Domain)
+	} else {
+		fmt.Fprintf(env.stderr, "create a TXT record %s holding %s, then run: sluice domains verify %s\n", d.VerificationRecord, d.VerificationToken, d.Domain)
+	}
 	return printJSON(env.stdout, d)
 }
 
@@ -70,4 +75,23 @@ func domainsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args
 		return err
 	}
 	return newClient().DeleteDomain(ctx, pos[0])
+}
+
+func domainsVerify(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
+	pos, err := parseArgs(env, fs, args, "DOMAIN")
+	if err != nil {
+		return err
+	}
+	d, err := newClient().VerifyDomain(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if err := printJSON(env.stdout, d); err != nil {
+		return err
+	}
+	if !d.Verified {
+		return fmt.Errorf("%s is not verified: %s (the TXT record %s must hold %s): %w", d.Domain, d.VerificationError, d.VerificationRecord, d.VerificationToken, errRefused)
+	}
+	return nil
 }
