@@ -153,7 +153,7 @@ func New(opts Options) (*Gateway, error) {
 	var hs http.Server
 	g.applyHTTP(&hs)
 	g.writeTimeout = hs.WriteTimeout
-	g.h = g.withUsage(g.mw.Wrap(g.requireKey(g.proxy))) // usage.go: settles reservations when responses end
+	g.h = g.withUsage(g.mw.Wrap(g.requireKey(http.HandlerFunc(g.forward)))) // usage.go: settles reservations when responses end
 	return g, nil
 }
 
@@ -166,35 +166,47 @@ func (g *Gateway) applyHTTP(hs *http.Server) {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 {
-		// The request body is still being forwarded when the upstream's
-		// answer starts (a stream begun before the body was read, or the
-		// proxy's last read of it, the one that sees its end): without
-		// full duplex, net/http drains and closes the body when the
-		// response's headers go out, under the proxy's feet, which then
-		// drops the upstream connection and cuts the response short.
-		_ = http.NewResponseController(w).EnableFullDuplex()
-		// The proxy's Transport may still be reading the body when the
-		// handler returns (its last read, after the upstream's answer
-		// ended); the server must not be reading the connection then.
-		b := &handlerBody{rc: r.Body}
-		r.Body = b
-		defer b.shut()
-	}
-	if rt, ok := g.route(r); ok && rt.Streaming {
-		// Exempt from Serve's read and write timeouts, explicitly.
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Time{})
-		_ = rc.SetWriteDeadline(time.Time{})
-	} else if g.writeTimeout > 0 {
+	ctx := r.Context()
+	if rt, ok := g.route(r); (!ok || !rt.Streaming) && g.writeTimeout > 0 {
 		// Past the write timeout the client's connection is useless: the
 		// upstream call ends then too, rather than when the upstream
 		// answers.
-		ctx, cancel := context.WithTimeout(r.Context(), g.writeTimeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.writeTimeout)
 		defer cancel()
-		r = r.WithContext(ctx)
 	}
-	g.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientCtxKey{}, g.resolve(r))))
+	var b *handlerBody
+	if r.ContentLength != 0 {
+		// The proxy's Transport may still be reading the body when the
+		// handler returns (its last read, after the upstream's answer
+		// ended); the server must not be reading the connection then.
+		b = newHandlerBody(r)
+		ctx = context.WithValue(ctx, bodyCtxKey{}, b)
+		defer b.shut(w)
+	}
+	// A copy of r: the server's own request keeps the server's body,
+	// which it drains, or gives up on and closes the connection, by its
+	// type.
+	r = r.WithContext(ctx)
+	if b != nil {
+		r.Body = b
+	}
+	g.h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, clientCtxKey{}, g.resolve(r))))
+}
+
+// forward proxies an admitted request to the upstream.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
+	if b := bodyFrom(r); b != nil {
+		b.serveDuplex(w)
+	}
+	if u := usageFrom(r.Context()); u != nil && u.routed && u.route.Streaming {
+		// Exempt from Serve's read and write timeouts, explicitly (a
+		// refusal keeps them).
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
+	g.proxy.ServeHTTP(w, r)
 }
 
 // route returns the route of r, if any.
