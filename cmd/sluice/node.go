@@ -150,6 +150,15 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		}
 	}()
 
+	// One data dir, one node: taken before SQLite or the embedded NATS
+	// store opens, released last.
+	if usesDataDir(cfg) {
+		release, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		n.onStop("data dir lock", func(context.Context) error { return release() })
+	}
 	if n.db, err = openStore(ctx, cfg, log); err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
