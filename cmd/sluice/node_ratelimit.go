@@ -63,7 +63,8 @@ func (n *node) startRatelimit(ctx context.Context) (*limits.Service, error) {
 
 	ann := announce.NewRatelimit(n.queue.NATS(), n.queue.Name)
 	svc, err := limits.NewService(limits.Options{Rules: rules, Counters: n.counters, Announce: ann.Announce,
-		Metrics: hooks, Logger: n.log, MaxHolds: cfg.MaxHolds, MaxOwnerHolds: cfg.MaxAPIKeyHolds})
+		Metrics: hooks, Logger: n.log, MaxHolds: cfg.MaxHolds, MaxOwnerHolds: cfg.MaxAPIKeyHolds,
+		MaxBlocks: cfg.MaxBlocks})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ type Ratelimit struct {
 	MaxHolds        int           `yaml:"max_holds" flag:"ratelimit-max-holds" usage:"most unsettled reservations one key (policy and key) may have at once; past it a check answers 429"`
 	MaxAPIKeyHolds  int           `yaml:"max_holds_per_api_key" flag:"ratelimit-max-holds-per-api-key" usage:"most unsettled reservations one API key may have at once over every key; past it a check answers 429"`
 	MaxNodeHolds    int           `yaml:"max_holds_per_node" flag:"ratelimit-max-holds-per-node" usage:"most reservations this node keeps in memory at once (unsettled, and settled ones remembered a minute, which go first), over every key and API key, when it has no Redis or while Redis is down; past it a check answers 429"`
+	MaxBlocks       int           `yaml:"max_blocks" flag:"ratelimit-max-blocks" usage:"most emergency blocks in force at once (every node keeps them in memory); past it a new block answers 429"`
 	// Policies are the rate limit policies fixed by the file: they hide
 	// stored policies of the same name and cannot be changed through the
 	// API.
@@ -114,7 +115,8 @@ type CostFromResponse struct {
 
 func defaultRatelimit() Ratelimit {
 	return Ratelimit{Nodes: 1, RefreshInterval: 30 * time.Second, StoreTimeout: 250 * time.Millisecond, HotKeys: 100_000,
-		MaxHolds: ratelimit.DefaultMaxHolds, MaxAPIKeyHolds: ratelimit.DefaultMaxOwnerHolds, MaxNodeHolds: ratelimit.DefaultMaxStoreHolds}
+		MaxHolds: ratelimit.DefaultMaxHolds, MaxAPIKeyHolds: ratelimit.DefaultMaxOwnerHolds, MaxNodeHolds: ratelimit.DefaultMaxStoreHolds,
+		MaxBlocks: limits.DefaultMaxBlocks}
 }
 
 // validate adds the rate limit and gateway problems to bad.
@@ -140,6 +142,9 @@ func (c Config) validateRatelimit(bad func(flag, format string, args ...any)) {
 	}
 	if r.MaxNodeHolds < 1 {
 		bad("ratelimit-max-holds-per-node", "must be at least 1")
+	}
+	if r.MaxBlocks < 1 {
+		bad("ratelimit-max-blocks", "must be at least 1")
 	}
 	seen := map[string]bool{}
 	for i, p := range r.Policies {

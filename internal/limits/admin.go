@@ -60,6 +60,9 @@ func (s *Service) BlockKey(ctx context.Context, req BlockRequest) (Block, error)
 		return Block{}, err
 	}
 	now := s.now().Truncate(time.Microsecond)
+	if err := s.roomForBlock(req, now); err != nil {
+		return Block{}, err
+	}
 	b := Block{Key: req.Key, Policy: req.Policy, Domain: req.Domain, Reason: req.Reason, CreatedAt: now,
 		ExpiresAt: now.Add(req.Duration)}
 	if err := s.rules.opts.Store.PutBlock(ctx, b); err != nil {
@@ -67,6 +70,24 @@ func (s *Service) BlockKey(ctx context.Context, req BlockRequest) (Block, error)
 	}
 	s.changed(ctx, "")
 	return b, nil
+}
+
+// roomForBlock refuses a new block (not one replacing the block of the
+// same key, policy and domain) once MaxBlocks are in force, as this node
+// knows them (it reloads at once after each change made through it).
+func (s *Service) roomForBlock(req BlockRequest, now time.Time) error {
+	n := 0
+	for _, b := range s.rules.Blocks(now) {
+		if b.Key == req.Key && b.Policy == req.Policy && b.Domain == req.Domain {
+			return nil
+		}
+		n++
+	}
+	if n >= s.maxBlocks {
+		return apperr.New(apperr.TooMany, "%d blocks are in force, the bound (ratelimit.max_blocks); lift some "+
+			"(DELETE /v1/ratelimit/blocks/{key}) or let them expire before adding more", n)
+	}
+	return nil
 }
 
 // Blocks returns the blocks in force.

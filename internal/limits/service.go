@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +48,13 @@ type Options struct {
 	// key and of one API key (ratelimit.UsageOptions); 0 is
 	// ratelimit.DefaultMaxHolds and DefaultMaxOwnerHolds.
 	MaxHolds, MaxOwnerHolds int
+	// MaxBlocks bounds the emergency blocks in force at once, which every
+	// node keeps in memory; 0 is DefaultMaxBlocks.
+	MaxBlocks int
 }
+
+// DefaultMaxBlocks is Options.MaxBlocks when it is 0.
+const DefaultMaxBlocks = 10_000
 
 // Service makes rate limit decisions against the rules and manages the
 // rules. It is safe for concurrent use; build it with NewService.
@@ -62,6 +69,7 @@ type Service struct {
 	logLimit *ratelimit.MemoryStore
 
 	maxHolds, maxOwnerHolds int
+	maxBlocks               int
 }
 
 // NewService returns a Service.
@@ -70,7 +78,8 @@ func NewService(opts Options) (*Service, error) {
 		return nil, errors.New("limits: Rules and Counters are required")
 	}
 	s := &Service{rules: opts.Rules, counters: opts.Counters, announce: opts.Announce,
-		metrics: opts.Metrics, log: opts.Logger, now: opts.Now, maxHolds: opts.MaxHolds, maxOwnerHolds: opts.MaxOwnerHolds}
+		metrics: opts.Metrics, log: opts.Logger, now: opts.Now, maxHolds: opts.MaxHolds, maxOwnerHolds: opts.MaxOwnerHolds,
+		maxBlocks: cmp.Or(opts.MaxBlocks, DefaultMaxBlocks)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
