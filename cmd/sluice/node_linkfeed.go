@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
@@ -38,7 +39,8 @@ func (n *node) startLinkFeed(ctx context.Context) (*liveLinks, error) {
 	}
 	bus := linkfeed.NewBus(n.queue.NATS(), stream, n.queue.Name(subjectLinkHits), n.log)
 	hub := linkfeed.NewHub(linkfeed.Options{MaxStreams: cfg.MaxStreams, MaxPerCaller: cfg.MaxPerKey, Buffer: cfg.Buffer, Replay: bus.Since})
-	stop, err := bus.Listen(ctx, hub)
+	// A hit that panics the streams' fan-out is dropped (panics.Announce).
+	stop, err := bus.ListenFunc(ctx, panics.Func(n.panics, panics.Announce, hub.Receive))
 	if err != nil {
 		return nil, err
 	}

@@ -148,6 +148,13 @@ func (b *Bus) send(clicks []shorten.Click) {
 // until stop is called, through an ordered consumer (recreated by the
 // client when NATS restarts or a message is missed).
 func (b *Bus) Listen(ctx context.Context, hub *Hub) (stop func(), err error) {
+	return b.ListenFunc(ctx, hub.Receive)
+}
+
+// ListenFunc is Listen handing each hit to receive (a Hub's Receive,
+// which cmd/sluice wraps to recover its panics), on the NATS client's
+// goroutine.
+func (b *Bus) ListenFunc(ctx context.Context, receive func(Hit)) (stop func(), err error) {
 	cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{b.subject + ".>"}, DeliverPolicy: jetstream.DeliverNewPolicy,
 		InactiveThreshold: time.Minute,
@@ -157,7 +164,7 @@ func (b *Bus) Listen(ctx context.Context, hub *Hub) (stop func(), err error) {
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		for _, h := range decode(m) {
-			hub.Receive(h)
+			receive(h)
 		}
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		b.log.Debug("live link hits consumer", "error", err)

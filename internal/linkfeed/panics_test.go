@@ -1,0 +1,64 @@
+package linkfeed_test
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/panics"
+	"github.com/sluicehq/sluice/internal/queue"
+	"github.com/sluicehq/sluice/internal/shorten"
+)
+
+// TestListenFuncRecoveredHit: with a receiver wrapped by panics.Func (as
+// the node wraps its hub), a hit whose fan-out panics is dropped and
+// counted, and the next hits are received on the same consumer.
+func TestListenFuncRecoveredHit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, err := queue.Open(ctx, queue.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	stream, err := q.EnsureStream(ctx, linkfeed.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := linkfeed.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	var counted atomic.Int64
+	rep := &panics.Reporter{Logger: slog.New(slog.DiscardHandler), Count: func(string) { counted.Add(1) }}
+	got := make(chan int64, 10)
+	stop, err := bus.ListenFunc(ctx, panics.Func(rep, panics.Announce, func(h linkfeed.Hit) {
+		if h.LinkID == 666 {
+			panic("poisoned hit")
+		}
+		got <- h.LinkID
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	runCtx, cancel := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- bus.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-ran })
+
+	at := time.Now()
+	bus.Publish([]shorten.Click{{LinkID: 666, At: at}})
+	bus.Publish([]shorten.Click{{LinkID: 7, At: at}})
+	select {
+	case id := <-got:
+		if id != 7 {
+			t.Errorf("received link %d, want 7", id)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the hit after the poisoned one was not received within 1m")
+	}
+	if n := counted.Load(); n != 1 {
+		t.Errorf("counted %d panics, want 1", n)
+	}
+}
