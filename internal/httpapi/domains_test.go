@@ -323,3 +323,31 @@ func TestDomainsClickNamesTheDomain(t *testing.T) {
 		t.Errorf("clicks heard %v, want one on go.example.com and one without a domain", got)
 	}
 }
+
+// TestDomainVerifyRoute: with verification off a domain is verified as it
+// is registered, and its answers carry the record to create and its token;
+// POST .../verify answers it as it stands, 404 for another key's or none.
+func TestDomainVerifyRoute(t *testing.T) {
+	t.Parallel()
+	b, _ := setupLinks(t)
+	key := b.addKey(t, auth.ScopeLinksWrite)
+	other := b.addKey(t, auth.ScopeLinksWrite)
+	if r := b.do(call{method: "POST", path: "/v1/domains", key: key, body: `{"domain":"go.example.com"}`}); r.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/domains = %d", r.StatusCode)
+	}
+	resp := b.do(call{method: "POST", path: "/v1/domains/go.example.com/verify", key: key})
+	var d domainResponse
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != http.StatusOK || !d.Verified || d.VerifiedAt == nil ||
+		d.VerificationRecord != "_sluice.go.example.com" || len(d.VerificationToken) != 40 || d.VerificationError != "" {
+		t.Errorf("POST .../verify = %d %+v (%v); want 200, verified, with the record and token", resp.StatusCode, d, err)
+	}
+	for _, c := range []struct{ key, path string }{{other, "/v1/domains/go.example.com/verify"}, {key, "/v1/domains/none.example.com/verify"}} {
+		if r := b.do(call{method: "POST", path: c.path, key: c.key}); r.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s = %d, want 404", c.path, r.StatusCode)
+		}
+	}
+	if r := b.do(call{method: "POST", path: "/v1/domains", key: key, body: `{"domain":"sho.rt"}`}); r.StatusCode != http.StatusUnprocessableEntity ||
+		decodeProblem(t, r).Errors[0].Field != "domain" {
+		t.Errorf("POST /v1/domains sho.rt (the base URL's host) = %d, want 422 naming domain", r.StatusCode)
+	}
+}
