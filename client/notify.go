@@ -66,23 +66,23 @@ type Delivery struct {
 	Attempts      int       `json:"attempts"`
 	Error         string    `json:"error"`
 	UpdatedAt     time.Time `json:"updated_at"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// ClickedAt and OpenedAt are an email's first click on a tracked link
 	// and first open by a person (bot hits never set them); zero for none.
-	ClickedAt time.Time `json:"clicked_at"`
-	OpenedAt  time.Time `json:"opened_at"`
+	ClickedAt time.Time `json:"clicked_at,omitzero"`
+	OpenedAt  time.Time `json:"opened_at,omitzero"`
 }
 
 // NotificationRecord is a stored notification with its deliveries.
 type NotificationRecord struct {
 	ID         string          `json:"id"`
-	RequestID  string          `json:"request_id"`
+	RequestID  string          `json:"request_id,omitempty"`
 	UserID     string          `json:"user_id"`
 	Type       string          `json:"type"`
 	Category   string          `json:"category"`
 	Data       json.RawMessage `json:"data"`
-	Channels   []string        `json:"channels"`
-	ExpiresAt  time.Time       `json:"expires_at"`
+	Channels   []string        `json:"channels,omitempty"`
+	ExpiresAt  time.Time       `json:"expires_at,omitzero"`
 	CreatedAt  time.Time       `json:"created_at"`
 	Deliveries []Delivery      `json:"deliveries"`
 }

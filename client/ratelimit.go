@@ -62,7 +62,12 @@ type Policy struct {
 	Mode           string `json:"mode,omitempty"`
 	BurstOver      int64  `json:"burst_over,omitempty"`
 	OnStoreFailure string `json:"on_store_failure,omitempty"`
-	Description    string `json:"description,omitempty"`
+	// Sync, SyncInterval and MaxDebt are the policy's multi-region
+	// settings (docs/ratelimit.md); empty for the defaults.
+	Sync         string `json:"sync,omitempty"`
+	SyncInterval string `json:"sync_interval,omitempty"`
+	Description  string `json:"description,omitempty"`
+	MaxDebt      int64  `json:"max_debt,omitempty"`
 	// Source is where the policy comes from (database or config); the
 	// server sets it.
 	Source string `json:"source,omitempty"`

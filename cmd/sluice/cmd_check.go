@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sluicehq/sluice/client"
@@ -24,7 +25,8 @@ func runCheck(ctx context.Context, env *environment, args []string) error {
 	cost := fs.Int64("cost", 1, "units each key consumes")
 	newClient := clientFlags(fs, env, "API key with the ratelimit:check scope")
 	setUsage(fs, "check --policy NAME [--cost N] KEY [KEY...]",
-		"Checks and consumes KEY under the policy on a running server; several keys are checked atomically. Exits 1 when refused.")
+		"Checks and consumes KEY under the policy on a running server; several keys are checked atomically. Exits 1 when refused,\n"+
+			"2 for an error answer (an unknown policy, a bad key, any other 4xx, a 5xx) or no answer.")
 	keys, err := parseFlags(env.stdout, fs, args)
 	if err != nil {
 		return err
@@ -40,10 +42,17 @@ func runCheck(ctx context.Context, env *environment, args []string) error {
 	}
 	res, err := c.CheckMulti(ctx, reqs)
 	if err != nil {
-		return err
+		// Only a refused check is a refusal: an unknown policy, a bad key,
+		// any other 4xx and every 5xx are errors.
+		return &checkError{err}
 	}
-	for i, d := range res.Results {
-		printDecision(env, keys[i], *policy, d)
+	err = showLines(env, fs, res, func(w io.Writer) {
+		for i, d := range res.Results {
+			printDecision(w, keys[i], *policy, d)
+		}
+	})
+	if err != nil {
+		return err
 	}
 	if !res.Allowed {
 		return fmt.Errorf("%w: retry after %v", errRefused, res.RetryAfter())
@@ -51,7 +60,14 @@ func runCheck(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-func printDecision(env *environment, key, policy string, d client.Decision) {
+// checkError is an error answer to `sluice check` (or no answer): it exits
+// 2 whatever the status, where other commands read a 4xx as a refusal.
+type checkError struct{ err error }
+
+func (e *checkError) Error() string { return e.err.Error() }
+func (e *checkError) Unwrap() error { return e.err }
+
+func printDecision(w io.Writer, key, policy string, d client.Decision) {
 	verdict := "allowed"
 	if !d.Allowed {
 		verdict = "refused"
@@ -59,10 +75,10 @@ func printDecision(env *environment, key, policy string, d client.Decision) {
 	if d.WouldRefuse {
 		verdict += " (would refuse)"
 	}
-	fmt.Fprintf(env.stdout, "%s\t%s\t%s\tremaining %d/%d\treset in %v", verdict, policy, key, d.Remaining, d.Limit,
+	fmt.Fprintf(w, "%s\t%s\t%s\tremaining %d/%d\treset in %v", verdict, policy, key, d.Remaining, d.Limit,
 		time.Duration(d.ResetAfterMS)*time.Millisecond)
 	if !d.Allowed {
-		fmt.Fprintf(env.stdout, "\tretry after %v\tdecided by %s", d.RetryAfter(), d.DecidedBy)
+		fmt.Fprintf(w, "\tretry after %v\tdecided by %s", d.RetryAfter(), d.DecidedBy)
 	}
-	fmt.Fprintln(env.stdout)
+	fmt.Fprintln(w)
 }

@@ -257,7 +257,7 @@ func TestLinksCLI(t *testing.T) {
 	if code, _, errs := runCLI(t, env, "shorten", "https://example.com/x", "--max-visits", "-1"); code != exitError || !strings.Contains(errs, "--max-visits") {
 		t.Errorf("negative --max-visits = %d %q", code, errs)
 	}
-	code, out, _ = runCLI(t, env, "links", "get", "once")
+	code, out, _ = runCLI(t, env, "links", "get", "once", "--json")
 	if code != 0 || !strings.Contains(out, `"max_visits": 1`) || !strings.Contains(out, `"click_ids": true`) || !strings.Contains(out, `"fallback_url": "https://example.com/gone"`) {
 		t.Fatalf("links get = %d %q", code, out)
 	}
@@ -268,8 +268,11 @@ func TestLinksCLI(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(`{"rules": [{"name": "ios", "if": {"os": ["ios"]}, "url": "https://apps.example.com/ios"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errs := runCLI(t, env, "links", "rules", "once", "--file", rules); code != 0 || !strings.Contains(errs, "1 rules on once") || !strings.Contains(out, `"name": "ios"`) {
+	if code, out, errs := runCLI(t, env, "links", "rules", "once", "--file", rules); code != 0 || !strings.Contains(out, "1 rules on once") || !strings.Contains(out, `"name":"ios"`) {
 		t.Errorf("links rules = %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, env, "links", "rules", "once", "--file", rules, "--json"); code != 0 || !strings.Contains(out, `"name": "ios"`) {
+		t.Errorf("links rules --json = %d %q %q", code, out, errs)
 	}
 	if err := os.WriteFile(rules, []byte(`[{"name": "x", "if": {"os": ["beos"]}, "url": "https://example.com/"}]`), 0o600); err != nil {
 		t.Fatal(err)
@@ -287,14 +290,14 @@ func TestLinksCLI(t *testing.T) {
 		t.Errorf("links rules without --file = %d %q", code, errs)
 	}
 
-	if code, out, errs := runCLI(t, env, "links", "convert", "--click-id", cid, "--event", "lead", "--value", "5"); code != 0 || !strings.Contains(out, `"event": "lead"`) {
+	if code, out, errs := runCLI(t, env, "links", "convert", "--click-id", cid, "--event", "lead", "--value", "5", "--json"); code != 0 || !strings.Contains(out, `"event": "lead"`) {
 		t.Errorf("links convert = %d %q %q", code, out, errs)
 	}
 	if code, _, errs := runCLI(t, env, "links", "convert", "--click-id", cid, "--event", "lead"); code != 0 || !strings.Contains(errs, "recorded before") {
 		t.Errorf("links convert again = %d %q", code, errs)
 	}
 	enginetest.EventuallyNil(t, 10*time.Second, "the stats show the click and the lead", func() error {
-		code, out, errs := runCLI(t, env, "links", "stats", "once", "--from", "1h", "--by", "hour", "--group", "device")
+		code, out, errs := runCLI(t, env, "links", "stats", "once", "--from", "1h", "--by", "hour", "--group", "device", "--json")
 		return enginetest.State(code == 0 && strings.Contains(out, `"value": "mobile"`) && strings.Contains(out, `"conversions": 1`), "%s", out+errs)
 	})
 	if code, _, errs := runCLI(t, env, "links", "stats", "once", "--from", "yesterday"); code != exitError || !strings.Contains(errs, "--from") {
@@ -302,8 +305,8 @@ func TestLinksCLI(t *testing.T) {
 	}
 
 	qr := filepath.Join(dir, "once.svg")
-	if code, _, errs := runCLI(t, env, "links", "qr", "once", "--out", qr, "--format", "svg", "--size", "128"); code != 0 || !strings.Contains(errs, "image/svg+xml") {
-		t.Fatalf("links qr = %d %q", code, errs)
+	if code, out, errs := runCLI(t, env, "links", "qr", "once", "--out", qr, "--format", "svg", "--size", "128"); code != 0 || !strings.Contains(out, "image/svg+xml") {
+		t.Fatalf("links qr = %d %q %q", code, out, errs)
 	}
 	if b, err := os.ReadFile(qr); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("the QR file: %v, want an SVG", err)
@@ -334,7 +337,7 @@ func TestNotifyCLI(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 	enginetest.EventuallyNil(t, 10*time.Second, "the message reaches the inbox", func() error {
-		_, out, errs := runCLI(t, env, "inbox", "list", "u7", "--limit", "5")
+		_, out, errs := runCLI(t, env, "inbox", "list", "u7", "--limit", "5", "--json")
 		return enginetest.State(strings.Contains(out, `"id": "`+id+`"`) && strings.Contains(out, `"unread": 1`), "%s", out+errs)
 	})
 	for _, tt := range []struct{ verb, want string }{{"read", "unread 0"}, {"unread", "unread 1"}, {"archive", "unread 0"}} {
@@ -364,20 +367,27 @@ func TestNotifyCLI(t *testing.T) {
 		t.Errorf("inbox list with a revoked token = %d %q, want 401 revoked", code, errs)
 	}
 
-	if code, out, errs := runCLI(t, env, "notifications", "cancel", id); code != 0 || !strings.Contains(out, `"outcome"`) || !strings.Contains(out, id) {
+	// --json prints the API's answer: no zero times nor "channels": null
+	// where the API leaves them out.
+	if code, out, errs := runCLI(t, env, "notifications", "cancel", id, "--json"); code != 0 || !strings.Contains(out, `"outcome"`) || !strings.Contains(out, id) ||
+		strings.Contains(out, "0001-01-01") || strings.Contains(out, "null") {
+		t.Errorf("notifications cancel --json = %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, env, "notifications", "cancel", id); code != 0 || !strings.Contains(out, "outcome") || !strings.Contains(out, "inapp") ||
+		strings.Contains(out, "0001-01-01") {
 		t.Errorf("notifications cancel = %d %q %q", code, out, errs)
 	}
 	if code, _, errs := runCLI(t, env, "notifications", "cancel", "ntf_nope"); code != 1 || !strings.Contains(errs, "404") {
 		t.Errorf("notifications cancel (unknown) = %d %q", code, errs)
 	}
-	if code, out, _ := runCLI(t, env, "notifications", "get", id); code != 0 || !strings.Contains(out, `"deliveries"`) {
+	if code, out, _ := runCLI(t, env, "notifications", "get", id, "--json"); code != 0 || !strings.Contains(out, `"deliveries"`) {
 		t.Errorf("notifications get = %d %q", code, out)
 	}
 
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	t.Cleanup(hook.Close)
 	code, out, errs = runCLI(t, env, "events", "create", "--url", hook.URL, "--events", "delivery.failed", "--events", "delivery.dead",
-		"--disable-after-failures", "0")
+		"--disable-after-failures", "0", "--json")
 	if code != 0 || !strings.Contains(out, `"secret": "whsec_`) || !strings.Contains(out, `"disable_after_failures": 0`) {
 		t.Fatalf("events create = %d %q %q", code, out, errs)
 	}
@@ -388,7 +398,7 @@ func TestNotifyCLI(t *testing.T) {
 	if code, out, _ := runCLI(t, env, "events", "list"); code != 0 || !strings.Contains(out, sub.ID) || strings.Contains(out, "whsec_") {
 		t.Errorf("events list = %d %q", code, out)
 	}
-	if code, out, errs := runCLI(t, env, "events", "recover", sub.ID, "--since", "1h"); code != 0 || !strings.Contains(out, `"queued"`) {
+	if code, out, errs := runCLI(t, env, "events", "recover", sub.ID, "--since", "1h", "--json"); code != 0 || !strings.Contains(out, `"queued"`) {
 		t.Errorf("events recover = %d %q %q", code, out, errs)
 	}
 	if code, _, errs := runCLI(t, env, "events", "recover", sub.ID); code != exitError || !strings.Contains(errs, "--since is required") {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sluicehq/sluice/client"
@@ -12,8 +13,8 @@ import (
 
 var eventSubcommands = map[string]subcommand{
 	"create":  {usage: "--url URL --events delivery.failed,delivery.dead [--disable-after 120h] [--disable-after-failures N]: subscribe a URL; prints the subscription with its secret", run: eventsCreate},
-	"list":    {usage: ": print every subscription as JSON", run: eventsList},
-	"get":     {usage: "ID: print one subscription as JSON", run: eventsGet},
+	"list":    {usage: ": list every subscription", run: eventsList},
+	"get":     {usage: "ID: show one subscription", run: eventsGet},
 	"delete":  {usage: "ID: delete a subscription", run: eventsDelete},
 	"recover": {usage: "ID --since T [--all]: enable it again and resend the retained events since T (RFC 3339 or a duration back from now) it did not receive; --all: every one", run: eventsRecover},
 }
@@ -40,7 +41,7 @@ func eventsCreate(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 		return err
 	}
 	fmt.Fprintln(env.stderr, "keep the secret: no later answer shows it")
-	return printJSON(env.stdout, s)
+	return show(env, fs, s, subscriptionTable(s))
 }
 
 func eventsList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -52,7 +53,12 @@ func eventsList(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, subs)
+	return show(env, fs, subs, func(w io.Writer) {
+		row(w, "ID", "STATUS", "FAILURES", "EVENTS", "CREATED", "URL")
+		for _, s := range subs {
+			row(w, s.ID, s.Status, s.Failures, s.Events, s.CreatedAt, s.URL)
+		}
+	})
 }
 
 func eventsGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -65,7 +71,7 @@ func eventsGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, s)
+	return show(env, fs, s, subscriptionTable(s))
 }
 
 func eventsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -74,7 +80,10 @@ func eventsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	if err != nil {
 		return err
 	}
-	return newClient().DeleteEventSubscription(ctx, pos[0])
+	if err := newClient().DeleteEventSubscription(ctx, pos[0]); err != nil {
+		return err
+	}
+	return showValue(env, fs, map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", pos[0]) })
 }
 
 func eventsRecover(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -99,12 +108,12 @@ func eventsRecover(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	if r.More {
 		fmt.Fprintf(env.stderr, "more events remain: run again with --since %s\n", r.Until)
 	}
-	return printJSON(env.stdout, r)
+	return show(env, fs, r, func(w io.Writer) { fmt.Fprintf(w, "%s: %d events queued again\n", r.ID, r.Queued) })
 }
 
 var notificationSubcommands = map[string]subcommand{
-	"get":    {usage: "ID: print the notification with its deliveries as JSON", run: notificationsGet},
-	"cancel": {usage: "ID: cancel its deliveries not yet sent; prints the outcome and the notification", run: notificationsCancel},
+	"get":    {usage: "ID: show the notification with its deliveries", run: notificationsGet},
+	"cancel": {usage: "ID: cancel its deliveries not yet sent; shows the outcome and the notification", run: notificationsCancel},
 }
 
 func notificationsGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -117,7 +126,7 @@ func notificationsGet(ctx context.Context, env *environment, fs *flag.FlagSet, a
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, n)
+	return show(env, fs, n, notificationTable(n, ""))
 }
 
 func notificationsCancel(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -130,6 +139,48 @@ func notificationsCancel(ctx context.Context, env *environment, fs *flag.FlagSet
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(env.stderr, n.Outcome)
-	return printJSON(env.stdout, n)
+	return show(env, fs, n, notificationTable(n.NotificationRecord, n.Outcome))
+}
+
+// subscriptionTable shows one event subscription, a field a line.
+func subscriptionTable(s client.EventSubscription) func(io.Writer) {
+	return func(w io.Writer) {
+		row(w, "id", s.ID)
+		row(w, "url", s.URL)
+		row(w, "events", s.Events)
+		if s.Secret != "" {
+			row(w, "secret", s.Secret)
+		}
+		row(w, "status", s.Status)
+		row(w, "disable after", s.DisableAfter)
+		row(w, "disable after failures", s.DisableAfterFailures)
+		row(w, "created", s.CreatedAt)
+		row(w, "failures", s.Failures)
+		row(w, "last error", s.LastError)
+		row(w, "last success", s.LastSuccessAt)
+		row(w, "disabled", s.DisabledAt)
+	}
+}
+
+// notificationTable shows a notification (and a cancel's outcome, when
+// not empty) and its deliveries, one a row. Times the server left out
+// (no expiry, no next attempt) show as "-".
+func notificationTable(n client.NotificationRecord, outcome string) func(io.Writer) {
+	return func(w io.Writer) {
+		if outcome != "" {
+			row(w, "outcome", outcome)
+		}
+		row(w, "id", n.ID)
+		row(w, "user", n.UserID)
+		row(w, "type", n.Type+" ("+n.Category+")")
+		row(w, "request id", n.RequestID)
+		row(w, "channels", n.Channels)
+		row(w, "created", n.CreatedAt)
+		row(w, "expires", n.ExpiresAt)
+		fmt.Fprintln(w)
+		row(w, "CHANNEL", "PROVIDER", "STATUS", "ATTEMPTS", "UPDATED", "NEXT ATTEMPT", "ERROR")
+		for _, d := range n.Deliveries {
+			row(w, d.Channel, d.Provider, d.Status, d.Attempts, d.UpdatedAt, d.NextAttemptAt, d.Error)
+		}
+	}
 }

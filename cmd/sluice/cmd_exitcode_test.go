@@ -35,6 +35,10 @@ func clientCommands(t *testing.T, dir string) [][]string {
 	if err := os.WriteFile(rules, []byte("[]"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	tmpl := filepath.Join(dir, "template.json")
+	if err := os.WriteFile(tmpl, []byte(`{"channels": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return [][]string{
 		{"check", "--policy", "free", "--cost", "100000", "k"},
 		{"send", "--user", "u1", "--type", "nope"},
@@ -55,6 +59,15 @@ func clientCommands(t *testing.T, dir string) [][]string {
 		{"inbox", "unread", "u1", "msg_nope"},
 		{"inbox", "archive", "u1", "msg_nope"},
 		{"inbox", "token", "u1", "--ttl", "1000000h"},
+		{"links", "delete", "nope"},
+		{"templates", "get", "nope"},
+		{"templates", "delete", "nope"},
+		{"templates", "put", "nope", "--file", tmpl},
+		{"dead-letters", "replay", "dl_nope"},
+		{"policies", "get", "nope"},
+		{"policies", "delete", "nope"},
+		{"policies", "put", "nope", "--algorithm", "nope", "--limit", "1", "--period", "1m"},
+		{"blocks", "delete", "nope"},
 	}
 }
 
@@ -64,7 +77,9 @@ func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	commands := clientCommands(t, dir)
-	extra := [][]string{{"events", "list"}, {"inbox", "list", "u1"}, {"inbox", "read-all", "u1"}, {"inbox", "revoke-tokens", "u1"}}
+	extra := [][]string{{"events", "list"}, {"inbox", "list", "u1"}, {"inbox", "read-all", "u1"}, {"inbox", "revoke-tokens", "u1"},
+		{"links", "list"}, {"templates", "list"}, {"dead-letters", "list"}, {"policies", "list"}, {"blocks", "list"},
+		{"blocks", "add", "k", "--duration", "1m"}}
 	down := map[string]string{"SLUICE_SERVER": closedURL(t)}
 	for _, args := range append(commands, extra...) {
 		if code, _, errs := runCLI(t, down, args...); code != exitError || !strings.Contains(errs, "connect") {
@@ -74,8 +89,26 @@ func TestExitCodes(t *testing.T) {
 	n := startNode(t, testConfig(t))
 	up := map[string]string{"SLUICE_SERVER": n.httpURL}
 	for _, args := range commands {
+		if args[0] == "check" {
+			continue // below: an invalid check is an error answer
+		}
 		if code, _, errs := runCLI(t, up, args...); code != exitRefused {
 			t.Errorf("sluice %s against a node = %d %q, want %d: a refusal", strings.Join(args, " "), code, errs, exitRefused)
+		}
+	}
+	// check exits 1 only for a refused check: an error answer is exit 2.
+	if code, _, errs := runCLI(t, up, "check", "--policy", "free", "--cost", "60", "refused"); code != exitOK {
+		t.Fatalf("check of a full allowance = %d %q", code, errs)
+	}
+	if code, out, errs := runCLI(t, up, "check", "--policy", "free", "refused"); code != exitRefused || !strings.HasPrefix(out, "refused") {
+		t.Errorf("check over the limit = %d %q %q, want %d: a refusal", code, out, errs, exitRefused)
+	}
+	for _, args := range [][]string{
+		{"check", "--policy", "nope", "k"},                     // unknown policy: 404
+		{"check", "--policy", "free", "--cost", "100000", "k"}, // more than the policy ever admits: 400
+	} {
+		if code, _, errs := runCLI(t, up, args...); code != exitError || !strings.Contains(errs, "sluice check: 4") {
+			t.Errorf("sluice %s = %d %q, want %d: an error answer, not a refusal", strings.Join(args, " "), code, errs, exitError)
 		}
 	}
 }

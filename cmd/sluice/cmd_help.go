@@ -89,6 +89,10 @@ func flagType(f *flag.Flag) string {
 // fs's output, so `sluice CMD -h | less` works; usage after a bad flag
 // goes to fs's output (stderr).
 func parseFlags(help io.Writer, fs *flag.FlagSet, args []string) ([]string, error) {
+	if c, ok := help.(*flagCapture); ok { // commandFlags asks: hand fs over, run nothing
+		c.fs = fs
+		return nil, flag.ErrHelp
+	}
 	out := fs.Output()
 	fs.SetOutput(io.Discard) // the error is printed once, by run
 	err := fs.Parse(interleaved(fs, args))

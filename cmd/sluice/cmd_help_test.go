@@ -141,8 +141,11 @@ func TestServerRule(t *testing.T) {
 	}
 	for name, args := range cmds {
 		reached := exitRefused
-		if name == "healthcheck" {
+		switch name {
+		case "healthcheck":
 			reached = exitOK
+		case "check": // an unknown policy is an error answer: told from no answer by its 404
+			reached = exitError
 		}
 		cases := []struct {
 			how  string
@@ -158,8 +161,12 @@ func TestServerRule(t *testing.T) {
 			if name == "healthcheck" && c.want == exitError {
 				c.want = exitRefused // a health check fails with 1
 			}
-			if code, _, errs := runCLI(t, c.env, c.args...); code != c.want {
+			code, _, errs := runCLI(t, c.env, c.args...)
+			if code != c.want {
 				t.Errorf("sluice %s %s = %d %q, want %d", name, c.how, code, errs, c.want)
+			}
+			if name == "check" && strings.Contains(errs, "404") == strings.HasPrefix(c.how, "by --server") {
+				t.Errorf("sluice check %s: %q, want the node's 404 only where the node is reached", c.how, errs)
 			}
 		}
 	}

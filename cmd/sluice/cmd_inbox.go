@@ -4,12 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 
 	"github.com/sluicehq/sluice/client"
 )
 
 var inboxSubcommands = map[string]subcommand{
-	"list":          {usage: "USER [--limit N] [--cursor C] [--archived]: print a page of the inbox as JSON", run: inboxList},
+	"list":          {usage: "USER [--limit N] [--cursor C] [--archived]: list a page of the inbox, newest first", run: inboxList},
 	"read":          {usage: "USER MESSAGE_ID: mark a message read", run: inboxMark(client.InboxRead)},
 	"unread":        {usage: "USER MESSAGE_ID: mark a message unread", run: inboxMark(client.InboxUnread)},
 	"archive":       {usage: "USER MESSAGE_ID: archive a message (and mark it read)", run: inboxMark(client.InboxArchive)},
@@ -31,7 +32,18 @@ func inboxList(ctx context.Context, env *environment, fs *flag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, p)
+	err = show(env, fs, p, func(w io.Writer) {
+		fmt.Fprintf(w, "%d unread\n", p.Unread)
+		row(w, "ID", "READ", "TYPE", "CREATED", "SUBJECT")
+		for _, m := range p.Items {
+			row(w, m.ID, m.Read, m.Type, m.CreatedAt, m.Subject)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	nextPage(env, fs, p.NextCursor)
+	return nil
 }
 
 func inboxMark(a client.InboxAction) func(context.Context, *environment, *flag.FlagSet, []string) error {
@@ -41,12 +53,11 @@ func inboxMark(a client.InboxAction) func(context.Context, *environment, *flag.F
 		if err != nil {
 			return err
 		}
-		_, unread, err := newClient().MarkInboxMessage(ctx, pos[0], pos[1], a)
+		m, unread, err := newClient().MarkInboxMessage(ctx, pos[0], pos[1], a)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stdout, "unread %d\n", unread)
-		return nil
+		return show(env, fs, m, func(w io.Writer) { fmt.Fprintf(w, "unread %d\n", unread) })
 	}
 }
 
@@ -60,8 +71,9 @@ func inboxReadAll(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "changed %d, unread %d\n", changed, unread)
-	return nil
+	return show(env, fs, map[string]int{"changed": changed, "unread": unread}, func(w io.Writer) {
+		fmt.Fprintf(w, "changed %d, unread %d\n", changed, unread)
+	})
 }
 
 func inboxTokenCmd(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -76,11 +88,12 @@ func inboxTokenCmd(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(env.stdout, t.Token)
-	if *verbose {
-		fmt.Fprintf(env.stderr, "%s (expires %s)\n", t.URL, t.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"))
-	}
-	return nil
+	return show(env, fs, t, func(w io.Writer) {
+		fmt.Fprintln(w, t.Token)
+		if *verbose {
+			fmt.Fprintf(env.stderr, "%s (expires %s)\n", t.URL, t.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"))
+		}
+	})
 }
 
 func inboxRevoke(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -92,6 +105,7 @@ func inboxRevoke(ctx context.Context, env *environment, fs *flag.FlagSet, args [
 	if err := newClient().RevokeInboxTokens(ctx, pos[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "revoked every inbox token of %s\n", pos[0])
-	return nil
+	return showValue(env, fs, map[string]string{"revoked": pos[0]}, func(io.Writer) {
+		fmt.Fprintf(env.stderr, "revoked every inbox token of %s\n", pos[0])
+	})
 }

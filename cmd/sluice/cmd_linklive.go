@@ -15,8 +15,8 @@ import (
 // the server ended (as the stream's retry: suggests).
 const liveReconnect = 2 * time.Second
 
-// linksLive prints a link's hits as they are recorded, one JSON object a
-// line, until interrupted or --count hits; a stream the server ends (its
+// linksLive prints a link's hits as they are recorded, one a line (with
+// --json one JSON object a line, as the stream sends it), until interrupted or --count hits; a stream the server ends (its
 // node shutting down, the client too slow) is reopened after the last hit
 // printed, so none is printed twice nor, within the server's replay
 // window, missed.
@@ -48,10 +48,7 @@ func linksLive(ctx context.Context, env *environment, fs *flag.FlagSet, args []s
 				break
 			}
 			last = h.ID
-			if err := enc.Encode(struct {
-				ID string `json:"id"`
-				client.LinkHit
-			}{h.ID, h}); err != nil {
+			if err := printHit(env, enc, wantJSON(fs), h); err != nil {
 				s.Close()
 				return err
 			}
@@ -71,4 +68,22 @@ func linksLive(ctx context.Context, env *environment, fs *flag.FlagSet, args []s
 		case <-time.After(liveReconnect):
 		}
 	}
+}
+
+// printHit writes one hit: its JSON, or a line of its time, id, whether a
+// person or a bot, and where it came from.
+func printHit(env *environment, enc *json.Encoder, asJSON bool, h client.LinkHit) error {
+	if asJSON {
+		return enc.Encode(struct {
+			ID string `json:"id"`
+			client.LinkHit
+		}{h.ID, h})
+	}
+	who := "human"
+	if h.Bot {
+		who = "bot:" + cell(h.BotReason)
+	}
+	_, err := fmt.Fprintf(env.stdout, "%s  %s  %s  country=%s device=%s os=%s source=%s referrer=%s language=%s target=%s\n",
+		cell(h.At), h.ID, who, cell(h.Country), cell(h.Device), cell(h.OS), cell(h.Source), cell(h.Referrer), cell(h.Language), cell(h.Target))
+	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,22 +10,63 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/client"
 )
 
 var linkSubcommands = map[string]subcommand{
-	"get":     {usage: "CODE [--domain D]: print the link with its statistics as JSON", run: linksGet},
+	"list":    {usage: "[--domain D] [--limit N] [--cursor C]: list a page of your links, newest first", run: linksList},
+	"get":     {usage: "CODE [--domain D]: show the link with its statistics", run: linksGet},
+	"delete":  {usage: "CODE [--domain D]: delete the link and its clicks", run: linksDelete},
 	"rules":   {usage: "CODE --file rules.json [--domain D]: replace the link's redirect rules ({\"rules\": [...]} or a bare list; [] removes them)", run: linksRules},
-	"stats":   {usage: "CODE [--domain D] [--from T] [--to T] [--by hour|day] [--group country|device|os|referrer|language|source|target]: print clicks and conversions as JSON", run: linksStats},
-	"live":    {usage: "CODE [--domain D] [--after ID] [--count N]: print the link's hits as they are recorded, one JSON object a line, until interrupted", run: linksLive},
+	"stats":   {usage: "CODE [--domain D] [--from T] [--to T] [--by hour|day] [--group country|device|os|referrer|language|source|target]: show clicks and conversions", run: linksStats},
+	"live":    {usage: "CODE [--domain D] [--after ID] [--count N]: print the link's hits as they are recorded, one line each (--json: one JSON object a line), until interrupted", run: linksLive},
 	"qr":      {usage: "CODE --out FILE [--format png|svg] [--size 256] [--domain D]: write the link's QR code", run: linksQR},
 	"convert": {usage: "--click-id ID --event sale [--value 30]: record a conversion against a click", run: linksConvert},
 }
 
+// linkTable shows links one a row.
+func linkTable(links ...client.Link) func(io.Writer) {
+	return func(w io.Writer) {
+		row(w, "CODE", "DOMAIN", "SHORT URL", "CLICKS", "BOTS", "CREATED", "EXPIRES", "URL")
+		for _, l := range links {
+			row(w, l.Code, l.Domain, l.ShortURL, l.Clicks, l.BotHits, l.CreatedAt, l.ExpiresAt, l.URL)
+		}
+	}
+}
+
+func linksList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
+	var domain optionalString
+	fs.Var(&domain, "domain", "only the links on this custom domain (\"\": only those on none); default every link")
+	limit := fs.Int("limit", 0, "links per page, 1 to 500 (default 50)")
+	cursor := fs.String("cursor", "", "the next_cursor of the previous page")
+	if _, err := parseArgs(env, fs, args); err != nil {
+		return err
+	}
+	var (
+		p   client.LinkPage
+		err error
+	)
+	if domain.set {
+		p, err = newClient().DomainLinks(ctx, domain.v, *limit, *cursor)
+	} else {
+		p, err = newClient().Links(ctx, *limit, *cursor)
+	}
+	if err != nil {
+		return err
+	}
+	if err := show(env, fs, p, linkTable(p.Items...)); err != nil {
+		return err
+	}
+	nextPage(env, fs, p.NextCursor)
+	return nil
+}
+
 func linksGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env)
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
 	domain := fs.String("domain", "", "the link's custom domain, for a link on one")
 	pos, err := parseArgs(env, fs, args, "CODE")
 	if err != nil {
@@ -34,7 +76,53 @@ func linksGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []st
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, l)
+	return show(env, fs, l, func(w io.Writer) {
+		row(w, "code", l.Code)
+		row(w, "domain", l.Domain)
+		row(w, "short url", l.ShortURL)
+		row(w, "url", l.URL)
+		row(w, "created", l.CreatedAt)
+		row(w, "expires", l.ExpiresAt)
+		row(w, "clicks", l.Clicks)
+		row(w, "bot hits", l.BotHits)
+		row(w, "first click", l.FirstClickAt)
+		if l.MaxVisits != nil {
+			row(w, "visits", fmt.Sprintf("%d of %d", l.Visits, *l.MaxVisits))
+		}
+		row(w, "fallback url", l.FallbackURL)
+		row(w, "click ids", l.ClickIDs)
+		row(w, "conversions", l.Conversions)
+		row(w, "rules", len(l.Rules))
+		row(w, "notification", l.NotificationID)
+	})
+}
+
+func linksDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the links:write scope")
+	domain := fs.String("domain", "", "the link's custom domain, for a link on one")
+	pos, err := parseArgs(env, fs, args, "CODE")
+	if err != nil {
+		return err
+	}
+	if err := newClient().DeleteDomainLink(ctx, *domain, pos[0]); err != nil {
+		return err
+	}
+	return showValue(env, fs, map[string]string{"deleted": pos[0], "domain": *domain}, func(w io.Writer) {
+		fmt.Fprintf(w, "deleted %s\n", pos[0])
+	})
+}
+
+// optionalString is a string flag that tells "not given" from "".
+type optionalString struct {
+	v   string
+	set bool
+}
+
+func (o *optionalString) String() string { return o.v }
+func (o *optionalString) Type() string   { return "string" }
+func (o *optionalString) Set(v string) error {
+	o.v, o.set = v, true
+	return nil
 }
 
 // maxRulesFile bounds a rules file; the server takes at most 32 KiB.
@@ -75,8 +163,13 @@ func linksRules(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "%d rules on %s\n", len(l.Rules), l.Code)
-	return printJSON(env.stdout, l)
+	return show(env, fs, l, func(w io.Writer) {
+		fmt.Fprintf(w, "%d rules on %s\n", len(l.Rules), l.Code)
+		for i, r := range l.Rules {
+			b, _ := json.Marshal(r)
+			row(w, i+1, string(b))
+		}
+	})
 }
 
 // decodeRules reads {"rules": [...]} (the API's body) or a bare list,
@@ -127,7 +220,19 @@ func linksStats(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, s)
+	return show(env, fs, s, func(w io.Writer) {
+		fmt.Fprintf(w, "%s from %s to %s: %d clicks, %d bot hits, %d conversions worth %g\n\n", s.Code, cell(s.From), cell(s.To),
+			s.Totals.Humans, s.Totals.Bots, s.Totals.Conversions, s.Totals.ConversionValue)
+		row(w, strings.ToUpper(s.By), "CLICKS", "BOTS", "CONVERSIONS", "VALUE")
+		for _, b := range s.Series {
+			row(w, b.Start, b.Humans, b.Bots, b.Conversions, b.ConversionValue)
+		}
+		fmt.Fprintln(w)
+		row(w, strings.ToUpper(s.Group), "CLICKS", "BOTS")
+		for _, g := range s.Groups {
+			row(w, cmp.Or(g.Value, "(unknown)"), g.Humans, g.Bots)
+		}
+	})
 }
 
 // parseWhen reads an RFC 3339 time or a duration before now; "" is the
@@ -164,14 +269,18 @@ func linksQR(ctx context.Context, env *environment, fs *flag.FlagSet, args []str
 		return err
 	}
 	if *out == "-" {
+		if wantJSON(fs) {
+			return errors.New("--json and --out - both want stdout")
+		}
 		_, err = env.stdout.Write(img)
 		return err
 	}
 	if err := os.WriteFile(*out, img, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "wrote %s (%s, %d bytes)\n", *out, ctype, len(img))
-	return nil
+	return showValue(env, fs, map[string]any{"file": *out, "content_type": ctype, "bytes": len(img)}, func(w io.Writer) {
+		fmt.Fprintf(w, "wrote %s (%s, %d bytes)\n", *out, ctype, len(img))
+	})
 }
 
 func linksConvert(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -192,5 +301,8 @@ func linksConvert(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	if c.Duplicate {
 		fmt.Fprintf(env.stderr, "recorded before: %s for this click id is unchanged\n", c.Event)
 	}
-	return printJSON(env.stdout, c)
+	return show(env, fs, c, func(w io.Writer) {
+		row(w, "CLICK ID", "EVENT", "VALUE", "AT", "NOTIFICATION")
+		row(w, c.ClickID, c.Event, c.Value, c.At, c.NotificationID)
+	})
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-// clientFlags registers --server, --api-key and the TLS flags of an
-// https:// server (--ca-file, --server-name, --insecure-skip-verify) and
-// returns a constructor for the client they name (--server, else
+// clientFlags registers --server, --api-key, --json (cmd_output.go) and
+// the TLS flags of an https:// server (--ca-file, --server-name,
+// --insecure-skip-verify) and returns a constructor for the client they name (--server, else
 // serverURL's rule; --api-key, else SLUICE_API_KEY). keyUsage names the
 // scope the key needs. Bad TLS flags fail its first call.
 func clientFlags(fs *flag.FlagSet, env *environment, keyUsage ...string) func() *client.Client {
@@ -26,8 +26,11 @@ func clientFlags(fs *flag.FlagSet, env *environment, keyUsage ...string) func() 
 	key := fs.String("api-key", "", cmp.Or(strings.Join(keyUsage, ""), "API key")+" (default $SLUICE_API_KEY)")
 	var ct clientTLS
 	ct.register(fs, "", "an https:// --server", false)
+	ans := registerJSON(fs)
 	return func() *client.Client {
-		return ct.client(serverURL(env, *server), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
+		c := ct.client(serverURL(env, *server), cmp.Or(*key, env.getenv("SLUICE_API_KEY")))
+		ans.record(c)
+		return c
 	}
 }
 
@@ -72,7 +75,7 @@ func runSend(ctx context.Context, env *environment, args []string) error {
 	var channels listFlag
 	fs.Var(&channels, "channel", "narrow to these channels (repeatable or comma-separated)")
 	setUsage(fs, "send --user USER --type TYPE [--data key=value]... [flags]",
-		"Sends one notification through a running server and prints its id.")
+		"Sends one notification through a running server and prints its id (--json: the API's answer).")
 	if _, err := parseArgs(env, fs, args); err != nil {
 		return err
 	}
@@ -91,8 +94,7 @@ func runSend(ctx context.Context, env *environment, args []string) error {
 	if a.Duplicate {
 		fmt.Fprintf(env.stderr, "request id %s was sent before; nothing new was sent\n", *reqID)
 	}
-	fmt.Fprintln(env.stdout, a.NotificationID)
-	return nil
+	return show(env, fs, a, func(w io.Writer) { fmt.Fprintln(w, a.NotificationID) })
 }
 
 // campaignSubcommands are `sluice campaign`.
@@ -141,14 +143,14 @@ func campaignSend(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 			ns[i].ExpiresAt = &t
 		}
 	}
-	return sendCampaign(ctx, env, newClient(), ns, *batch, *workers)
+	return sendCampaign(ctx, env, fs, newClient(), ns, *batch, *workers)
 }
 
 // sendCampaign posts ns in batches with a progress bar on stderr and a
 // summary at the end. Items refused by the server are counted, the first
 // few reasons shown, and make the command a refusal (exit 1); a failed
 // request fails the command.
-func sendCampaign(ctx context.Context, env *environment, c *client.Client, ns []client.Notification, batch, workers int) error {
+func sendCampaign(ctx context.Context, env *environment, fs *flag.FlagSet, c *client.Client, ns []client.Notification, batch, workers int) error {
 	var done atomic.Int64
 	start := time.Now()
 	stopBar := progressBar(env.stderr, int64(len(ns)), &done, start)
@@ -156,11 +158,24 @@ func sendCampaign(ctx context.Context, env *environment, c *client.Client, ns []
 		Progress: func(n int) { done.Store(int64(n)) }})
 	stopBar()
 	elapsed := time.Since(start)
-	fmt.Fprintf(env.stdout, "sent %d of %d in %s (%.0f/s): %d accepted, %d duplicates, %d refused\n",
-		res.Done, len(ns), elapsed.Round(time.Millisecond), float64(res.Done)/max(elapsed.Seconds(), 1e-9),
-		res.Accepted, res.Duplicates, res.Refused)
-	for _, r := range res.Refusals {
-		fmt.Fprintln(env.stdout, "  refused:", r.Error())
+	summary := struct {
+		Total      int             `json:"total"`
+		Done       int             `json:"done"`
+		Accepted   int             `json:"accepted"`
+		Duplicates int             `json:"duplicates"`
+		Refused    int             `json:"refused"`
+		Refusals   []*client.Error `json:"refusals,omitempty"`
+		ElapsedMS  int64           `json:"elapsed_ms"`
+	}{len(ns), res.Done, res.Accepted, res.Duplicates, res.Refused, res.Refusals, elapsed.Milliseconds()}
+	if err := showValue(env, fs, summary, func(w io.Writer) {
+		fmt.Fprintf(w, "sent %d of %d in %s (%.0f/s): %d accepted, %d duplicates, %d refused\n",
+			res.Done, len(ns), elapsed.Round(time.Millisecond), float64(res.Done)/max(elapsed.Seconds(), 1e-9),
+			res.Accepted, res.Duplicates, res.Refused)
+		for _, r := range res.Refusals {
+			fmt.Fprintln(w, "  refused:", r.Error())
+		}
+	}); err != nil {
+		return err
 	}
 	if sendErr == nil && res.Refused > 0 {
 		return fmt.Errorf("%w: %d of %d notifications", errRefused, res.Refused, len(ns))

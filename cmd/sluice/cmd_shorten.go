@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sluicehq/sluice/client"
@@ -23,7 +24,7 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 	fallback := fs.String("fallback-url", "", "where the link redirects once expired or used up (default: the server's links.fallback_url, else 410)")
 	clickIDs := fs.Bool("click-ids", false, "append a signed click id (sluice_cid) to the target on each human redirect, for `sluice links convert`")
 	verbose := fs.Bool("v", false, "print the code, target and expiry too")
-	setUsage(fs, "shorten [flags] URL", "Prints the short URL of URL, made by a running server.")
+	setUsage(fs, "shorten [flags] URL", "Prints the short URL of URL, made by a running server (--json: the link as the API answers it).")
 	pos, err := parseArgs(env, fs, args, "URL")
 	if err != nil {
 		return err
@@ -43,8 +44,10 @@ func runShorten(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(env.stdout, l.ShortURL)
-	if *verbose {
+	if err := show(env, fs, l, func(w io.Writer) { fmt.Fprintln(w, l.ShortURL) }); err != nil {
+		return err
+	}
+	if *verbose && !wantJSON(fs) {
 		exp := "never"
 		if l.ExpiresAt != nil {
 			exp = l.ExpiresAt.Format(time.RFC3339)

@@ -15,10 +15,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/config"
@@ -39,26 +41,39 @@ type environment struct {
 	getenv         func(string) string
 }
 
-// commands is every command of the binary, by name. The node's wiring is in
-// the node*.go files, the commands' bodies in cmd_*.go.
-var commands = map[string]command{
-	// The node, and what runs beside it on the node's host.
-	"serve":       {summary: "run the HTTP API, gRPC rate limit service and workers", run: runServe},
-	"migrate":     {summary: "apply pending database migrations and exit", run: runMigrate},
-	"keys":        {summary: "manage API keys in the node's database: keys create|list|revoke", subs: keySubcommands},
-	"healthcheck": {summary: "exit 0 when the local node is ready (GET /readyz), for container health checks", run: runHealthcheck},
-	"version":     {summary: "print the version, VCS revision and Go version of this build", run: runVersion},
-	"bench":       {summary: "drive load at a server (or an in-process node) and print latency figures", run: runBench},
-	// Clients of a running server (--server, --api-key).
-	"check":         {summary: "check and consume a rate limit key on a running server", run: runCheck},
-	"send":          {summary: "send one notification: send --user u1 --type otp --data code=123456", run: runSend},
-	"campaign":      {summary: "send a notification to every user of a CSV: campaign send --type flash_sale --users users.csv", subs: campaignSubcommands},
-	"notifications": {summary: "follow or cancel notifications on a running server: notifications get|cancel ID", subs: notificationSubcommands},
-	"events":        {summary: "manage status event subscriptions on a running server: events create|list|get|delete|recover", subs: eventSubcommands},
-	"inbox":         {summary: "read and change users' in-app inboxes on a running server: inbox list|read|unread|archive|read-all|token|revoke-tokens", subs: inboxSubcommands},
-	"shorten":       {summary: "ask a running server for a short link: shorten URL", run: runShorten},
-	"links":         {summary: "manage short links on a running server: links get|rules|stats|qr|convert", subs: linkSubcommands},
-	"domains":       {summary: "manage custom short domains on a running server: domains add|list|update|delete", subs: domainSubcommands},
+// commands is the command table: every command of the binary, by name,
+// with its subcommands; each command's flags are those its flag set
+// registers (commandFlags reads them). Dispatch (run), help (usage,
+// groupUsage), shell completion (cmd_completion.go) and the README's check
+// all read it. The node's wiring is in the node*.go files, the commands'
+// bodies in cmd_*.go. It is set in init: completion reads it.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		// The node, and what runs beside it on the node's host.
+		"serve":       {summary: "run the HTTP API, gRPC rate limit service and workers", run: runServe},
+		"migrate":     {summary: "apply pending database migrations and exit", run: runMigrate},
+		"keys":        {summary: "manage API keys in the node's database", subs: keySubcommands},
+		"healthcheck": {summary: "exit 0 when the local node is ready (GET /readyz), for container health checks", run: runHealthcheck},
+		"version":     {summary: "print the version, VCS revision and Go version of this build (also --version)", run: runVersion},
+		"bench":       {summary: "drive load at a server (or an in-process node) and print latency figures", run: runBench},
+		"completion":  {summary: "print a shell completion script", subs: completionSubcommands},
+		// Clients of a running server (--server, --api-key, --json).
+		"check":         {summary: "check and consume a rate limit key on a running server", run: runCheck},
+		"send":          {summary: "send one notification: send --user u1 --type otp --data code=123456", run: runSend},
+		"campaign":      {summary: "send a notification to every user of a CSV, with a progress bar", subs: campaignSubcommands},
+		"notifications": {summary: "follow or cancel notifications on a running server", subs: notificationSubcommands},
+		"templates":     {summary: "list, read, replace and reset notification templates on a running server", subs: templateSubcommands},
+		"dead-letters":  {summary: "list and replay deliveries that failed for good on a running server", subs: deadLetterSubcommands},
+		"events":        {summary: "manage status event subscriptions on a running server", subs: eventSubcommands},
+		"inbox":         {summary: "read and change users' in-app inboxes on a running server", subs: inboxSubcommands},
+		"shorten":       {summary: "ask a running server for a short link: shorten URL", run: runShorten},
+		"links":         {summary: "manage short links on a running server", subs: linkSubcommands},
+		"domains":       {summary: "manage custom short domains on a running server", subs: domainSubcommands},
+		"policies":      {summary: "manage rate limit policies on a running server", subs: policySubcommands},
+		"blocks":        {summary: "manage the rate limiter's emergency blocks on a running server", subs: blockSubcommands},
+	}
 }
 
 func main() {
@@ -84,6 +99,9 @@ func run(ctx context.Context, args []string, env *environment) int {
 			return exitError
 		}
 		return exitOK
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return run(ctx, append([]string{"version"}, args[1:]...), env)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -112,12 +130,22 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(w, "  %-13s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-13s %s\n", name, summaryLine(name, commands[name]))
 	}
 	fmt.Fprintln(w, "  help          show this, or `sluice help <command>` for a command's flags")
 	fmt.Fprintln(w, "\nEach server setting (the flags of serve, also read by migrate, keys and healthcheck) has a SLUICE_*\n"+
 		"environment variable (--http-addr = SLUICE_HTTP_ADDR) and a key in the --config YAML file; the client\n"+
-		"commands (check, send, shorten, ...) read SLUICE_SERVER and SLUICE_API_KEY.")
+		"commands (check, send, shorten, ...) read SLUICE_SERVER and SLUICE_API_KEY, and take --json to print the API's\n"+
+		"JSON answer instead of a table. `sluice --version` is `sluice version`.")
+}
+
+// summaryLine is a command's summary in `sluice help`: a group's ends with
+// its subcommands, "links list|get|...".
+func summaryLine(name string, c command) string {
+	if c.subs == nil {
+		return c.summary
+	}
+	return c.summary + ": " + name + " " + strings.Join(slices.Sorted(maps.Keys(c.subs)), "|")
 }
 
 // loadConfig registers every setting's flag on fs beside the command's

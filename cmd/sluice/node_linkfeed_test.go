@@ -141,7 +141,7 @@ func TestLinksLiveCLI(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errs := runCLI(t, env, "links", "live", "live", "--count", "2")
+		code, out, errs := runCLI(t, env, "links", "live", "live", "--count", "2", "--json")
 		done <- result{code, out, errs}
 	}()
 	// The command connects when it connects: visit until it has printed
@@ -169,7 +169,7 @@ wait:
 	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.ID == "" || first.Code != "live" || first.OS != "ios" {
 		t.Errorf("first line %q (%+v, %v), want the iPhone's hit with an id", lines[0], first, err)
 	}
-	code, out, errs := runCLI(t, env, "links", "live", "live", "--after", first.ID, "--count", "1")
+	code, out, errs := runCLI(t, env, "links", "live", "live", "--after", first.ID, "--count", "1", "--json")
 	var resumed struct{ ID string }
 	if err := json.Unmarshal([]byte(out), &resumed); code != 0 || err != nil || resumed.ID == first.ID || !strings.Contains(lines[1], `"id":"`+resumed.ID+`"`) {
 		t.Errorf("links live --after %s = %d %q %q, want the second hit, %s", first.ID, code, out, errs, lines[1])
