@@ -7,7 +7,7 @@
 #   docker run -p 8080:8080 -p 8081:8081 sluice:dev
 #
 # The go build line below is the release build (`make release`,
-# .goreleaser.yaml); deploy/deploy_test.go runs that exact line without a
+# .goreleaser.yaml); deploy/dockerfile_test.go runs that exact line without a
 # Docker engine, so the image keeps building.
 
 FROM golang:1.26 AS build

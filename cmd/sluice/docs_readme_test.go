@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,65 @@ func TestReadmeNotificationsReadWell(t *testing.T) {
 					t.Errorf("%s on %s rendered %q; want %q", s.typ, it.Channel, part.got, want)
 				}
 			}
+		}
+	}
+}
+
+// TestReadmeCommandTableMatchesCLI: the README's command table and the
+// CLI's command table name the same commands and subcommands, both ways:
+// a row "`sluice links list\|get\|...`" per command, its subcommands the
+// words joined by "\|" after the command's name.
+func TestReadmeCommandTableMatchesCLI(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "| command | what it does |")
+	if !ok {
+		t.Fatal("README.md has no command table (| command | what it does |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	row := regexp.MustCompile("^\\| `sluice ([a-z-]+)((?: [a-z-]+(?:\\\\\\|[a-z-]+)*)?)")
+	readme := map[string][]string{}
+	for line := range strings.SplitSeq(table, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("README command row %q does not start with `sluice COMMAND", line)
+			continue
+		}
+		name, subs := m[1], strings.TrimSpace(m[2])
+		if _, dup := readme[name]; dup {
+			t.Errorf("README names sluice %s twice", name)
+		}
+		readme[name] = nil
+		if c, ok := commands[name]; ok && c.subs != nil {
+			readme[name] = strings.Split(subs, `\|`)
+		}
+	}
+	for name, c := range commands {
+		subs, ok := readme[name]
+		if !ok {
+			t.Errorf("sluice %s is not in the README's command table", name)
+			continue
+		}
+		for sub := range c.subs {
+			if !slices.Contains(subs, sub) {
+				t.Errorf("README's row of sluice %s does not name its subcommand %s (it names %q)", name, sub, subs)
+			}
+		}
+		for _, sub := range subs {
+			if _, ok := c.subs[sub]; !ok {
+				t.Errorf("README names sluice %s %s, which the CLI does not have", name, sub)
+			}
+		}
+	}
+	for name := range readme {
+		if _, ok := commands[name]; !ok && name != "help" {
+			t.Errorf("README names sluice %s, which the CLI does not have", name)
 		}
 	}
 }
