@@ -43,7 +43,10 @@ type TemplateSummary struct {
 	Channels []string `json:"channels"`
 	Locales  []string `json:"locales"`
 	// Default is true while a shipped type has no override.
-	Default   bool      `json:"default"`
+	Default bool `json:"default"`
+	// Shipped is a type Sluice ships a template for: DeleteTemplate resets
+	// it rather than removing it.
+	Shipped   bool      `json:"shipped"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 

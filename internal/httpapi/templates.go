@@ -55,12 +55,15 @@ func putTemplate(svc templateStore, w http.ResponseWriter, r *http.Request) erro
 // templateItemJSON is one type in the list of templates: its channels and
 // locales by name, not their text (GET /v1/templates/{type} has that).
 type templateItemJSON struct {
-	Type      string          `json:"type"`
-	Category  notify.Category `json:"category"`
-	Channels  []string        `json:"channels"`
-	Locales   []string        `json:"locales"`
-	Default   bool            `json:"default"`
-	UpdatedAt string          `json:"updated_at,omitempty"`
+	Type     string          `json:"type"`
+	Category notify.Category `json:"category"`
+	Channels []string        `json:"channels"`
+	Locales  []string        `json:"locales"`
+	Default  bool            `json:"default"`
+	// Shipped is a type Sluice ships a template for: a delete resets it
+	// rather than removing it.
+	Shipped   bool   `json:"shipped"`
+	UpdatedAt string `json:"updated_at,omitempty"`
 }
 
 // listTemplates answers every type callers may send, shipped and custom,
@@ -70,9 +73,10 @@ func listTemplates(svc templateStore, w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
+	shipped := notify.DefaultTypes()
 	writeItems(w, ts, func(t notify.Template) templateItemJSON {
 		item := templateItemJSON{Type: t.Type, Category: t.Category, Channels: slices.Sorted(maps.Keys(t.Channels)),
-			Locales: []string{}, Default: t.Default, UpdatedAt: timestamp(t.UpdatedAt)}
+			Locales: []string{}, Default: t.Default, Shipped: slices.Contains(shipped, t.Type), UpdatedAt: timestamp(t.UpdatedAt)}
 		for _, byLocale := range t.Channels {
 			for l := range byLocale {
 				if !slices.Contains(item.Locales, l) {

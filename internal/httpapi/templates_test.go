@@ -70,7 +70,7 @@ func TestTemplatesListAndReset(t *testing.T) {
 	if otp := items["otp"]; otp.Default || !slices.Equal(otp.Channels, []string{"sms"}) || !slices.Equal(otp.Locales, []string{"en", "fr"}) || otp.UpdatedAt == "" {
 		t.Errorf("overridden otp item = %+v; want not default, channels [sms], locales [en fr], updated_at", otp)
 	}
-	if inv := items["invoice.ready"]; inv.Default || inv.Category != notify.Orders || !slices.Equal(inv.Locales, []string{"de"}) {
+	if inv := items["invoice.ready"]; inv.Default || inv.Shipped || !items["otp"].Shipped || inv.Category != notify.Orders || !slices.Equal(inv.Locales, []string{"de"}) {
 		t.Errorf("custom item = %+v", inv)
 	}
 

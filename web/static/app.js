@@ -10,11 +10,13 @@ import * as ratelimit from './ratelimit.js';
 import * as links from './links.js';
 import * as providers from './providers.js';
 import * as eventsubs from './events.js';
+import * as templates from './templates.js';
 
 const pages = {
   'overview': overview.render,
   'notifications': notifications.render,
   'dead-letters': notifications.renderDeadLetters,
+  'templates': templates.render,
   'policies': ratelimit.renderPolicies,
   'blocks': ratelimit.renderBlocks,
   'links': links.render,
