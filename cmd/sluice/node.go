@@ -258,6 +258,8 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		ProxyHeader:    n.proxyHeader,
 		AllowedHosts:   cfg.AllowedHosts,
 		AuthFailures:   authFailures,
+		// Pages on these origins may call the API from a browser.
+		CORSOrigins: cfg.HTTP.CORSOrigins,
 		// Unknown tracked email links, limited as unknown short codes.
 		UnknownEmailLinks: unknownEmailLinks,
 		MetricsAuth:       cfg.MetricsAuth,

@@ -126,6 +126,10 @@ type Options struct {
 	// (ui.public_url), named as the server of /openapi.json; if empty,
 	// the document names the scheme and Host each request used.
 	PublicURL string
+	// CORSOrigins are the origins (scheme://host[:port], or "*" for
+	// every one) whose pages may call the API from a browser (cors.go);
+	// none: no CORS headers at all.
+	CORSOrigins []string
 }
 
 // Server routes and serves Sluice's HTTP API. Build it with New, register
@@ -143,6 +147,7 @@ type Server struct {
 	metrics           *httpMetrics
 	reqSeq            atomic.Uint64
 	reqPfx            string
+	cors              *cors // nil without Options.CORSOrigins
 }
 
 // New returns a Server with the operations and key routes registered.
@@ -169,6 +174,7 @@ func New(opts Options) *Server {
 		clients: httplimit.Identifier{TrustedProxies: opts.TrustedProxies, Header: opts.ProxyHeader},
 		metrics: newHTTPMetrics(opts.Registry),
 		reqPfx:  hex.EncodeToString(pfx[:]),
+		cors:    newCORS(opts.CORSOrigins),
 	}
 	s.auth.local = s.localClient
 	s.auth.failures = authFailures{limiter: opts.AuthFailures, client: s.clients.ClientIP, log: opts.Logger,
@@ -290,6 +296,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		*rec = recorder{}
 		recorders.Put(rec)
 	}()
+	if s.cors.serve(rec, r) { // a preflight, answered (cors.go)
+		return
+	}
 	// One route match: unmatched requests reach the catch-all "/" handler
 	// (notRouted), which answers 404 or 405 as problem+json.
 	s.mux.ServeHTTP(rec, r)

@@ -70,6 +70,11 @@ func (s *Server) registerUI() {
 	s.Handle("DELETE /v1/session", public, s.signOut)
 }
 
+// inboxElement is the module defining <sluice-inbox>, the inbox as a custom
+// element for an application's own pages: the one dashboard file other
+// origins' pages may load.
+const inboxElement = "inbox.js"
+
 // assetETags caches each file's ETag (a hash of its bytes).
 var assetETags sync.Map // path -> string
 
@@ -99,6 +104,13 @@ func (s *Server) uiAsset(w http.ResponseWriter, r *http.Request) error {
 	}
 	if name == inboxPage {
 		embeddable(h)
+	}
+	if name == inboxElement {
+		// Any page may load the element: a module script is fetched in
+		// CORS mode, and this one is public code holding no data. Whether
+		// the page's origin may then call the API is http.cors_origins'
+		// call (cors.go).
+		h.Set("Access-Control-Allow-Origin", "*")
 	}
 	ctype := mime.TypeByExtension(path.Ext(name))
 	if ctype == "" {

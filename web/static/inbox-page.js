@@ -1,4 +1,5 @@
-// The end user's in-app inbox, embeddable in an iframe. The signed inbox
+// The end user's inbox page (/ui/inbox), embeddable in an iframe. (The
+// <sluice-inbox> element for an application's own pages is inbox.js.) The
 // token is in the URL fragment (#t=...), which the browser never sends to
 // the server in the page's URL; the page passes it as a bearer header to
 // the API and as ?token= to the event stream (EventSource sets no
