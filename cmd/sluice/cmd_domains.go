@@ -5,13 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 
 	"github.com/sluicehq/sluice/client"
 )
 
 var domainSubcommands = map[string]subcommand{
 	"add":    {usage: "DOMAIN [--fallback-url URL]: register a custom short domain (links made with `shorten --domain` answer on it)", run: domainsAdd},
-	"list":   {usage: ": print your domains (every one with an admin key) as JSON", run: domainsList},
+	"list":   {usage: ": list your domains (every one with an admin key)", run: domainsList},
 	"update": {usage: "DOMAIN --fallback-url URL: change where an unknown code on the domain redirects (\"\" for a 404)", run: domainsUpdate},
 	"delete": {usage: "DOMAIN: remove a domain (delete its links first)", run: domainsDelete},
 	"verify": {usage: "DOMAIN: look the domain's TXT record _sluice.DOMAIN up now; exits 1 while it does not hold the domain's verification_token", run: domainsVerify},
@@ -33,7 +34,7 @@ func domainsAdd(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	} else {
 		fmt.Fprintf(env.stderr, "create a TXT record %s holding %s, then run: sluice domains verify %s\n", d.VerificationRecord, d.VerificationToken, d.Domain)
 	}
-	return printJSON(env.stdout, d)
+	return show(env, fs, d, domainTable(d))
 }
 
 func domainsList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -45,7 +46,7 @@ func domainsList(ctx context.Context, env *environment, fs *flag.FlagSet, args [
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, ds)
+	return show(env, fs, ds, domainTable(ds...))
 }
 
 func domainsUpdate(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -65,7 +66,7 @@ func domainsUpdate(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	return printJSON(env.stdout, d)
+	return show(env, fs, d, domainTable(d))
 }
 
 func domainsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -74,7 +75,10 @@ func domainsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	return newClient().DeleteDomain(ctx, pos[0])
+	if err := newClient().DeleteDomain(ctx, pos[0]); err != nil {
+		return err
+	}
+	return showValue(env, fs, map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", pos[0]) })
 }
 
 func domainsVerify(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -87,7 +91,7 @@ func domainsVerify(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	if err := printJSON(env.stdout, d); err != nil {
+	if err := show(env, fs, d, domainTable(d)); err != nil {
 		return err
 	}
 	if !d.Verified {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ func TestDomainsCLI(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t))
 	env := map[string]string{"SLUICE_SERVER": n.httpURL}
-	code, out, errs := runCLI(t, env, "domains", "add", "Go.Example.com", "--fallback-url", "https://example.com/home")
+	code, out, errs := runCLI(t, env, "domains", "add", "Go.Example.com", "--fallback-url", "https://example.com/home", "--json")
 	var d client.Domain
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Domain != "go.example.com" || d.FallbackURL != "https://example.com/home" {
 		t.Fatalf("domains add = %d %q %q", code, out, errs)
@@ -28,10 +29,10 @@ func TestDomainsCLI(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "http://go.example.com/launch" {
 		t.Fatalf("shorten --domain = %d %q %q", code, out, errs)
 	}
-	if code, out, _ := runCLI(t, env, "links", "get", "launch", "--domain", "go.example.com"); code != 0 || !strings.Contains(out, `"url": "https://example.com/go"`) {
+	if code, out, _ := runCLI(t, env, "links", "get", "launch", "--domain", "go.example.com", "--json"); code != 0 || !strings.Contains(out, `"url": "https://example.com/go"`) {
 		t.Errorf("links get --domain = %d %q", code, out)
 	}
-	if code, out, _ := runCLI(t, env, "links", "stats", "launch", "--domain", "go.example.com"); code != 0 || !strings.Contains(out, `"code": "launch"`) {
+	if code, out, _ := runCLI(t, env, "links", "stats", "launch", "--domain", "go.example.com", "--json"); code != 0 || !strings.Contains(out, `"code": "launch"`) {
 		t.Errorf("links stats --domain = %d %q", code, out)
 	}
 	if code, _, errs := runCLI(t, env, "links", "stats", "launch"); code != exitRefused || !strings.Contains(errs, "404") {
@@ -50,7 +51,7 @@ func TestDomainsCLI(t *testing.T) {
 	if code, _, errs := runCLI(t, env, "domains", "update", "go.example.com"); code == 0 || !strings.Contains(errs, "--fallback-url") {
 		t.Errorf("domains update without --fallback-url = %d %q, want refused naming the flag", code, errs)
 	}
-	code, out, errs = runCLI(t, env, "domains", "update", "go.example.com", "--fallback-url", "https://example.com/sale")
+	code, out, errs = runCLI(t, env, "domains", "update", "go.example.com", "--fallback-url", "https://example.com/sale", "--json")
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.FallbackURL != "https://example.com/sale" {
 		t.Errorf("domains update = %d %q %q", code, out, errs)
 	}
@@ -63,8 +64,11 @@ func TestDomainsCLI(t *testing.T) {
 	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "https://example.com/sale" {
 		t.Errorf("GET /nothing on go.example.com after domains update = %d %q, want 302 to the new fallback", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if code, out, _ := runCLI(t, env, "domains", "list"); code != 0 || !strings.Contains(out, `"domain": "go.example.com"`) {
-		t.Errorf("domains list = %d %q", code, out)
+	if code, out, _ := runCLI(t, env, "domains", "list", "--json"); code != 0 || !strings.Contains(out, `"domain": "go.example.com"`) {
+		t.Errorf("domains list --json = %d %q", code, out)
+	}
+	if code, out, _ := runCLI(t, env, "domains", "list"); code != 0 || !regexp.MustCompile(`(?m)^go\.example\.com\s+\S+\s+\S+\s+https://example\.com/sale`).MatchString(out) {
+		t.Errorf("domains list = %d %q, want a table row of go.example.com", code, out)
 	}
 	if code, _, errs := runCLI(t, env, "domains", "delete", "go.example.com"); code != exitRefused || !strings.Contains(errs, "409") {
 		t.Errorf("domains delete with a link = %d %q, want 409", code, errs)
@@ -75,7 +79,7 @@ func TestDomainsCLI(t *testing.T) {
 	if code, _, errs := runCLI(t, env, "domains", "delete", "go.example.com"); code != 0 {
 		t.Errorf("domains delete = %d %q", code, errs)
 	}
-	if code, out, _ := runCLI(t, env, "domains", "list"); code != 0 || strings.TrimSpace(out) != "[]" {
-		t.Errorf("domains list after delete = %d %q, want []", code, out)
+	if code, out, _ := runCLI(t, env, "domains", "list", "--json"); code != 0 || !strings.Contains(out, `"items": []`) {
+		t.Errorf("domains list --json after delete = %d %q, want no items", code, out)
 	}
 }

@@ -318,7 +318,7 @@ func TestDomainsVerifyOverDNS(t *testing.T) {
 	}
 	dns.SetTXT("_sluice.go.example.com", "v=spf1 -all", db.VerificationToken)
 	env := map[string]string{"SLUICE_SERVER": n.httpURL, "SLUICE_API_KEY": keys[1]}
-	code, out, errs := runCLI(t, env, "domains", "verify", "go.example.com")
+	code, out, errs := runCLI(t, env, "domains", "verify", "go.example.com", "--json")
 	var got client.Domain
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !got.Verified || got.VerifiedAt == nil {
 		t.Fatalf("sluice domains verify (the record holds the key's token) = %d %q %q; want verified", code, out, errs)
