@@ -93,6 +93,7 @@ var routeScopes = map[string]auth.Scope{
 	"DELETE /v1/domains/{domain}":       auth.ScopeLinksWrite,
 	"GET /v1/domains/{domain}":          auth.ScopeLinksWrite,
 	"PATCH /v1/domains/{domain}":        auth.ScopeLinksWrite,
+	"POST /v1/domains/{domain}/verify":  auth.ScopeLinksWrite,
 	"POST /v1/conversions":              auth.ScopeLinksWrite,
 }
 
