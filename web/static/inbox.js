@@ -281,6 +281,7 @@ export class SluiceInbox extends HTMLElement {
     this.#ui.error.replaceChildren(el('strong', {}, e.title), e.detail ? ' ' + e.detail : '');
     this.#ui.error.hidden = false;
     this.#status('');
+    if (!this.#items.length) this.#ui.list.replaceChildren(); // not "No messages": unknown
     this.#emit('sluice-inbox-error', {status: e.status, title: e.title, detail: e.detail || ''});
   }
 
