@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/breaker"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
@@ -224,6 +225,10 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 			WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "quota-exceeded", "", le.Error()))
 			return nil
 		}
+		if oe, ok := errors.AsType[*breaker.OpenError](err); ok {
+			writeStoreDown(w, r, oe)
+			return nil
+		}
 		return err
 	}
 	h := w.Header()
@@ -262,6 +267,15 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	h["Location"] = []string{t.URL}
 	w.WriteHeader(http.StatusFound)
 	return nil
+}
+
+// writeStoreDown answers a request refused because the store is known
+// down: 503 with the breaker's Retry-After, and no error logged per
+// request (the outage was logged once, when the store first failed).
+func writeStoreDown(w http.ResponseWriter, r *http.Request, oe *breaker.OpenError) {
+	secs := int64((oe.RetryAfter + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, secs), 10))
+	WriteProblem(w, r, NewProblem(http.StatusServiceUnavailable, "unavailable", "", oe.Error()))
 }
 
 // clientAddr is the client's IP address, the key for per-client limits:

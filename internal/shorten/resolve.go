@@ -83,6 +83,12 @@ func (s *Service) resolveKey(ctx context.Context, key, domain, client string) (T
 	}
 	v, err, _ := s.flight.Do(key, func() (any, error) { return s.load(ctx, key) })
 	if err != nil {
+		if apperr.IsTransient(err) {
+			// The store could not tell whether the code exists: the
+			// lookup counts as an unknown code's, or a store outage
+			// would lift the limit on enumerating codes.
+			return Target{}, s.chargeUnknown(ctx, domain, client, now, err)
+		}
 		return Target{}, err
 	}
 	e := v.(*entry)
@@ -148,18 +154,25 @@ func (s *Service) load(ctx context.Context, code string) (*entry, error) {
 		}
 	}
 	domain, bare := SplitKey(code)
-	l, err := s.store.LinkByCode(ctx, domain, bare)
+	var l Link
+	lookup := func() error {
+		var err error
+		l, err = s.store.LinkByCode(ctx, domain, bare)
+		return err
+	}
+	// While the store is known down, the breaker answers without it
+	// (a *breaker.OpenError), one probe at a time excepted.
+	err := s.storeGate.Call(lookup)
 	if err != nil && apperr.IsTransient(err) {
 		if e, serr := s.staleEntry(code, stale, now, err); serr == nil {
 			return e, nil
 		}
 		// Nothing cached to answer from: ride out a short outage (a
 		// PostgreSQL restart) for redirectRetry rather than answer 503.
-		err = apperr.RetryTransient(ctx, time.Now().Add(redirectRetry), func() error {
-			var rerr error
-			l, rerr = s.store.LinkByCode(ctx, domain, bare)
-			return rerr
-		})
+		// One lookup of the node retries; the others wait for it
+		// without reaching the store, and once a whole window failed
+		// they answer 503 at once until a probe finds the store back.
+		err = s.storeGate.Ride(ctx, time.Now().Add(redirectRetry), lookup)
 	}
 	if apperr.Is(err, apperr.NotFound) {
 		e := &entry{notFound: true, until: now.Add(s.opts.NegativeTTL).UnixMicro()}
@@ -229,23 +242,31 @@ func (s *Service) share(ctx context.Context, l Link, now time.Time) {
 // unknownCode charges client for a lookup of an unknown code on domain
 // ("" for none): each domain has its own limit per client.
 func (s *Service) unknownCode(ctx context.Context, domain, client string, now int64) error {
-	if s.opts.Limiter == nil {
+	err := s.chargeUnknown(ctx, domain, client, now, ErrNotFound)
+	if err == ErrNotFound {
 		s.metrics.NotFound()
-		return ErrNotFound
+	}
+	return err
+}
+
+// chargeUnknown charges client's unknown-code limit on domain for a
+// lookup answered with answer (ErrNotFound, or the store's failure) and
+// returns answer, or a *LimitedError when client is over the limit.
+func (s *Service) chargeUnknown(ctx context.Context, domain, client string, now int64, answer error) error {
+	if s.opts.Limiter == nil {
+		return answer
 	}
 	d, err := s.opts.Limiter.Allow(ctx, "links_unknown:"+limitKey(domain, client), 1)
 	if err != nil { // fail open: a limiter outage must not break redirects
 		s.log.Debug("unknown-code limiter failed", slog.Any("error", err))
-		s.metrics.NotFound()
-		return ErrNotFound
+		return answer
 	}
 	if !d.Allowed {
 		s.limited.set(limitKey(domain, client), now+d.RetryAfter.Microseconds())
 		s.metrics.Limited()
 		return &LimitedError{RetryAfter: d.RetryAfter}
 	}
-	s.metrics.NotFound()
-	return ErrNotFound
+	return answer
 }
 
 // RecordHit queues a hit on a live link for the next flush. It never

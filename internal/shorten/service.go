@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/breaker"
 	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -170,15 +171,18 @@ type Service struct {
 	clickKey   []byte
 	metrics    Metrics
 
-	links    *cache
-	unknown  *cache
-	flight   singleflight.Group
-	limited  limitedClients
-	spent    spentLinks
-	clicks   *clickBuffer
-	flushMu  sync.Mutex
-	inserter batcher
-	dom      domains
+	links   *cache
+	unknown *cache
+	flight  singleflight.Group
+	limited limitedClients
+	// storeGate keeps redirects of uncached links from reaching the
+	// store one by one while it is down (resolve.go).
+	storeGate breaker.Breaker
+	spent     spentLinks
+	clicks    *clickBuffer
+	flushMu   sync.Mutex
+	inserter  batcher
+	dom       domains
 }
 
 // DefaultSharedTimeout is how long a request waits for the shared cache
