@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"sync"
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/breaker"
@@ -25,19 +24,6 @@ var pixelGIF = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x0
 // mail clients and proxies must not keep it.
 var pixelCache = []string{"no-store, no-cache, must-revalidate, private, max-age=0"}
 
-// emailGates holds each Server's breaker in front of the store for
-// tracked email links (a *breaker.Breaker per *Server).
-var emailGates sync.Map
-
-// emailGate is s's breaker for tracked email links.
-func emailGate(s *Server) *breaker.Breaker {
-	if g, ok := emailGates.Load(s); ok {
-		return g.(*breaker.Breaker)
-	}
-	g, _ := emailGates.LoadOrStore(s, &breaker.Breaker{})
-	return g.(*breaker.Breaker)
-}
-
 // emailHit serves GET /e/{token}: a tracked email link answers 302 to its
 // URL, an open pixel a 1x1 GIF. A hit the store could not record still
 // answers: the reader's click must never fail on our bookkeeping. Unknown
@@ -55,7 +41,7 @@ func (s *Server) emailHit(svc emailTracker, w http.ResponseWriter, r *http.Reque
 	var l notify.EmailLink
 	// While the store is known down, tokens are answered 503 without
 	// it, one probe at a time excepted (emailGate).
-	err := emailGate(s).Call(func() error {
+	err := s.emailGate.Call(func() error {
 		var err error
 		l, err = svc.EmailHit(r.Context(), r.PathValue("token"), notify.EmailHit{
 			Head: r.Method == http.MethodHead, UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client,

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/breaker"
 	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/ratelimit/httplimit"
@@ -143,11 +144,14 @@ type Server struct {
 	auth   *authenticator
 	// unknownEmailLinks counts unknown tracked email links per client.
 	unknownEmailLinks *authFailures
-	clients           httplimit.Identifier
-	metrics           *httpMetrics
-	reqSeq            atomic.Uint64
-	reqPfx            string
-	cors              *cors // nil without Options.CORSOrigins
+	// emailGate stands between tracked email links and the store while
+	// the store is down: one lookup at a time reaches it.
+	emailGate breaker.Breaker
+	clients   httplimit.Identifier
+	metrics   *httpMetrics
+	reqSeq    atomic.Uint64
+	reqPfx    string
+	cors      *cors // nil without Options.CORSOrigins
 }
 
 // New returns a Server with the operations and key routes registered.
