@@ -199,7 +199,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		return nil, err
 	}
 	n.events = n.newStatusEvents()
-	if n.live, err = n.startLinkFeed(ctx); err != nil {
+	if n.live, err = n.startLinkLive(ctx); err != nil {
 		return nil, err
 	}
 	links, err := n.startLinks(ctx)

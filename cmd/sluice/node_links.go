@@ -59,7 +59,7 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 		NotificationClickIDs: cfg.NotificationClickIDs,
 		Domains:              n.domainOptions(), // node_domains.go
 		OnClicks:             n.events.svc.OnClicks,
-		OnRecorded:           n.live.publish, // the live stats streams (node_linkfeed.go)
+		OnRecorded:           n.live.publish, // the live stats streams (node_linklive.go)
 	}
 	if n.redis != nil {
 		opts.Shared = n.sharedLinkCache()

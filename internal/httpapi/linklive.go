@@ -11,13 +11,13 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/linklive"
 )
 
-// LinkFeed is what the live link stats stream needs: *linkfeed.Hub.
+// LinkFeed is what the live link stats stream needs: *linklive.Hub.
 type LinkFeed interface {
-	Subscribe(linkID int64, caller string) (*linkfeed.Subscription, error)
-	Replay(ctx context.Context, linkID int64, after uint64, limit int) ([]linkfeed.Hit, error)
+	Subscribe(linkID int64, caller string) (*linklive.Subscription, error)
+	Replay(ctx context.Context, linkID int64, after uint64, limit int) ([]linklive.Hit, error)
 	Sent(n int)
 }
 
@@ -43,7 +43,7 @@ type linkHitJSON struct {
 	Target    string    `json:"target"`
 }
 
-func linkHitEvent(code string, h linkfeed.Hit) []byte {
+func linkHitEvent(code string, h linklive.Hit) []byte {
 	data, _ := json.Marshal(linkHitJSON{Code: code, At: h.At.UTC(), Bot: h.Bot, BotReason: h.BotReason, Source: h.Source,
 		Country: h.Country, Device: h.Device, OS: h.OS, Referrer: h.Referrer, Language: h.Language, Target: h.Target})
 	return sseEvent(int64(h.ID), "hit", data)
@@ -91,12 +91,12 @@ func (s *Server) linkLiveStream(w http.ResponseWriter, r *http.Request) error {
 	}
 	sub, err := feed.Subscribe(l.ID, linkCaller(r).ID)
 	if err != nil {
-		capped := errors.Is(err, linkfeed.ErrStreams) || errors.Is(err, linkfeed.ErrCallerStreams)
-		return subscribeFailed(w, r, err, capped, errors.Is(err, linkfeed.ErrClosed))
+		capped := errors.Is(err, linklive.ErrStreams) || errors.Is(err, linklive.ErrCallerStreams)
+		return subscribeFailed(w, r, err, capped, errors.Is(err, linklive.ErrClosed))
 	}
 	defer sub.Close()
 	// Read before the headers go, so a feed failure is still a problem.
-	var missed []linkfeed.Hit
+	var missed []linklive.Hit
 	if last > 0 {
 		// Bounded: a NATS that does not answer costs this, then a 503.
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)

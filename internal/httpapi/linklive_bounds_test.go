@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/enginetest"
-	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/linklive"
 )
 
 // TestLinkLiveStreamsFillTheirCaps: one API key opens live stats streams
@@ -22,7 +22,7 @@ import (
 func TestLinkLiveStreamsFillTheirCaps(t *testing.T) {
 	// Not parallel: the memory measured is this test's alone.
 	const perKey, extra = 300, 10
-	b := setupLiveBeat(t, linkfeed.Options{MaxStreams: perKey + extra, MaxPerCaller: perKey}, time.Minute)
+	b := setupLiveBeat(t, linklive.Options{MaxStreams: perKey + extra, MaxPerCaller: perKey}, time.Minute)
 	key := b.addKey(t, auth.ScopeLinksWrite)
 	other := b.addKey(t, auth.ScopeLinksWrite)
 	l := createLink(t, b.bundle, key, `{"url":"https://example.com/spring"}`)

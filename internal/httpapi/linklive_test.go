@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/inbox/ssetest"
-	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/linklive"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
@@ -25,17 +25,17 @@ import (
 type liveBundle struct {
 	*bundle
 	svc *shorten.Service
-	hub *linkfeed.Hub
+	hub *linklive.Hub
 	url string // the test server's root
 }
 
-func setupLive(t *testing.T, opts linkfeed.Options) *liveBundle {
+func setupLive(t *testing.T, opts linklive.Options) *liveBundle {
 	t.Helper()
 	return setupLiveBeat(t, opts, 50*time.Millisecond)
 }
 
 // setupLiveBeat is setupLive with streams' heartbeats every heartbeat.
-func setupLiveBeat(t *testing.T, opts linkfeed.Options, heartbeat time.Duration) *liveBundle {
+func setupLiveBeat(t *testing.T, opts linklive.Options, heartbeat time.Duration) *liveBundle {
 	t.Helper()
 	b := setup(t)
 	ctx := t.Context()
@@ -44,15 +44,15 @@ func setupLiveBeat(t *testing.T, opts linkfeed.Options, heartbeat time.Duration)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, linkfeed.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	stream, err := q.EnsureStream(ctx, linklive.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := linkfeed.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	bus := linklive.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
 	if opts.Replay == nil {
 		opts.Replay = bus.Since
 	}
-	hub := linkfeed.NewHub(opts)
+	hub := linklive.NewHub(opts)
 	t.Cleanup(hub.Close)
 	stop, err := bus.Listen(ctx, hub)
 	if err != nil {
@@ -148,7 +148,7 @@ func decodeHit(t *testing.T, e ssetest.Event) linkHitJSON {
 // Last-Event-ID 400, each problem+json before any stream starts.
 func TestLinkLiveStream(t *testing.T) {
 	t.Parallel()
-	b := setupLive(t, linkfeed.Options{})
+	b := setupLive(t, linklive.Options{})
 	key := b.addKey(t, auth.ScopeLinksWrite)
 	other := b.addKey(t, auth.ScopeLinksWrite)
 	l := createLink(t, b.bundle, key, `{"url":"https://example.com/spring"}`)
@@ -207,7 +207,7 @@ func TestLinkLiveStream(t *testing.T) {
 // up mid-stream frees its place.
 func TestLinkLiveStreamLimits(t *testing.T) {
 	t.Parallel()
-	b := setupLive(t, linkfeed.Options{MaxStreams: 3})
+	b := setupLive(t, linklive.Options{MaxStreams: 3})
 	key := b.addKey(t, auth.ScopeLinksWrite)
 	l := createLink(t, b.bundle, key, `{"url":"https://example.com/spring"}`)
 	var open []*liveStream
@@ -246,7 +246,7 @@ func TestLinkLiveStreamLimits(t *testing.T) {
 // its stream.
 func TestLinkLiveStreamsPerKey(t *testing.T) {
 	t.Parallel()
-	b := setupLive(t, linkfeed.Options{MaxStreams: 100, MaxPerCaller: 2})
+	b := setupLive(t, linklive.Options{MaxStreams: 100, MaxPerCaller: 2})
 	key := b.addKey(t, auth.ScopeLinksWrite)
 	other := b.addKey(t, auth.ScopeLinksWrite)
 	l := createLink(t, b.bundle, key, `{"url":"https://example.com/spring"}`)
@@ -273,7 +273,7 @@ func TestLinkLiveStreamsPerKey(t *testing.T) {
 // link goes on, and the ended streams' places are freed.
 func TestLinkLiveStreamEndsWithItsKey(t *testing.T) {
 	t.Parallel()
-	b := setupLive(t, linkfeed.Options{})
+	b := setupLive(t, linklive.Options{})
 	keyless := createLink(t, b.bundle, "", `{"url":"https://example.com/keyless"}`)
 	s := b.open(t, keyless.Code, "", nil)
 	ssetest.Next(t, s.events, ":", 5*time.Second)
@@ -320,7 +320,7 @@ func streamEnded(s *liveStream, d time.Duration) bool {
 // once its link is deleted; a reconnect is 404.
 func TestLinkLiveStreamEndsWithItsLink(t *testing.T) {
 	t.Parallel()
-	b := setupLive(t, linkfeed.Options{})
+	b := setupLive(t, linklive.Options{})
 	key := b.addKey(t, auth.ScopeLinksWrite)
 	l := createLink(t, b.bundle, key, `{"url":"https://example.com/spring"}`)
 	s := b.open(t, l.Code, key, nil)
@@ -342,7 +342,7 @@ func TestLinkLiveStreamEndsWithItsLink(t *testing.T) {
 // Last-Event-ID it starts.
 func TestLinkLiveStreamReplayFails(t *testing.T) {
 	t.Parallel()
-	b := setupLive(t, linkfeed.Options{Replay: func(context.Context, int64, uint64, int) ([]linkfeed.Hit, error) {
+	b := setupLive(t, linklive.Options{Replay: func(context.Context, int64, uint64, int) ([]linklive.Hit, error) {
 		return nil, errors.New("nats: timeout")
 	}})
 	key := b.addKey(t, auth.ScopeLinksWrite)

@@ -102,7 +102,7 @@ type Options struct {
 	OnClicks func(ctx context.Context, clicks []Click)
 	// OnRecorded, if set, is called with every batch of hits once it is
 	// recorded, bots' included, from the flusher: the live stats streams
-	// (internal/linkfeed) publish them. It must not block; it may keep
+	// (internal/linklive) publish them. It must not block; it may keep
 	// the slice, which the service never changes after the call. If nil,
 	// nothing is.
 	OnRecorded func(clicks []Click)

@@ -1,4 +1,4 @@
-package linkfeed_test
+package linklive_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/linklive"
 	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -24,15 +24,15 @@ func TestListenFuncRecoveredHit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, linkfeed.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	stream, err := q.EnsureStream(ctx, linklive.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := linkfeed.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	bus := linklive.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
 	var counted atomic.Int64
 	rep := &panics.Reporter{Logger: slog.New(slog.DiscardHandler), Count: func(string) { counted.Add(1) }}
 	got := make(chan int64, 10)
-	stop, err := bus.ListenFunc(ctx, panics.Func(rep, panics.Announce, func(h linkfeed.Hit) {
+	stop, err := bus.ListenFunc(ctx, panics.Func(rep, panics.Announce, func(h linklive.Hit) {
 		if h.LinkID == 666 {
 			panic("poisoned hit")
 		}

@@ -1,18 +1,18 @@
-package linkfeed_test
+package linklive_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/linklive"
 )
 
 // TestSubscribePerCaller: one caller's streams are bounded apart from the
 // node's, so one key cannot take every slot; a closed one frees its place.
 func TestSubscribePerCaller(t *testing.T) {
 	t.Parallel()
-	h := linkfeed.NewHub(linkfeed.Options{MaxStreams: 10, MaxPerCaller: 2})
+	h := linklive.NewHub(linklive.Options{MaxStreams: 10, MaxPerCaller: 2})
 	a, err := h.Subscribe(1, "k1")
 	if err != nil {
 		t.Fatal(err)
@@ -20,7 +20,7 @@ func TestSubscribePerCaller(t *testing.T) {
 	if _, err := h.Subscribe(2, "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Subscribe(3, "k1"); !errors.Is(err, linkfeed.ErrCallerStreams) {
+	if _, err := h.Subscribe(3, "k1"); !errors.Is(err, linklive.ErrCallerStreams) {
 		t.Errorf("k1's third stream: %v, want ErrCallerStreams", err)
 	}
 	if _, err := h.Subscribe(3, "k2"); err != nil {
@@ -36,7 +36,7 @@ func TestSubscribePerCaller(t *testing.T) {
 // subscription frees its place.
 func TestSubscribeBound(t *testing.T) {
 	t.Parallel()
-	h := linkfeed.NewHub(linkfeed.Options{MaxStreams: 2})
+	h := linklive.NewHub(linklive.Options{MaxStreams: 2})
 	a, err := h.Subscribe(1, "k1")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestSubscribeBound(t *testing.T) {
 	if _, err := h.Subscribe(1, "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Subscribe(2, "k1"); !errors.Is(err, linkfeed.ErrStreams) {
+	if _, err := h.Subscribe(2, "k1"); !errors.Is(err, linklive.ErrStreams) {
 		t.Errorf("a third stream: %v, want ErrStreams", err)
 	}
 	a.Close()
@@ -56,7 +56,7 @@ func TestSubscribeBound(t *testing.T) {
 		t.Errorf("after a close: %v, want room for one more", err)
 	}
 	h.Close()
-	if _, err := h.Subscribe(3, "k1"); !errors.Is(err, linkfeed.ErrClosed) {
+	if _, err := h.Subscribe(3, "k1"); !errors.Is(err, linklive.ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 	if got := h.Streams(); got != 0 {
@@ -70,14 +70,14 @@ func TestSubscribeBound(t *testing.T) {
 // that reads keeps going.
 func TestReceiveRoutesAndCutsOffLaggards(t *testing.T) {
 	t.Parallel()
-	h := linkfeed.NewHub(linkfeed.Options{Buffer: 2})
+	h := linklive.NewHub(linklive.Options{Buffer: 2})
 	slow, _ := h.Subscribe(1, "k1")
 	fast, _ := h.Subscribe(1, "k1")
 	other, _ := h.Subscribe(2, "k1")
 	done := make(chan struct{})
 	go func() {
 		for i := range 3 {
-			h.Receive(linkfeed.Hit{LinkID: 1, ID: uint64(i + 1)})
+			h.Receive(linklive.Hit{LinkID: 1, ID: uint64(i + 1)})
 			if got := <-fast.C; got.ID != uint64(i+1) {
 				t.Errorf("fast got id %d, want %d", got.ID, i+1)
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/linklive"
 	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
@@ -21,24 +21,24 @@ const (
 // liveLinks is the live link stats feed of a node: its hub, which the
 // HTTP streams subscribe to, and publish, the click flusher's hook.
 type liveLinks struct {
-	hub     *linkfeed.Hub
+	hub     *linklive.Hub
 	publish func(clicks []shorten.Click)
 }
 
-// startLinkFeed builds the live link stats feed on the node's NATS (the
+// startLinkLive builds the live link stats feed on the node's NATS (the
 // embedded one by default): every recorded hit is published on a
 // JetStream stream kept in memory for links.live.replay_window, which
 // every node reads into its own streams, so a stream on any node sees
 // the redirects every node served, and a stream that reconnects resumes
 // from the stream's recent hits.
-func (n *node) startLinkFeed(ctx context.Context) (*liveLinks, error) {
+func (n *node) startLinkLive(ctx context.Context) (*liveLinks, error) {
 	cfg := n.cfg.Links.Live
-	stream, err := n.queue.EnsureStream(ctx, linkfeed.StreamConfig(n.queue.Name(streamLinkHits), n.queue.Name(subjectLinkHits), cfg.ReplayWindow))
+	stream, err := n.queue.EnsureStream(ctx, linklive.StreamConfig(n.queue.Name(streamLinkHits), n.queue.Name(subjectLinkHits), cfg.ReplayWindow))
 	if err != nil {
 		return nil, fmt.Errorf("live link stats: %w", err)
 	}
-	bus := linkfeed.NewBus(n.queue.NATS(), stream, n.queue.Name(subjectLinkHits), n.log)
-	hub := linkfeed.NewHub(linkfeed.Options{MaxStreams: cfg.MaxStreams, MaxPerCaller: cfg.MaxPerKey, Buffer: cfg.Buffer, Replay: bus.Since})
+	bus := linklive.NewBus(n.queue.NATS(), stream, n.queue.Name(subjectLinkHits), n.log)
+	hub := linklive.NewHub(linklive.Options{MaxStreams: cfg.MaxStreams, MaxPerCaller: cfg.MaxPerKey, Buffer: cfg.Buffer, Replay: bus.Since})
 	// A hit that panics the streams' fan-out is dropped (panics.Announce).
 	stop, err := bus.ListenFunc(ctx, panics.Func(n.panics, panics.Announce, hub.Receive))
 	if err != nil {

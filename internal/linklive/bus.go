@@ -1,4 +1,4 @@
-package linkfeed
+package linklive
 
 import (
 	"cmp"

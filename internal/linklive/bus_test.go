@@ -1,4 +1,4 @@
-package linkfeed_test
+package linklive_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enginetest"
-	"github.com/sluicehq/sluice/internal/linkfeed"
+	"github.com/sluicehq/sluice/internal/linklive"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
@@ -24,12 +24,12 @@ func TestBusPublishListenSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, linkfeed.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	stream, err := q.EnsureStream(ctx, linklive.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := linkfeed.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
-	hub := linkfeed.NewHub(linkfeed.Options{Replay: bus.Since})
+	bus := linklive.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	hub := linklive.NewHub(linklive.Options{Replay: bus.Since})
 	sub, err := hub.Subscribe(7, "k1")
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestBusPublishListenSince(t *testing.T) {
 		{LinkID: 7, At: at, Bot: true, Reason: "tool", Dimensions: shorten.Dimensions{Source: shorten.SourceQR}},
 		{LinkID: 7, At: at.Add(time.Second)},
 	})
-	next := func(sub *linkfeed.Subscription) linkfeed.Hit {
+	next := func(sub *linklive.Subscription) linklive.Hit {
 		t.Helper()
 		select {
 		case h := <-sub.C:
@@ -63,13 +63,13 @@ func TestBusPublishListenSince(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no hit reached the hub within 10s")
 		}
-		return linkfeed.Hit{}
+		return linklive.Hit{}
 	}
-	var got []linkfeed.Hit
+	var got []linklive.Hit
 	for range 3 {
 		got = append(got, next(sub))
 	}
-	want := []linkfeed.Hit{
+	want := []linklive.Hit{
 		{LinkID: 7, At: at, Source: "link", Country: "FR", Device: "mobile", OS: "ios", Referrer: "t.co", Language: "fr", Target: "ios"},
 		{LinkID: 7, At: at, Bot: true, BotReason: "tool", Source: "qr"},
 		{LinkID: 7, At: at.Add(time.Second), Source: "link"},
@@ -91,7 +91,7 @@ func TestBusPublishListenSince(t *testing.T) {
 		name  string
 		after uint64
 		limit int
-		want  []linkfeed.Hit
+		want  []linklive.Hit
 	}{
 		{"from the start", 0, 100, got},
 		{"mid-batch", got[0].ID, 100, got[1:]},
@@ -129,7 +129,7 @@ func TestBusPublishListenSince(t *testing.T) {
 // counted.
 func TestBusPublishNeverWaits(t *testing.T) {
 	t.Parallel()
-	bus := linkfeed.NewBus(nil, nil, "links.hits", nil)
+	bus := linklive.NewBus(nil, nil, "links.hits", nil)
 	done := make(chan struct{})
 	go func() {
 		for range 100 {
