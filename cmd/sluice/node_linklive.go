@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/linklive"
+	"github.com/sluicehq/sluice/internal/linklive/natsbus"
 	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
@@ -33,11 +34,11 @@ type liveLinks struct {
 // from the stream's recent hits.
 func (n *node) startLinkLive(ctx context.Context) (*liveLinks, error) {
 	cfg := n.cfg.Links.Live
-	stream, err := n.queue.EnsureStream(ctx, linklive.StreamConfig(n.queue.Name(streamLinkHits), n.queue.Name(subjectLinkHits), cfg.ReplayWindow))
+	stream, err := n.queue.EnsureStream(ctx, natsbus.StreamConfig(n.queue.Name(streamLinkHits), n.queue.Name(subjectLinkHits), cfg.ReplayWindow))
 	if err != nil {
 		return nil, fmt.Errorf("live link stats: %w", err)
 	}
-	bus := linklive.NewBus(n.queue.NATS(), stream, n.queue.Name(subjectLinkHits), n.log)
+	bus := natsbus.NewBus(n.queue.NATS(), stream, n.queue.Name(subjectLinkHits), n.log)
 	hub := linklive.NewHub(linklive.Options{MaxStreams: cfg.MaxStreams, MaxPerCaller: cfg.MaxPerKey, Buffer: cfg.Buffer, Replay: bus.Since})
 	// A hit that panics the streams' fan-out is dropped (panics.Announce).
 	stop, err := bus.ListenFunc(ctx, panics.Func(n.panics, panics.Announce, hub.Receive))

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/inbox/ssetest"
 	"github.com/sluicehq/sluice/internal/linklive"
+	"github.com/sluicehq/sluice/internal/linklive/natsbus"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
@@ -44,11 +45,11 @@ func setupLiveBeat(t *testing.T, opts linklive.Options, heartbeat time.Duration)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, linklive.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	stream, err := q.EnsureStream(ctx, natsbus.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := linklive.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	bus := natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
 	if opts.Replay == nil {
 		opts.Replay = bus.Since
 	}

@@ -1,9 +1,10 @@
 // Package linklive carries a link's recorded hits, as the click flusher
 // records them, to the live stats streams open on every node (GET
 // /v1/links/{code}/stats/stream): a Hub fans the hits out to this node's
-// streams, each with a bounded buffer, and a Bus publishes every recorded
-// hit on a JetStream stream, which every node's Bus reads into its Hub and
-// which keeps recent hits for a stream that reconnects (Last-Event-ID).
+// streams, each with a bounded buffer. The hits cross nodes through an
+// adapter (natsbus, on a JetStream stream, which also keeps recent hits
+// for a stream that reconnects: Options.Replay); this package imports no
+// infrastructure.
 package linklive
 
 import (

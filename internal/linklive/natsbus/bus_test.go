@@ -1,4 +1,4 @@
-package linklive_test
+package natsbus_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/linklive"
+	"github.com/sluicehq/sluice/internal/linklive/natsbus"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
@@ -24,11 +25,11 @@ func TestBusPublishListenSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, linklive.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	stream, err := q.EnsureStream(ctx, natsbus.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := linklive.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	bus := natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
 	hub := linklive.NewHub(linklive.Options{Replay: bus.Since})
 	sub, err := hub.Subscribe(7, "k1")
 	if err != nil {
@@ -129,7 +130,7 @@ func TestBusPublishListenSince(t *testing.T) {
 // counted.
 func TestBusPublishNeverWaits(t *testing.T) {
 	t.Parallel()
-	bus := linklive.NewBus(nil, nil, "links.hits", nil)
+	bus := natsbus.NewBus(nil, nil, "links.hits", nil)
 	done := make(chan struct{})
 	go func() {
 		for range 100 {

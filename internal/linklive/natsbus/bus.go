@@ -1,4 +1,8 @@
-package linklive
+// Package natsbus is the live link stats streams' adapter to NATS: a Bus
+// publishes every recorded hit on a JetStream stream, which every node's
+// Bus reads into its linklive.Hub and which keeps recent hits for a stream
+// that reconnects (Last-Event-ID).
+package natsbus
 
 import (
 	"cmp"
@@ -14,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/internal/linklive"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
@@ -46,8 +51,8 @@ const perMessage = 1024
 
 // message is what one NATS message carries: hits of one link.
 type message struct {
-	LinkID int64 `json:"link_id"`
-	Hits   []Hit `json:"hits"`
+	LinkID int64          `json:"link_id"`
+	Hits   []linklive.Hit `json:"hits"`
 }
 
 // queued bounds the flushed batches waiting for the publisher; a flusher
@@ -56,7 +61,7 @@ type message struct {
 const queued = 64
 
 // Bus publishes recorded hits on a JetStream stream (StreamConfig) and
-// reads every node's into a Hub. Publish hands batches to Run, which
+// reads every node's into a linklive.Hub. Publish hands batches to Run, which
 // publishes them, so neither the click flusher nor a redirect ever waits
 // on NATS. It is safe for concurrent use; the zero value is not usable
 // (use NewBus).
@@ -118,13 +123,13 @@ func (b *Bus) Run(ctx context.Context) error {
 // send publishes one batch as one message per link (per perMessage hits):
 // plain publishes, which the stream stores without acknowledging them.
 func (b *Bus) send(clicks []shorten.Click) {
-	byLink := map[int64][]Hit{}
+	byLink := map[int64][]linklive.Hit{}
 	var order []int64
 	for _, c := range clicks {
 		if _, ok := byLink[c.LinkID]; !ok {
 			order = append(order, c.LinkID)
 		}
-		byLink[c.LinkID] = append(byLink[c.LinkID], FromClick(c))
+		byLink[c.LinkID] = append(byLink[c.LinkID], linklive.FromClick(c))
 	}
 	for _, id := range order {
 		hits := byLink[id]
@@ -147,14 +152,14 @@ func (b *Bus) send(clicks []shorten.Click) {
 // Listen reads every link's hits published from its return on into hub,
 // until stop is called, through an ordered consumer (recreated by the
 // client when NATS restarts or a message is missed).
-func (b *Bus) Listen(ctx context.Context, hub *Hub) (stop func(), err error) {
+func (b *Bus) Listen(ctx context.Context, hub *linklive.Hub) (stop func(), err error) {
 	return b.ListenFunc(ctx, hub.Receive)
 }
 
 // ListenFunc is Listen handing each hit to receive (a Hub's Receive,
 // which cmd/sluice wraps to recover its panics), on the NATS client's
 // goroutine.
-func (b *Bus) ListenFunc(ctx context.Context, receive func(Hit)) (stop func(), err error) {
+func (b *Bus) ListenFunc(ctx context.Context, receive func(linklive.Hit)) (stop func(), err error) {
 	cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{b.subject + ".>"}, DeliverPolicy: jetstream.DeliverNewPolicy,
 		InactiveThreshold: time.Minute,
@@ -176,7 +181,7 @@ func (b *Bus) ListenFunc(ctx context.Context, receive func(Hit)) (stop func(), e
 }
 
 // decode reads one message's hits, with their event ids.
-func decode(m jetstream.Msg) []Hit {
+func decode(m jetstream.Msg) []linklive.Hit {
 	meta, err := m.Metadata()
 	if err != nil {
 		return nil
@@ -197,8 +202,8 @@ const replayPage = 64
 
 // Since returns the hits of link after the event id after that the stream
 // still keeps (its max age), oldest first, at most limit of them. It is
-// Options.Replay.
-func (b *Bus) Since(ctx context.Context, linkID int64, after uint64, limit int) ([]Hit, error) {
+// linklive.Options.Replay.
+func (b *Bus) Since(ctx context.Context, linkID int64, after uint64, limit int) ([]linklive.Hit, error) {
 	cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{b.subjectOf(linkID)}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq: max(1, after/perMessage), InactiveThreshold: 10 * time.Second,
@@ -215,7 +220,7 @@ func (b *Bus) Since(ctx context.Context, linkID int64, after uint64, limit int) 
 			cancel()
 		}
 	}()
-	var out []Hit
+	var out []linklive.Hit
 	for len(out) < limit {
 		batch, err := cons.FetchNoWait(replayPage)
 		if err != nil {

@@ -1,4 +1,4 @@
-package linklive_test
+package natsbus_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/linklive"
+	"github.com/sluicehq/sluice/internal/linklive/natsbus"
 	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
@@ -24,11 +25,11 @@ func TestListenFuncRecoveredHit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, linklive.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	stream, err := q.EnsureStream(ctx, natsbus.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus := linklive.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	bus := natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
 	var counted atomic.Int64
 	rep := &panics.Reporter{Logger: slog.New(slog.DiscardHandler), Count: func(string) { counted.Add(1) }}
 	got := make(chan int64, 10)
