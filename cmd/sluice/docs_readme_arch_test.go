@@ -417,3 +417,90 @@ func (idx *moduleIndex) checkFileDecl(t *testing.T, pkg *goPackage, file, name, 
 		t.Errorf("README: %s: %s/%s does not declare %s", context, pkg.dir, file, name)
 	}
 }
+
+// layers are the classes of the README's packages table, each row's
+// description beginning with one and a colon: a domain imports only
+// domains and no infrastructure; an adapter connects a domain to the
+// outside (a protocol, an engine, a provider); test support serves tests
+// and benchmarks only; a command is the binary and what only it uses.
+var layers = []string{"domain", "adapter", "test support", "command"}
+
+// tableRow is what the README's packages table says of one package: its
+// layer (empty when the row names none) and the reason after it.
+type tableRow struct {
+	layer, reason string
+}
+
+// packageTable reads the packages table of the README's Architecture
+// section: each package a row names (relative to the module root, as
+// internal/notify/smtp) and its row. A package named twice fails the test.
+func packageTable(t *testing.T, root string) map[string]tableRow {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := &moduleIndex{root: root}
+	table := map[string]tableRow{}
+	for line := range strings.Lines(architectureSection(string(doc))) {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) < 2 {
+			continue
+		}
+		desc := strings.TrimSpace(strings.Join(cells[1:], "|"))
+		row := tableRow{reason: desc}
+		for _, l := range layers {
+			if rest, ok := strings.CutPrefix(desc, l+":"); ok {
+				row = tableRow{layer: l, reason: strings.TrimSpace(rest)}
+				break
+			}
+		}
+		parent := ""
+		for _, m := range readmeSpan.FindAllStringSubmatch(cells[0], -1) {
+			path := m[1]
+			if !strings.Contains(strings.TrimSuffix(path, "/"), "/") && parent != "" {
+				path = parent + "/" + path
+			}
+			dir := idx.dir(path)
+			if dir == "" {
+				continue // TestReadmeArchitectureNamesExist reports it
+			}
+			if parent == "" {
+				parent = filepath.ToSlash(filepath.Dir(dir))
+			}
+			if _, dup := table[dir]; dup {
+				t.Errorf("the README's packages table names %s twice", dir)
+			}
+			table[dir] = row
+		}
+	}
+	if len(table) < 20 {
+		t.Fatalf("the README's packages table names only %d packages; is it parsed right?", len(table))
+	}
+	return table
+}
+
+// TestReadmePackageTableListsEveryPackage fails for a package of the module
+// with non-test Go files (go list, run now, so a new or renamed package
+// counts at once) that the README's packages table does not name, and for
+// a row naming a directory that holds no such package: the map lists every
+// room, and only rooms.
+func TestReadmePackageTableListsEveryPackage(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	table := packageTable(t, root)
+	pkgs := listPackages(t, root)
+	for pkg := range pkgs {
+		if _, ok := table[pkg]; !ok {
+			t.Errorf("README.md: the packages table does not name %s", pkg)
+		}
+	}
+	for dir := range table {
+		if _, ok := pkgs[dir]; !ok {
+			t.Errorf("README.md: the packages table names %s, which is no package with non-test Go files", dir)
+		}
+	}
+}
