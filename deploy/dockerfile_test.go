@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // dockerfile is the Dockerfile as instructions: continuation lines joined,
@@ -93,6 +95,7 @@ func TestDockerfileShape(t *testing.T) {
 // checks the binary: static, reporting that version and, from a git
 // clone, the checkout's revision.
 func TestDockerfileBuildLine(t *testing.T) {
+	enginetest.Deploy(t)
 	t.Parallel()
 	words := dockerBuildLine(t)
 	const version = "v0.0.0-dockerfile"

@@ -99,6 +99,7 @@ func render(t *testing.T, helm string, set ...string) map[string]manifest {
 // names, HTTP and gRPC on the Service, a PodDisruptionBudget, and the
 // optional ServiceMonitor.
 func TestHelmChart(t *testing.T) {
+	enginetest.Deploy(t)
 	t.Parallel()
 	helm := enginetest.GoTool(t, "helm", helmModule)
 	if out, err := exec.Command(helm, "lint", "--strict", chart).CombinedOutput(); err != nil {

@@ -90,6 +90,7 @@ func postNotifications(t *testing.T, base, prefix string, n, users int, during f
 // a 202 reaches its webhook, and duplicates at the receiver are counted and
 // bounded by the jobs in flight when NATS went away.
 func TestChaosNATSRestartDuringDelivery(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	const workers, users, total = 8, 20, 400
 	natsSrv := enginetest.StartNATS(t)
@@ -130,6 +131,7 @@ func TestChaosNATSRestartDuringDelivery(t *testing.T) {
 // letters), and after recovery the breaker's probe lets every notification
 // through.
 func TestChaosProviderOutage(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	const users, total = 10, 100
 	cfg, key := notifyChaosConfig(t, 4)

@@ -91,6 +91,7 @@ func (l *load) finish() bench.Result {
 // sluice_ratelimit_store_up goes to 0 and back to 1, and no check waits
 // long on the dead store.
 func TestChaosRedisRestartDuringLimiterLoad(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	redis := enginetest.StartRedis(t)
 	cfg := testConfig(t)
@@ -147,6 +148,7 @@ func TestChaosRedisRestartDuringLimiterLoad(t *testing.T) {
 // nothing is accepted that is not saved); when PostgreSQL is back the
 // node serves again by itself, without a restart.
 func TestChaosPostgresRestart(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	pg := enginetest.StartPostgres(t)
 	cfg := testConfig(t)

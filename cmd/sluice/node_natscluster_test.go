@@ -65,6 +65,7 @@ func tryAccept(base, body string) (string, error) {
 // webhook receiver in each user's acceptance order, on a current NATS
 // server where the queue pins each partition to one node.
 func TestOrderAcrossNodesHTTP(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	nats := enginetest.StartNATSCluster(t, 1)
 	nodes := natsNodes(t, nats.URL(), 1)
@@ -106,6 +107,7 @@ func TestOrderAcrossNodesHTTP(t *testing.T) {
 // what was in flight, and OTPs sent during the loss keep their latency
 // (reported, see docs/benchmarks.md).
 func TestCampaignSurvivesNATSServerLoss(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	cluster := enginetest.StartNATSCluster(t, 3)
 	nodes := natsNodes(t, cluster.URL(), 3)

@@ -19,6 +19,7 @@ import (
 // however fast the machine: with 64 a quiet machine drained the 12,000
 // messages before the OTPs went out, and the test proved nothing.
 func TestCriticalNotDelayedByCampaign(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	const campaign = 6000 // 12,000 messages
 	cfg := testConfig(t)

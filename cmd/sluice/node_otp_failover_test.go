@@ -35,6 +35,7 @@ const otpBound = 5 * time.Second
 // kill; the receiver sees a delivery twice only when the survivor took a
 // lapsed claim over (sluice_notify_claims_taken_over_total counts them).
 func TestNodeKilledOTPsTakenOverWithinBound(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	hook := newOTPReceiver(500 * time.Millisecond)
 	t.Cleanup(hook.srv.Close)

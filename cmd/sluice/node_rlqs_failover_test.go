@@ -76,6 +76,7 @@ func startQuotaNode(t *testing.T, flags ...string) (grpcAddr string, kill func()
 // within the limit; once the row expires (two report intervals) the Envoy
 // gets its full share back.
 func TestQuotaNodeKilled(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	var tag [4]byte
 	_, _ = rand.Read(tag[:])
