@@ -2,15 +2,12 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/internal/notify"
 )
@@ -115,220 +112,32 @@ func (q *NotifyQueue) unpinOne(ctx context.Context, l *lane, i int, pin string) 
 // consume pulls from consumer i of l's stream into r until ctx ends,
 // and returns the pin id the server last gave this node ("" if none). It
 // subscribes again when the server stops answering, and makes the
-// consumer again when it was deleted or stays stuck. When ctx ends it
-// drains the subscription: the jobs the server already sent are
-// dispatched to r too, none is left unseen in the client's buffer (where
-// it would wait out AckWait, behind the user's later jobs).
+// consumer again when it was deleted or stays stuck (see subscription).
+// When ctx ends it drains the subscription: the jobs the server already
+// sent are dispatched to r too, none is left unseen in the client's
+// buffer (where it would wait out AckWait, behind the user's later jobs).
 func (q *NotifyQueue) consume(ctx context.Context, l *lane, i int, r *keyedRunner, m *members) (pin string) {
-	cfg := l.consumers[i]
-	stream := q.streamName(l.key)
-	log := q.log.With("stream", stream, "consumer", cfg.Durable)
-	var (
-		mu sync.Mutex // it is replaced while ctx's AfterFunc may stop it
-		it jetstream.MessagesContext
-		// cons is kept across subscriptions: the client keeps the pin the
-		// server gave it on the consumer handle, and a new handle's pulls,
-		// without it, would not be served until the pin lapsed.
-		cons jetstream.Consumer
-	)
-	drain := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if it != nil {
-			it.Drain()
-		}
-	}
-	stop := context.AfterFunc(ctx, drain)
+	s := q.newSubscription(l, i)
+	stop := context.AfterFunc(ctx, s.drain)
 	defer stop()
-	// Back from a pause, this node's pull requests may have expired or
-	// been dropped without the client knowing (it would wait for missed
-	// heartbeats, seconds): drained, the subscription is made again at
-	// once, on the same handle.
-	returned := make(chan struct{})
-	defer close(returned)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-returned:
-				return
-			case <-m.woken():
-				drain()
-			}
-		}
-	}()
-	// subscribe replaces it with a new subscription, making the consumer
-	// first when it is gone; it retries until it succeeds or ctx ends.
-	subscribe := func() bool {
-		for {
-			c, next, err := q.subscribe(ctx, l, cfg, cons)
-			cons = c // nil after an error: the next try makes a new handle
-			if err == nil {
-				mu.Lock()
-				if it != nil {
-					it.Stop()
-				}
-				it = next
-				if ctx.Err() != nil { // the AfterFunc may have run before
-					next.Drain()
-				}
-				mu.Unlock()
-				return true
-			}
-			if ctx.Err() != nil || l.sub.IsClosed() {
-				return false
-			}
-			log.Warn("queue: subscribe", logKeyError, err)
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(retryPause):
-			}
-		}
-	}
-	if !subscribe() {
+	defer s.drainOnWake(ctx, m)()
+	if !s.subscribe(ctx) {
 		return ""
 	}
 	gate := q.settleGate(ctx, l, i, r)
 	defer gate.close()
-	missed, resubscribed := 0, 0 // heartbeats missed in a row; new subscriptions that did not help
-	var delivered uint64         // the consumer sequence of the last delivery received
+	var delivered uint64 // the consumer sequence of the last delivery received
 	for {
-		mu.Lock()
-		cur := it
-		mu.Unlock()
-		m, err := cur.Next()
+		msg, err := s.next()
 		if err != nil {
-			if ctx.Err() != nil || l.sub.IsClosed() {
+			if ctx.Err() != nil || l.sub.IsClosed() || !s.recover(ctx, err, pin) {
 				return pin
 			}
-			switch {
-			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-				log.Info("queue: pulling again", logKeyError, err) // drained: back from a pause
-				if !subscribe() {
-					return pin
-				}
-				missed = 0
-			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
-				log.Warn("queue: consumer gone; making it again", logKeyError, err)
-				cons = nil
-				if !subscribe() {
-					return pin
-				}
-				missed = 0
-			case errors.Is(err, jetstream.ErrNoHeartbeat):
-				if l.sub.Status() != nats.CONNECTED {
-					missed = 0 // reconnecting: the client re-pulls once connected
-					continue
-				}
-				if missed++; missed < stalledAfter {
-					continue
-				}
-				log.Warn("queue: no heartbeat from the server; subscribing again", "missed", missed)
-				missed = 0
-				if resubscribed++; resubscribed > 1 && q.stuck(ctx, l, cfg, pin) {
-					// A new subscription did not help and the server
-					// holds jobs it does not hand out: the consumer
-					// itself is stuck. Jobs other nodes hold are
-					// delivered again (the recovery sweep and the
-					// delivery claims make that a duplicate at worst).
-					log.Error("queue: consumer stuck with jobs waiting; making it again")
-					if err := l.str.DeleteConsumer(ctx, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-						log.Warn("queue: delete stuck consumer", logKeyError, err)
-					}
-					cons = nil
-					resubscribed = 0
-				}
-				if !subscribe() {
-					return pin
-				}
-			default:
-				log.Warn("queue: fetch", logKeyError, err)
-			}
 			continue
 		}
-		missed, resubscribed = 0, 0
-		l.received[i].Add(1)
-		md, mdErr := m.Metadata()
-		p := m.Headers().Get("Nats-Pin-Id")
-		// A delivery of a pinned partition that did not reach this node
-		// (the consumer's delivery sequence skipped one: it went to a
-		// connection that dropped, or to a pull request nobody reads) is
-		// out until its ack wait lapses, and the user's later jobs must
-		// not pass it; nor may they pass jobs another node held while the
-		// partition was pinned elsewhere. Either way the partition
-		// settles again (see settle.go).
-		if (p != "" && pin != "" && p != pin) || (mdErr == nil && delivered != 0 && md.Sequence.Consumer != delivered+1) {
-			gate.rearm()
-		}
-		if p != "" {
-			pin = p
-		}
-		if mdErr == nil {
-			delivered = md.Sequence.Consumer
-		}
-		var j notify.Job
-		if err := json.Unmarshal(m.Data(), &j); err != nil {
-			log.Error("queue: dropping a malformed job", logKeyError, err)
-			_ = m.Term()
-			continue
-		}
-		if mdErr != nil || md.NumDelivered > 1 {
-			j.Redelivered = true
-		}
-		gate.dispatch(task{job: j, msg: m, part: i})
+		s.missed, s.resubscribed = 0, 0
+		pin, delivered = s.receive(msg, gate, pin, delivered)
 	}
-}
-
-// subscribe starts pulling from cfg's consumer through the handle cons,
-// or, with cons nil, a new handle, first making the consumer (as
-// ensureConsumer does) when the server no longer has it. It returns the
-// handle it pulls through.
-func (q *NotifyQueue) subscribe(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig, cons jetstream.Consumer) (jetstream.Consumer, jetstream.MessagesContext, error) {
-	if cons == nil {
-		var err error
-		cons, err = l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			if err = ensureConsumer(ctx, l.str, cfg); err == nil {
-				cons, err = l.subJS.Consumer(ctx, q.streamName(l.key), cfg.Durable)
-			}
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	opts := []jetstream.PullMessagesOpt{
-		jetstream.PullMaxMessages(2 * l.workers), jetstream.PullExpiry(pullExpiry),
-		jetstream.PullHeartbeat(pullHeartbeat), jetstream.WithMessagesErrOnMissingHeartbeat(true),
-	}
-	if cfg.PriorityPolicy == jetstream.PriorityPolicyPinned {
-		opts = append(opts, jetstream.PullPriorityGroup(pinGroup))
-	}
-	it, err := cons.Messages(opts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pull: %w", err)
-	}
-	return cons, it, nil
-}
-
-// stuck reports whether cfg's consumer holds jobs it hands to nobody: jobs
-// are waiting, fewer than MaxAckPending are out, and the consumer is not
-// pinned to another node (whose pulls it rightly answers instead of ours).
-func (q *NotifyQueue) stuck(ctx context.Context, l *lane, cfg jetstream.ConsumerConfig, pin string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c, err := l.str.Consumer(ctx, cfg.Durable)
-	if err != nil {
-		return false // unknown: the stream may be electing a leader
-	}
-	info := c.CachedInfo()
-	for _, g := range info.PriorityGroups {
-		if g.PinnedClientID != "" && g.PinnedClientID != pin {
-			return false
-		}
-	}
-	return info.NumPending > 0 && info.NumAckPending < cfg.MaxAckPending
 }
 
 // flush waits until the server has everything published on nc. nats.go
