@@ -26,8 +26,6 @@ package events
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"time"
@@ -137,17 +135,4 @@ type Store interface {
 	// DeleteEventsBefore deletes up to limit events logged before t and
 	// returns how many.
 	DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error)
-}
-
-// newID returns prefix + 12 hex digits of milliseconds + 20 random hex
-// digits: unique, and sortable by creation time.
-func newID(prefix string, now time.Time) string {
-	var b [16]byte
-	ms := uint64(now.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	_, _ = rand.Read(b[6:])
-	return prefix + hex.EncodeToString(b[:])
 }

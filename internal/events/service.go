@@ -156,7 +156,7 @@ func (s *Service) Create(ctx context.Context, n NewSubscription) (Subscription, 
 		return Subscription{}, apperr.New(apperr.Conflict, "there are %d event subscriptions already, the most allowed", len(subs))
 	}
 	now := s.opts.Now()
-	sub := Subscription{ID: newID("evs_", now), URL: n.URL, Events: n.Events, Secret: newSecret(),
+	sub := Subscription{ID: notify.NewID("evs_", now), URL: n.URL, Events: n.Events, Secret: newSecret(),
 		DisableAfter: s.opts.DisableAfter, DisableAfterFailures: s.opts.DisableAfterFailures, CreatedAt: now.UTC()}
 	if n.DisableAfter != nil {
 		sub.DisableAfter = *n.DisableAfter
@@ -257,7 +257,7 @@ func (s *Service) Recover(ctx context.Context, id string, since time.Time, all b
 		return Recovery{}, err
 	}
 	s.invalidate()
-	run := newID("rcv_", now)
+	run := notify.NewID("rcv_", now)
 	rec := Recovery{Until: since}
 	readAt, after := since, ""
 	limit := min(500, s.opts.MaxRecover+1)
@@ -399,7 +399,7 @@ func (s *Service) Emit(ctx context.Context, t string, data any) {
 		return
 	}
 	now := s.opts.Now().UTC()
-	e := Event{ID: newID("evt_", now), Type: t, Data: raw, At: now}
+	e := Event{ID: notify.NewID("evt_", now), Type: t, Data: raw, At: now}
 	if err := s.appendEvent(ctx, e); err != nil {
 		s.log.Warn("event log write failed; event not sent", "event_type", t, "error", err)
 		s.count(t, ResultLost)

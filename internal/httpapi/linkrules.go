@@ -37,12 +37,3 @@ func (s *Server) putLinkRules(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, s.toLinkResponse(l))
 	return nil
 }
-
-// chooseTarget applies t's rules to the request (the redirect calls it
-// only for a link with rules).
-func (s *Server) chooseTarget(t shorten.Target, r *http.Request, client string) shorten.Target {
-	return s.opts.Links.Choose(t, shorten.Visit{
-		UserAgent: r.Header.Get("User-Agent"), AcceptLanguage: r.Header.Get("Accept-Language"),
-		RawQuery: r.URL.RawQuery, Client: client,
-	})
-}

@@ -19,8 +19,7 @@ type Links interface {
 	Get(ctx context.Context, caller shorten.Caller, code string) (shorten.Link, error)
 	Delete(ctx context.Context, caller shorten.Caller, code string) error
 	List(ctx context.Context, caller shorten.Caller, domain *string, cursor string, limit int) ([]shorten.Link, string, error)
-	ResolveHost(ctx context.Context, host, code, client string) (shorten.Target, error)
-	RecordHit(h shorten.Hit) bool
+	Redirect(ctx context.Context, r shorten.Request) (shorten.Redirect, error)
 	LinkURL(l shorten.Link) string
 	CreateDomain(ctx context.Context, caller shorten.Caller, name, fallbackURL string) (shorten.Domain, error)
 	Domains(ctx context.Context, caller shorten.Caller) ([]shorten.Domain, error)
@@ -29,7 +28,6 @@ type Links interface {
 	DeleteDomain(ctx context.Context, caller shorten.Caller, name string) error
 	VerifyDomain(ctx context.Context, caller shorten.Caller, name string) (shorten.Domain, string, error)
 	SetRules(ctx context.Context, caller shorten.Caller, code string, rules []shorten.Rule) (shorten.Link, error)
-	Choose(t shorten.Target, v shorten.Visit) shorten.Target
 }
 
 // Link list page sizes.
@@ -208,16 +206,30 @@ var (
 	noStore = []string{"private, no-store"}
 )
 
-// redirect answers GET and HEAD /{code}: 302 to the target, 404 for an
-// unknown code, 410 (or 302 to the fallback URL) for an expired link, 429
-// when the client has looked up too many unknown codes. A hit on a live
-// link is queued for the click flusher; HEAD is recorded as a bot hit.
+// redirect answers GET and HEAD /{code}: it reads the request into a
+// shorten.Request, lets the shortener decide (shorten.Service.Redirect),
+// and writes the answer: 302 to the target, 404 for an unknown code, 410
+// (or 302 to the fallback URL) for an expired or used-up link, 200 with
+// botPage for a bot opening a visit-limited link, 429 when the client has
+// looked up too many unknown codes, 503 while the store is known down.
 func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Links == nil {
 		return shorten.ErrNotFound
 	}
-	client := s.clientAddr(r)
-	t, err := s.opts.Links.ResolveHost(r.Context(), r.Host, r.PathValue("code"), client)
+	purpose := r.Header.Get("Sec-Purpose")
+	if purpose == "" {
+		purpose = r.Header.Get("Purpose")
+	}
+	a, err := s.opts.Links.Redirect(r.Context(), shorten.Request{
+		Host: r.Host, Code: r.PathValue("code"), Client: s.clientAddr(r), Head: r.Method == http.MethodHead,
+		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose,
+		AcceptLanguage: r.Header.Get("Accept-Language"), Referer: r.Header.Get("Referer"),
+		RawQuery: r.URL.RawQuery,
+	})
+	h := w.Header()
+	if a.Found {
+		h["Cache-Control"] = noStore
+	}
 	if err != nil {
 		if le, ok := errors.AsType[*shorten.LimitedError](err); ok {
 			secs := int64((le.RetryAfter + time.Second - 1) / time.Second)
@@ -231,40 +243,11 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	h := w.Header()
-	h["Cache-Control"] = noStore
-	if t.Unknown { // an unknown code on a domain with a fallback URL
-		h["Location"] = []string{t.URL}
-		w.WriteHeader(http.StatusFound)
+	if a.BotPage {
+		writeBotPage(w, r) // linkvisits.go
 		return nil
 	}
-	if t.Expired {
-		if t.URL == "" {
-			return apperr.New(apperr.Gone, "this short link has expired")
-		}
-		h["Location"] = []string{t.URL}
-		w.WriteHeader(http.StatusFound)
-		return nil
-	}
-	if t.Rules != nil {
-		t = s.chooseTarget(t, r, client)
-	}
-	purpose := r.Header.Get("Sec-Purpose")
-	if purpose == "" {
-		purpose = r.Header.Get("Purpose")
-	}
-	hit := shorten.Hit{
-		LinkID: t.LinkID, Head: r.Method == http.MethodHead,
-		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose, Client: client, HitDetails: hitDetails(r),
-		Target: t.Rule,
-		Code:   r.PathValue("code"),
-		Domain: t.Domain,
-	}
-	if t.Limited || t.ClickIDs {
-		return s.redirectSpecial(w, r, t, hit) // linkvisits.go
-	}
-	s.opts.Links.RecordHit(hit)
-	h["Location"] = []string{t.URL}
+	h["Location"] = []string{a.Location}
 	w.WriteHeader(http.StatusFound)
 	return nil
 }

@@ -117,7 +117,7 @@ func (a *attempt) finish(ctx context.Context, o Outcome, attempts int, msg strin
 	}
 	var dl *DeadLetter
 	if o.DeadLetter {
-		dl = &DeadLetter{ID: newID("dl_", rec.At), NotificationID: j.NotificationID, Channel: j.Channel,
+		dl = &DeadLetter{ID: NewID("dl_", rec.At), NotificationID: j.NotificationID, Channel: j.Channel,
 			UserID: j.UserID, Error: msg, Attempts: attempts, CreatedAt: rec.At}
 	}
 	stored, err := s.opts.Store.FinishAttempt(context.WithoutCancel(ctx), rec, dl)

@@ -21,7 +21,7 @@ func TestMemoryDedupeFillsToItsCap(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	d := NewMemoryDedupe(limit, 24*time.Hour, func() time.Time { return now })
 	pad := strings.Repeat("x", MaxRequestIDBytes-12)
-	value := newID("ntf_", now) + " " + strings.Repeat("h", 64) // the id and the request's hash, as Send claims
+	value := NewID("ntf_", now) + " " + strings.Repeat("h", 64) // the id and the request's hash, as Send claims
 	claim := func(i int) {
 		if _, ok, err := d.Claim(t.Context(), fmt.Sprintf("notify:req:%s%012d", pad, i), value); !ok || err != nil {
 			t.Fatalf("claim %d = %v, %v", i, ok, err)

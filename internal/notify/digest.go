@@ -122,7 +122,7 @@ func (s *Service) digestJoins(n Notification, t Template, ds []Delivery) []Diges
 		}
 		ds[i].Status, ds[i].Error, ds[i].NextAttemptAt = StatusSuppressed, ReasonDigested, time.Time{}
 		joins = append(joins, DigestJoin{Channel: d.Channel, Window: r.WindowDuration(), MaxItems: r.Items(),
-			NewID: newID("dig_", n.CreatedAt)})
+			NewID: NewID("dig_", n.CreatedAt)})
 	}
 	return joins
 }
@@ -168,7 +168,7 @@ func (s *Service) sendDigest(ctx context.Context, id string) error {
 	}
 	now := s.now()
 	n := Notification{
-		ID: newID("ntf_", now), RequestID: digestRequestPrefix + d.ID, RequestHash: digestRequestPrefix + d.ID,
+		ID: NewID("ntf_", now), RequestID: digestRequestPrefix + d.ID, RequestHash: digestRequestPrefix + d.ID,
 		UserID: d.UserID, Type: d.Type, Category: cat, Data: digestData(d, t.Digest),
 		Channels: []Channel{d.Channel}, CreatedAt: now,
 	}

@@ -131,9 +131,10 @@ func (r Request) hash() string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// newID returns prefix + 12 hex digits of milliseconds + 20 random hex
-// digits: unique, and sortable by creation time.
-func newID(prefix string, now time.Time) string {
+// NewID returns prefix + 12 hex digits of milliseconds + 20 random hex
+// digits: unique, and sortable by creation time. Every record id of the
+// notification and event pipelines is one ("ntf_", "dl_", "evt_", ...).
+func NewID(prefix string, now time.Time) string {
 	var b [16]byte
 	ms := uint64(now.UnixMilli())
 	for i := 5; i >= 0; i-- {

@@ -214,7 +214,7 @@ func (s *Service) Send(ctx context.Context, req Request) (Accepted, error) {
 	}
 	hash := req.hash()
 	n := Notification{
-		ID: newID("ntf_", now), RequestID: req.RequestID, RequestHash: hash, UserID: req.UserID,
+		ID: NewID("ntf_", now), RequestID: req.RequestID, RequestHash: hash, UserID: req.UserID,
 		Type: req.Type, Category: cat, Data: req.Data, Channels: req.Channels, ExpiresAt: req.ExpiresAt,
 		CreatedAt: now,
 	}
