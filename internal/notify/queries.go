@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
 )
@@ -91,21 +90,6 @@ func pageSize(limit int) int {
 func (s *Service) Settings(ctx context.Context, user string) (Settings, error) {
 	st, err := s.sharedSettings(ctx, user)
 	return st.Clone(), err
-}
-
-// sharedSettings is Settings without the copy: its maps and slices are
-// the cache's, shared with other callers, so the caller must not change
-// them. The pipeline reads settings twice per delivery; copying them each
-// time was a measurable share of a campaign's allocations.
-func (s *Service) sharedSettings(ctx context.Context, user string) (Settings, error) {
-	return s.settings.get(ctx, user, func(ctx context.Context) (Settings, error) {
-		st, found, err := s.opts.Store.Settings(ctx, user)
-		if err != nil || !found {
-			return s.defaults, err
-		}
-		st.fill()
-		return st, nil
-	})
 }
 
 // settingsChunk is how many users one prefetch query asks about.
@@ -206,38 +190,4 @@ func (s *Service) DeadLetters(ctx context.Context, cursor string, limit int) ([]
 // queued and the scheduler queues it within a tick.
 func (s *Service) ReplayDeadLetter(ctx context.Context, id string) (Delivery, error) {
 	return s.opts.Store.ReplayDeadLetter(ctx, id, s.now())
-}
-
-// render builds the message for job j from its template and the user's
-// settings.
-func (s *Service) render(ctx context.Context, j Job, st Settings) (Message, error) {
-	if IsSystemUser(j.UserID) {
-		return systemMessage(j), nil
-	}
-	t, err := s.Template(ctx, j.Type)
-	if err != nil {
-		return Message{}, err
-	}
-	content, _ := t.Content(j.Channel, st.Locale)
-	data, err := decodeData(j.Data)
-	if err != nil {
-		return Message{}, err
-	}
-	m := Message{
-		NotificationID: j.NotificationID, Channel: j.Channel, UserID: j.UserID, Type: j.Type,
-		Category: j.Category, To: st.Contacts.contactFor(j.Channel),
-		Subject: Render(content.Subject, data), Body: Render(content.Body, data),
-		Data: j.Data, IdempotencyKey: j.Key().String(), Attempt: j.Attempt + 1,
-		CreatedAt: time.UnixMicro(j.CreatedAt).UTC(),
-	}
-	if j.Channel == Email {
-		if content.HTML != "" {
-			m.HTML = RenderHTML(content.HTML, data)
-		}
-		m.TrackLinks, m.NoTrack = t.TrackLinks, NoTrackValues(data, content.Body, content.HTML)
-	}
-	if j.ExpiresAt != 0 {
-		m.ExpiresAt = time.UnixMicro(j.ExpiresAt).UTC()
-	}
-	return m, nil
 }

@@ -54,7 +54,7 @@ func (s *Service) SendSystem(ctx context.Context, r SystemRequest) (Accepted, er
 	now := s.now()
 	sum := sha256.Sum256(append([]byte(r.Recipient+"\x00"+r.Type+"\x00"), r.Data...))
 	n := Notification{
-		ID: NewID("ntf_", now), RequestID: r.RequestID, RequestHash: hex.EncodeToString(sum[:16]),
+		ID: newID("ntf_", now), RequestID: r.RequestID, RequestHash: hex.EncodeToString(sum[:16]),
 		UserID: SystemUserPrefix + r.Recipient, Type: r.Type, Category: Orders, Data: r.Data,
 		Channels: []Channel{Webhook}, CreatedAt: now,
 	}
@@ -81,15 +81,6 @@ func systemMessage(j Job) Message {
 		Category: j.Category, Body: string(j.Data), Data: j.Data, IdempotencyKey: j.Key().String(),
 		Attempt: j.Attempt + 1, CreatedAt: time.UnixMicro(j.CreatedAt).UTC(),
 	}
-}
-
-// provider returns the provider that sends j's delivery: Options.System
-// for a system notification, else the channel's.
-func (s *Service) provider(j Job) Provider {
-	if IsSystemUser(j.UserID) {
-		return s.opts.System
-	}
-	return s.opts.Providers[j.Channel]
 }
 
 // StatusEvent is a stored change that status events report: a

@@ -108,7 +108,7 @@ var ErrInFlight = errors.New("delivery in flight")
 // ErrInFlight when another copy of the job won it.
 func (s *Service) claim(ctx context.Context, j Job, d Delivery) (Claim, error) {
 	now := s.now()
-	c := Claim{Key: j.Key(), Prev: d.Attempts, Owner: NewID("clm_", now), At: now, Until: now.Add(s.opts.ClaimLease),
+	c := Claim{Key: j.Key(), Prev: d.Attempts, Owner: newID("clm_", now), At: now, Until: now.Add(s.opts.ClaimLease),
 		Urgent: j.Category.Urgent()}
 	ok, err := s.opts.Store.ClaimDelivery(ctx, c)
 	if err != nil {
@@ -204,3 +204,61 @@ func errorText(err error) string {
 // RecoveryAfter is how long a queued delivery may wait unhandled before the
 // recovery sweep republishes it.
 func (s *Service) RecoveryAfter() time.Duration { return s.opts.RecoveryAfter }
+
+// provider returns the provider that sends j's delivery: Options.System
+// for a system notification, else the channel's.
+func (s *Service) provider(j Job) Provider {
+	if IsSystemUser(j.UserID) {
+		return s.opts.System
+	}
+	return s.opts.Providers[j.Channel]
+}
+
+// sharedSettings is Settings without the copy: its maps and slices are
+// the cache's, shared with other callers, so the caller must not change
+// them. The pipeline reads settings twice per delivery; copying them each
+// time was a measurable share of a campaign's allocations.
+func (s *Service) sharedSettings(ctx context.Context, user string) (Settings, error) {
+	return s.settings.get(ctx, user, func(ctx context.Context) (Settings, error) {
+		st, found, err := s.opts.Store.Settings(ctx, user)
+		if err != nil || !found {
+			return s.defaults, err
+		}
+		st.fill()
+		return st, nil
+	})
+}
+
+// render builds the message for job j from its template and the user's
+// settings.
+func (s *Service) render(ctx context.Context, j Job, st Settings) (Message, error) {
+	if IsSystemUser(j.UserID) {
+		return systemMessage(j), nil
+	}
+	t, err := s.Template(ctx, j.Type)
+	if err != nil {
+		return Message{}, err
+	}
+	content, _ := t.Content(j.Channel, st.Locale)
+	data, err := decodeData(j.Data)
+	if err != nil {
+		return Message{}, err
+	}
+	m := Message{
+		NotificationID: j.NotificationID, Channel: j.Channel, UserID: j.UserID, Type: j.Type,
+		Category: j.Category, To: st.Contacts.contactFor(j.Channel),
+		Subject: Render(content.Subject, data), Body: Render(content.Body, data),
+		Data: j.Data, IdempotencyKey: j.Key().String(), Attempt: j.Attempt + 1,
+		CreatedAt: time.UnixMicro(j.CreatedAt).UTC(),
+	}
+	if j.Channel == Email {
+		if content.HTML != "" {
+			m.HTML = RenderHTML(content.HTML, data)
+		}
+		m.TrackLinks, m.NoTrack = t.TrackLinks, NoTrackValues(data, content.Body, content.HTML)
+	}
+	if j.ExpiresAt != 0 {
+		m.ExpiresAt = time.UnixMicro(j.ExpiresAt).UTC()
+	}
+	return m, nil
+}
