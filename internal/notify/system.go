@@ -54,7 +54,7 @@ func (s *Service) SendSystem(ctx context.Context, r SystemRequest) (Accepted, er
 	now := s.now()
 	sum := sha256.Sum256(append([]byte(r.Recipient+"\x00"+r.Type+"\x00"), r.Data...))
 	n := Notification{
-		ID: newID("ntf_", now), RequestID: r.RequestID, RequestHash: hex.EncodeToString(sum[:16]),
+		ID: NewID("ntf_", now), RequestID: r.RequestID, RequestHash: hex.EncodeToString(sum[:16]),
 		UserID: SystemUserPrefix + r.Recipient, Type: r.Type, Category: Orders, Data: r.Data,
 		Channels: []Channel{Webhook}, CreatedAt: now,
 	}

@@ -108,7 +108,7 @@ var ErrInFlight = errors.New("delivery in flight")
 // ErrInFlight when another copy of the job won it.
 func (s *Service) claim(ctx context.Context, j Job, d Delivery) (Claim, error) {
 	now := s.now()
-	c := Claim{Key: j.Key(), Prev: d.Attempts, Owner: newID("clm_", now), At: now, Until: now.Add(s.opts.ClaimLease),
+	c := Claim{Key: j.Key(), Prev: d.Attempts, Owner: NewID("clm_", now), At: now, Until: now.Add(s.opts.ClaimLease),
 		Urgent: j.Category.Urgent()}
 	ok, err := s.opts.Store.ClaimDelivery(ctx, c)
 	if err != nil {
