@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,18 +19,16 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
 // start is a moment on a whole hour, so minute and hour windows start now.
 var start = time.Unix(1_800_000_000, 0)
 
-// clock is a settable clock shared by the store and the server.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock                   { c := &clock{}; c.ns.Store(start.UnixNano()); return c }
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newClock returns a clock the test moves, shared by the store and the
+// server, reading start.
+func newClock() *ratelimittest.Clock { return ratelimittest.NewClock(start) }
 
 // bundle is one server under test and the real generated client talking to
 // it over an in-process connection.
@@ -40,7 +37,7 @@ type bundle struct {
 	server *envoyrls.Server
 	store  ratelimit.Store
 	reg    *prometheus.Registry
-	clock  *clock
+	clock  *ratelimittest.Clock
 	logs   *enginetest.LogBuffer
 }
 

@@ -3,12 +3,12 @@ package httpapi
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/inbox"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
 
 // streamEnds reports whether the stream's events end within d (heartbeats
@@ -27,23 +27,13 @@ func streamEnds(s *sseReader, d time.Duration) bool {
 	}
 }
 
-// testClock is a clock the test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *testClock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
-
 // TestInboxStreamEndsAtTokenExpiry: an attacker holding a 1-minute inbox
 // token opens a stream and keeps it: the stream ends at the first
 // heartbeat after the token expires (the server's clock is moved past it;
 // heartbeats come every 50ms), as a new request with the token is 401.
 func TestInboxStreamEndsAtTokenExpiry(t *testing.T) {
 	t.Parallel()
-	clock := &testClock{now: time.Now()}
+	clock := ratelimittest.NewClock(time.Now())
 	b := setupInbox(t, inbox.Options{}, clock.Now)
 	sender := b.addKey(t, auth.ScopeNotifySend)
 	tok := b.token(t, sender, "u1", `{"ttl":"1m"}`)
@@ -53,11 +43,11 @@ func TestInboxStreamEndsAtTokenExpiry(t *testing.T) {
 	s := openStream(t, ts.URL+"/v1/users/u1/inbox/stream?token="+tok, nil)
 	s.next(t, "unread")
 	s.next(t, ":") // heartbeats go while the token is valid
-	clock.Add(59 * time.Second)
+	clock.Advance(59 * time.Second)
 	s.next(t, ":")
 	s.next(t, ":")
 
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	if resp := b.do(call{method: "GET", path: "/v1/users/u1/inbox", key: tok}); resp.StatusCode != 401 {
 		t.Errorf("the expired token on a new request: %d, want 401", resp.StatusCode)
 	}

@@ -16,20 +16,8 @@ import (
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/storetest"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // recQueue records published jobs.
 type recQueue struct {
@@ -103,7 +91,7 @@ type bundle struct {
 	svc   *notify.Service
 	db    *store.DB
 	q     *recQueue
-	clock *clock
+	clock *ratelimittest.Clock
 	prov  *scripted
 }
 
@@ -112,7 +100,7 @@ type bundle struct {
 func setup(t testing.TB, mod func(*notify.Options)) *bundle {
 	t.Helper()
 	db := storetest.SQLite(t)
-	b := &bundle{db: db, q: &recQueue{}, clock: &clock{t: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}, prov: &scripted{name: "scripted"}}
+	b := &bundle{db: db, q: &recQueue{}, clock: ratelimittest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)), prov: &scripted{name: "scripted"}}
 	opts := notify.Options{
 		Store: db, Queue: b.q, Now: b.clock.Now, Rand: func() float64 { return 1 },
 		Providers: map[notify.Channel]notify.Provider{notify.Email: b.prov, notify.SMS: b.prov, notify.Push: b.prov, notify.Webhook: b.prov},

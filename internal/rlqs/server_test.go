@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/rlqs"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
 
 const iv = 10 * time.Second // the Envoys' reporting_interval in these tests
@@ -26,13 +27,13 @@ func TestUnevenDemand(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		nodes func(t *testing.T, clk *clock) (a, b *node)
+		nodes func(t *testing.T, clk *ratelimittest.Clock) (a, b *node)
 	}{
-		{"one node", func(t *testing.T, clk *clock) (*node, *node) {
+		{"one node", func(t *testing.T, clk *ratelimittest.Clock) (*node, *node) {
 			n := serve(t, parse(t, apiYAML), clk, rlqs.Options{})
 			return n, n
 		}},
-		{"two nodes on one redis", func(t *testing.T, clk *clock) (*node, *node) {
+		{"two nodes on one redis", func(t *testing.T, clk *ratelimittest.Clock) (*node, *node) {
 			ds := redisDemand(t, 2)
 			return serve(t, parse(t, apiYAML), clk, rlqs.Options{Demand: ds[0], Nodes: 2}),
 				serve(t, parse(t, apiYAML), clk, rlqs.Options{Demand: ds[1], Nodes: 2})

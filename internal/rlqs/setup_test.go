@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/rlqs"
 	"github.com/sluicehq/sluice/internal/rlqs/redisdemand"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
 
 const apiYAML = `
@@ -51,12 +52,9 @@ descriptors:
 
 var start = time.Unix(1_800_000_000, 0)
 
-// clock is a settable clock shared by the servers of a test.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock                   { c := &clock{}; c.ns.Store(start.UnixNano()); return c }
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newClock returns a clock the test moves, shared by the servers of a
+// test, reading start.
+func newClock() *ratelimittest.Clock { return ratelimittest.NewClock(start) }
 
 func parse(t *testing.T, yaml string) *envoyrls.Config {
 	t.Helper()
@@ -78,7 +76,7 @@ type node struct {
 // a real gRPC listener on 127.0.0.1. Every stream of the tests comes from
 // 127.0.0.1, so unless opts names one, clients are told apart by the API
 // key each envoy sends (rlqs.KeyClient), as with --grpc-require-key.
-func serve(t *testing.T, cfg *envoyrls.Config, clk *clock, opts rlqs.Options) *node {
+func serve(t *testing.T, cfg *envoyrls.Config, clk *ratelimittest.Clock, opts rlqs.Options) *node {
 	t.Helper()
 	n := &node{reg: prometheus.NewRegistry()}
 	opts.Now, opts.Registerer = clk.Now, n.reg

@@ -41,7 +41,7 @@ func TestClickRetention(t *testing.T) {
 				}
 			}
 			hits(3)
-			b.clock.Add(24 * time.Hour)
+			b.clock.Advance(24 * time.Hour)
 			hits(2)
 			stats := func() shorten.LinkStats {
 				t.Helper()
@@ -55,7 +55,7 @@ func TestClickRetention(t *testing.T) {
 			if n, err := b.svc.PurgeClicks(ctx); err != nil || n != 0 {
 				t.Fatalf("PurgeClicks within the retention = %d, %v; want 0", n, err)
 			}
-			b.clock.Add(30 * time.Hour) // the first 3 clicks are 54h old, the next 2 30h
+			b.clock.Advance(30 * time.Hour) // the first 3 clicks are 54h old, the next 2 30h
 			n, err := b.svc.PurgeClicks(ctx)
 			if err != nil || n != tc.purged || counted != tc.purged {
 				t.Fatalf("PurgeClicks = %d, %v (metric %d); want %d", n, err, counted, tc.purged)

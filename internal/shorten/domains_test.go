@@ -64,7 +64,7 @@ func TestDomainsReadAgainAfterCacheTTL(t *testing.T) {
 	if tg, err := b.svc.ResolveHost(ctx, "go.example.com", "spring", "c"); err != nil || tg.URL != "https://example.com/plain" {
 		t.Errorf("ResolveHost within CacheTTL = %+v, %v; want the list read before", tg, err)
 	}
-	b.clock.Add(31 * time.Second)
+	b.clock.Advance(31 * time.Second)
 	if tg, err := b.svc.ResolveHost(ctx, "go.example.com", "spring", "c"); err != nil || tg.URL != "https://example.com/go" {
 		t.Errorf("ResolveHost past CacheTTL = %+v, %v; want the domain's link", tg, err)
 	}

@@ -39,12 +39,12 @@ func TestSetRulesCachedAndStale(t *testing.T) {
 	if b.store.lookups.Load() != before {
 		t.Error("the new rules were read from the store, not cached by SetRules")
 	}
-	b.clock.Add(time.Minute) // past the cache TTL: read again from the store
+	b.clock.Advance(time.Minute) // past the cache TTL: read again from the store
 	if got, err := choose(); err != nil || got.Rule != "de" || b.store.lookups.Load() == before {
 		t.Errorf("past the cache TTL: %+v, %v; want the rules read again from the store", got, err)
 	}
 	b.store.down.Store(true)
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	if got, err := choose(); err != nil || got.URL != "https://example.de/" {
 		t.Errorf("stale while the store fails: %+v, %v; want the rules kept with the stale entry", got, err)
 	}

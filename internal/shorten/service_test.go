@@ -16,16 +16,8 @@ import (
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/storetest"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // countingStore counts link lookups by code on a real store.
 type countingStore struct {
@@ -54,7 +46,7 @@ func (s *countingStore) LinkByCode(ctx context.Context, domain, code string) (sh
 type bundle struct {
 	svc   *shorten.Service
 	store *countingStore
-	clock *clock
+	clock *ratelimittest.Clock
 }
 
 func setup(t testing.TB, tweak func(*shorten.Options)) *bundle {
@@ -64,7 +56,7 @@ func setup(t testing.TB, tweak func(*shorten.Options)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{store: &countingStore{DB: db}, clock: &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}}
+	b := &bundle{store: &countingStore{DB: db}, clock: ratelimittest.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))}
 	opts := shorten.Options{
 		Store: b.store, Codec: codec, BaseURL: "https://sho.rt",
 		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}},
@@ -183,7 +175,7 @@ func TestExpiry(t *testing.T) {
 			if tg, err := b.svc.Resolve(ctx, l.Code, "c"); err != nil || tg.Expired {
 				t.Fatalf("Resolve before expiry = %+v, %v", tg, err)
 			}
-			b.clock.Add(10 * time.Second) // the cached entry is still trusted, but the link has expired
+			b.clock.Advance(10 * time.Second) // the cached entry is still trusted, but the link has expired
 			tg, err := b.svc.Resolve(ctx, l.Code, "c")
 			if err != nil || !tg.Expired || tg.URL != fallback {
 				t.Fatalf("Resolve at expiry = %+v, %v; want expired with URL %q", tg, err, fallback)
@@ -194,7 +186,7 @@ func TestExpiry(t *testing.T) {
 			if n, err := b.svc.Purge(ctx); err != nil || n != 0 {
 				t.Errorf("Purge within the retention = %d, %v; want 0", n, err)
 			}
-			b.clock.Add(time.Hour + time.Second)
+			b.clock.Advance(time.Hour + time.Second)
 			if n, err := b.svc.Purge(ctx); err != nil || n != 1 {
 				t.Errorf("Purge after the retention = %d, %v; want 1", n, err)
 			}
@@ -245,7 +237,7 @@ func TestUnknownCodesCachedAndLimited(t *testing.T) {
 	if tg, err := b.svc.Resolve(ctx, "nosuch", "203.0.113.2"); err != nil || tg.LinkID != l.ID {
 		t.Errorf("a slug created after a 404 = %+v, %v; want found at once on this node", tg, err)
 	}
-	b.clock.Add(20 * time.Second)
+	b.clock.Advance(20 * time.Second)
 	if _, err := b.svc.Resolve(ctx, "other3", "203.0.113.1"); !errors.Is(err, shorten.ErrNotFound) {
 		t.Errorf("after RetryAfter = %v, want ErrNotFound", err)
 	}
@@ -508,7 +500,7 @@ func TestStaleIfError(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.store.down.Store(true)
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	before := b.store.lookups.Load()
 	if got, err := b.svc.Resolve(ctx, l.Code, "c"); err != nil || got.URL != "https://example.com/stale" {
 		t.Fatalf("Resolve while the store fails = %+v, %v; want the stale entry", got, err)
@@ -519,7 +511,7 @@ func TestStaleIfError(t *testing.T) {
 	if _, err := b.svc.Resolve(ctx, l.Code, "c"); err != nil {
 		t.Errorf("second Resolve while the store fails = %v", err)
 	}
-	b.clock.Add(2 * time.Hour) // past the stale TTL
+	b.clock.Advance(2 * time.Hour) // past the stale TTL
 	if _, err := b.svc.Resolve(ctx, l.Code, "c"); err == nil || errors.Is(err, shorten.ErrNotFound) {
 		t.Errorf("Resolve past the stale TTL while the store fails = %v, want the store's error", err)
 	}
@@ -531,7 +523,7 @@ func TestStaleIfError(t *testing.T) {
 		t.Fatal(err)
 	}
 	nb.store.down.Store(true)
-	nb.clock.Add(time.Minute)
+	nb.clock.Advance(time.Minute)
 	if _, err := nb.svc.Resolve(ctx, nl.Code, "c"); err == nil {
 		t.Error("Resolve with StaleTTL 0 past the cache TTL while the store fails succeeded")
 	}
@@ -545,7 +537,7 @@ func TestRedirectRidesOutAStoreRestart(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *shorten.Options) { o.CacheTTL = 30 * time.Second })
 	l := b.create(t, shorten.CreateRequest{URL: "https://example.com/restart"})
-	b.clock.Add(time.Minute) // past the cache TTL, no stale TTL: nothing to answer from
+	b.clock.Advance(time.Minute) // past the cache TTL, no stale TTL: nothing to answer from
 	b.store.flaky.Store(3)
 	before := b.store.lookups.Load()
 	got, err := b.svc.Resolve(t.Context(), l.Code, "c")

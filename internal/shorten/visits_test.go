@@ -108,7 +108,7 @@ func TestVisitSpendsExactlyMaxVisits(t *testing.T) {
 	// Expiry wins over visits left, and the link's own fallback over the server's.
 	exp := b.create(t, shorten.CreateRequest{URL: "https://example.com/soon", ExpiresAt: b.clock.Now().Add(time.Minute),
 		LinkExtras: shorten.LinkExtras{MaxVisits: 5, FallbackURL: "https://example.com/own-fallback"}})
-	b.clock.Add(2 * time.Minute)
+	b.clock.Advance(2 * time.Minute)
 	if tg, err := b.svc.Resolve(ctx, exp.Code, "198.51.100.1"); err != nil || !tg.Expired || tg.URL != "https://example.com/own-fallback" {
 		t.Errorf("expired limited link = %+v, %v; want its own fallback", tg, err)
 	}
