@@ -1,25 +1,19 @@
 package main
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
-// closedURL returns the URL of a loopback port nothing listens on.
+// closedURL returns the URL of a loopback port nothing listens on, held
+// for the test so that no other test can listen there meanwhile.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return "http://" + addr
+	return "http://" + enginetest.RefusedAddr(t)
 }
 
 // clientCommands returns one command line of every client command and

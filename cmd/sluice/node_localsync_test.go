@@ -61,7 +61,7 @@ func TestLocalSyncInServe(t *testing.T) {
 		t.Errorf("150 checks in %s made %d script calls, want at most %d (one per key per interval)", took, calls, most)
 	}
 	t.Logf("150 checks in %s, %d script calls", took, calls)
-	enginetest.EventuallyNil(t, 3*time.Second, "Redis holds every admitted check", func() error {
+	enginetest.EventuallyNil(t, 20*time.Second, "Redis holds every admitted check", func() error {
 		code, body := send(t, "GET", n.httpURL+"/v1/ratelimit/keys/edge/k", "")
 		return enginetest.State(code == 200 && body["remaining"] == 0.0, "%s", fmt.Sprint(code, body))
 	})

@@ -62,6 +62,7 @@ func roundTrip(t *testing.T, c *http.Client, method, url, body string) (int, []b
 // and the gateway's per-IP login limit, as they would be without the
 // load balancer.
 func TestBehindHAProxy(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	tests := []struct {
 		name          string

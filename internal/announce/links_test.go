@@ -126,7 +126,7 @@ func TestDeleteReachesTheOtherNode(t *testing.T) {
 	if err := a.svc.Delete(ctx, owner, l.Code); err != nil {
 		t.Fatalf("Delete on A: %v", err)
 	}
-	took := enginetest.Eventually(t, time.Second, "B stops redirecting the link deleted on A", func() bool {
+	took := enginetest.Eventually(t, 20*time.Second, "B stops redirecting the link deleted on A", func() bool {
 		_, err := b.svc.Resolve(ctx, l.Code, "client")
 		return errors.Is(err, shorten.ErrNotFound)
 	})
@@ -297,7 +297,7 @@ func TestVisitLimitedRulesReachTheOtherNode(t *testing.T) {
 	if _, err := a.svc.SetRules(ctx, owner, l.Code, rules); err != nil {
 		t.Fatalf("SetRules on A: %v", err)
 	}
-	took := enginetest.Eventually(t, time.Second, "B applies the rules set on A", func() bool {
+	took := enginetest.Eventually(t, 20*time.Second, "B applies the rules set on A", func() bool {
 		tg, err := target(b)
 		return err == nil && tg.Rule == "de"
 	})

@@ -67,6 +67,8 @@ type Process struct {
 	tag  string
 	out  *tail
 
+	hold *portHold // the port, held while the process is stopped
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited and been waited for
@@ -82,16 +84,19 @@ func startProcess(t testing.TB, sp spec, dir string) *Process {
 	p := &Process{t: t, spec: sp, path: path, dir: dir, tag: newTag(), out: &tail{max: outputTail}}
 	t.Cleanup(func() {
 		p.Stop()
+		p.mu.Lock()
+		p.hold.release()
+		p.mu.Unlock()
 		if t.Failed() {
 			t.Logf("%s output (tail):\n%s", sp.name, p.out)
 		}
 	})
 	for try := 1; ; try++ {
-		var err error
-		p.port, err = sparePort()
+		h, err := holdSparePort()
 		if err != nil {
 			t.Fatalf("%s: pick a spare port: %v", sp.name, err)
 		}
+		p.port, p.hold = h.port, h
 		err = p.launch()
 		if err == nil {
 			return p
@@ -169,6 +174,12 @@ func (p *Process) end(sig syscall.Signal) {
 	}
 	<-p.done
 	p.cmd = nil
+	// Hold the port until Start, so that no other test takes it meanwhile;
+	// with SO_REUSEADDR, since the old connections may linger in TIME_WAIT.
+	// Connections to it are still refused, as to a stopped server's port.
+	if h, err := holdPort(p.port, true); err == nil {
+		p.hold = h
+	}
 }
 
 func (p *Process) runningLocked() bool {
@@ -198,6 +209,8 @@ func (p *Process) launch() error {
 		p.spec.prepare(cmd)
 	}
 	fmt.Fprintf(p.out, "--- start %s on port %d\n", p.spec.name, p.port)
+	p.hold.release()
+	p.hold = nil
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -241,17 +254,6 @@ func newTag() string {
 
 var tagSeq atomic.Int64
 
-// SpareAddr returns "127.0.0.1:port" with a loopback TCP port that was
-// free a moment ago, for a listener the test starts (or configures) itself.
-func SpareAddr(t testing.TB) string {
-	t.Helper()
-	port, err := sparePort()
-	if err != nil {
-		t.Fatalf("pick a spare port: %v", err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
-
 // DeadAddr returns "127.0.0.1:port" of a listener that holds the port for
 // the test and closes every connection it accepts at once: a peer that
 // fails every exchange, which no other test can take the port of (as it
@@ -273,16 +275,6 @@ func DeadAddr(t testing.TB) string {
 	}()
 	t.Cleanup(func() { ln.Close() })
 	return ln.Addr().String()
-}
-
-// sparePort returns a loopback TCP port that was free a moment ago.
-func sparePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // findBinary returns the path of the named program, looked up in PATH and

@@ -141,12 +141,7 @@ func waitPing(t *testing.T, c *Conn, done func(error) bool) error {
 
 func TestOpenErrors(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "nats://" + l.Addr().String()
-	l.Close()
+	refused := "nats://" + enginetest.RefusedAddr(t) // held: no other test can listen there
 	tests := []struct {
 		name string
 		opts Options

@@ -370,9 +370,7 @@ func TestInvalidAddressIsPermanentAndUnreachableRelayTemporary(t *testing.T) {
 	if _, err := c.Send(context.Background(), message("not an address", notify.Orders)); notify.ErrorClass(err) != notify.ClassPermanent {
 		t.Errorf("Send(bad address) = %v, want permanent", err)
 	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := enginetest.RefusedAddr(t) // held: no other test can listen there
 	down := newClient(t, r, func(o *smtp.Options) { o.Addr = addr })
 	_, err := down.Send(context.Background(), message("ann@example.test", notify.Orders))
 	if notify.ErrorClass(err) != notify.ClassTemporary {
