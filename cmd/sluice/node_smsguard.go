@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/internal/phone"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -14,8 +15,8 @@ import (
 // velocity limits count in the node's shared counters (Redis when
 // configured), so they hold across nodes. It returns nil when every check
 // is off.
-func (n *node) smsGuard(gc config.SMSGuard) (*notify.SMSGuard, error) {
-	opts := notify.SMSGuardOptions{AllowedCountries: gc.AllowedCountries, PrefixDigits: gc.PrefixDigits, Logger: n.log}
+func (n *node) smsGuard(gc config.SMSGuard) (notify.SMSGuard, error) {
+	opts := guard.SMSOptions{AllowedCountries: gc.AllowedCountries, PrefixDigits: gc.PrefixDigits, Logger: n.log}
 	for _, c := range gc.AllowedCountries {
 		if !phone.KnownCountry(c) {
 			hint := ""
@@ -48,5 +49,5 @@ func (n *node) smsGuard(gc config.SMSGuard) (*notify.SMSGuard, error) {
 		return nil, nil
 	}
 	opts.Refused = metrics.NewSMSGuardRefusals(n.reg)
-	return notify.NewSMSGuard(opts), nil
+	return guard.NewSMS(opts), nil
 }

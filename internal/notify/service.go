@@ -55,7 +55,7 @@ type Options struct {
 	MarketingCap ratelimit.Limiter
 	// SMSGuard, if not nil, checks every notification's SMS destination
 	// before it is saved; a refusal refuses the whole request.
-	SMSGuard *SMSGuard
+	SMSGuard SMSGuard
 	// Retry holds each category's rule. Missing categories get
 	// DefaultRetryRules.
 	Retry map[Category]RetryRule

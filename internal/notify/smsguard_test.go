@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/notify/guard"
 	"github.com/sluicehq/sluice/internal/phone"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
@@ -61,7 +62,7 @@ func TestSMSGuardCountriesAndTypes(t *testing.T) {
 	t.Parallel()
 	counts := &refusals{n: map[string]int{}}
 	b := setup(t, func(o *notify.Options) {
-		o.SMSGuard = notify.NewSMSGuard(notify.SMSGuardOptions{
+		o.SMSGuard = guard.NewSMS(guard.SMSOptions{
 			AllowedCountries: []string{"US", "GB", "DE", "FR", "IN", "BR"},
 			RefuseTypes:      []phone.Type{phone.PremiumRate, phone.SharedCost},
 			Refused:          counts.add,
@@ -76,11 +77,11 @@ func TestSMSGuardCountriesAndTypes(t *testing.T) {
 		{name: "FR mobile", number: "+33612345678"},
 		{name: "IN mobile", number: "+919876543210"},
 		{name: "BR mobile", number: "+5511987654321"},
-		{name: "NG not allowed", number: "+2348031234567", reason: notify.GuardCountryNotAllowed},
-		{name: "GB premium rate", number: "+449098790000", reason: notify.GuardNumberType},
-		{name: "US premium rate", number: "+19002001234", reason: notify.GuardNumberType},
-		{name: "FR premium rate", number: "+33899123456", reason: notify.GuardNumberType},
-		{name: "fits no plan", number: "+15550000000", reason: notify.GuardNumberInvalid},
+		{name: "NG not allowed", number: "+2348031234567", reason: guard.SMSCountryNotAllowed},
+		{name: "GB premium rate", number: "+449098790000", reason: guard.SMSNumberType},
+		{name: "US premium rate", number: "+19002001234", reason: guard.SMSNumberType},
+		{name: "FR premium rate", number: "+33899123456", reason: guard.SMSNumberType},
+		{name: "fits no plan", number: "+15550000000", reason: guard.SMSNumberInvalid},
 	}
 	for i, tt := range tests {
 		user := "user" + string(rune('a'+i))
@@ -139,10 +140,10 @@ func TestSMSGuardVelocity(t *testing.T) {
 		}
 		return l
 	}
-	guard := notify.NewSMSGuard(notify.SMSGuardOptions{PrefixDigits: 6, PerPrefix: lim("prefix", 4),
+	sg := guard.NewSMS(guard.SMSOptions{PrefixDigits: 6, PerPrefix: lim("prefix", 4),
 		PerUser: lim("user", 2), Refused: counts.add})
 	var opts notify.Options
-	b := setup(t, func(o *notify.Options) { o.SMSGuard = guard; opts = *o })
+	b := setup(t, func(o *notify.Options) { o.SMSGuard = sg; opts = *o })
 	otp := func(user, reqID string) error {
 		_, err := b.svc.Send(t.Context(), notify.Request{RequestID: reqID, UserID: user, Type: "otp", Data: []byte(`{"code":"1"}`)})
 		b.q.take()
@@ -157,7 +158,7 @@ func TestSMSGuardVelocity(t *testing.T) {
 			t.Fatalf("SMS %d to the prefix = %v, want accepted", i+1, err)
 		}
 		if i == 4 {
-			checkRefused(t, b, err, user, notify.GuardPrefixVelocity)
+			checkRefused(t, b, err, user, guard.SMSPrefixVelocity)
 		}
 	}
 	// Another prefix is not affected.
@@ -177,15 +178,15 @@ func TestSMSGuardVelocity(t *testing.T) {
 	if err != nil || !a.Duplicate {
 		t.Errorf("retry of an accepted request on another node = %+v, %v; want its first answer", a, err)
 	}
-	if counts.get(notify.GuardUserVelocity) != 1 {
+	if counts.get(guard.SMSUserVelocity) != 1 {
 		t.Errorf("the retry did not reach the guard (refusals %v); the test proves nothing", counts.n)
 	}
 	b.q.take()
 	_, err = b.svc.Send(t.Context(), notify.Request{UserID: "u", Type: "otp", Data: []byte(`{"code":"2"}`)})
-	if ae, ok := err.(*apperr.Error); !ok || !strings.HasPrefix(ae.Fields[0].Detail, notify.GuardUserVelocity) {
+	if ae, ok := err.(*apperr.Error); !ok || !strings.HasPrefix(ae.Fields[0].Detail, guard.SMSUserVelocity) {
 		t.Errorf("third SMS to u = %v, want refused for user velocity", err)
 	}
-	if counts.get(notify.GuardPrefixVelocity) != 1 || counts.get(notify.GuardUserVelocity) != 2 {
+	if counts.get(guard.SMSPrefixVelocity) != 1 || counts.get(guard.SMSUserVelocity) != 2 {
 		t.Errorf("refusals = %v", counts.n)
 	}
 }
@@ -211,7 +212,7 @@ func TestSMSGuardVelocityIsSharedOnRedis(t *testing.T) {
 		}
 		nodes = append(nodes, notify.NewService(notify.Options{Store: first.db, Queue: first.q, Now: first.clock.Now,
 			Providers: map[notify.Channel]notify.Provider{notify.Email: first.prov, notify.SMS: first.prov, notify.Push: first.prov, notify.Webhook: first.prov},
-			SMSGuard:  notify.NewSMSGuard(notify.SMSGuardOptions{PrefixDigits: 7, PerPrefix: l})}))
+			SMSGuard:  guard.NewSMS(guard.SMSOptions{PrefixDigits: 7, PerPrefix: l})}))
 	}
 	accepted := 0
 	for i := range 10 {
@@ -240,7 +241,7 @@ func BenchmarkSMSGuardCheck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := notify.NewSMSGuard(notify.SMSGuardOptions{AllowedCountries: []string{"GB", "DE"},
+	g := guard.NewSMS(guard.SMSOptions{AllowedCountries: []string{"GB", "DE"},
 		RefuseTypes: []phone.Type{phone.PremiumRate, phone.SharedCost}, PerPrefix: l})
 	for b.Loop() {
 		if err := g.Check(b.Context(), "u1", "+447400123456"); err != nil {
@@ -266,7 +267,7 @@ func TestSMSGuardCoversFailover(t *testing.T) {
 			smsProv := &scripted{name: "twilio"}
 			b := setup(t, func(o *notify.Options) {
 				o.Providers[notify.Email], o.Providers[notify.SMS] = email, smsProv
-				o.SMSGuard = notify.NewSMSGuard(notify.SMSGuardOptions{AllowedCountries: []string{tt.allowed}, Refused: counts.add})
+				o.SMSGuard = guard.NewSMS(guard.SMSOptions{AllowedCountries: []string{tt.allowed}, Refused: counts.add})
 			})
 			st := notify.DefaultSettings()
 			st.Contacts = notify.Contacts{Phone: "+2348031234567", Email: "ann@example.test"}
@@ -278,7 +279,7 @@ func TestSMSGuardCoversFailover(t *testing.T) {
 			if calls, _ := smsProv.count(); calls != tt.calls {
 				t.Errorf("SMS provider called %d times on failover, want %d", calls, tt.calls)
 			}
-			if want := 1 - tt.calls; counts.get(notify.GuardCountryNotAllowed) != want {
+			if want := 1 - tt.calls; counts.get(guard.SMSCountryNotAllowed) != want {
 				t.Errorf("refusals = %v, want %d country_not_allowed", counts.n, want)
 			}
 		})

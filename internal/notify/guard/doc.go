@@ -6,5 +6,8 @@
 // own. Both are notify.Providers themselves, so the notification worker
 // sees no difference; a call they refuse fails with a notify.Unavailable
 // error, which sends the delivery back to the queue without spending an
-// attempt. cmd/sluice wires them from the configuration.
+// attempt. [SMS] protects the service's SMS bill from pumping: it checks a
+// destination (country, number type, velocity per prefix and per user)
+// before a notification is saved, as a notify.SMSGuard. cmd/sluice wires
+// them from the configuration.
 package guard
