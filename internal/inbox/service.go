@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/fanout"
 )
 
 // Options configures a Service. Store is required.
@@ -56,11 +57,7 @@ type Service struct {
 
 	tokens generations
 
-	mu     sync.Mutex
-	users  map[string]map[*Subscription]struct{}
-	keys   map[string]int // API key id -> streams open
-	open   int
-	closed bool
+	streams *fanout.Hub[string, Event] // user -> this node's streams
 }
 
 // New returns a Service.
@@ -75,8 +72,9 @@ func New(opts Options) *Service {
 	if opts.TokenCacheTTL == 0 {
 		opts.TokenCacheTTL = DefaultTokenCacheTTL
 	}
-	s := &Service{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), users: map[string]map[*Subscription]struct{}{},
-		keys: map[string]int{}}
+	s := &Service{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), streams: fanout.New[string, Event](fanout.Options{
+		MaxStreams: opts.MaxStreams, MaxPerKey: opts.MaxStreamsPerKey, KeylessUnbounded: true,
+		MaxPerTopic: opts.MaxStreamsPerUser, Buffer: opts.Buffer})}
 	return s
 }
 

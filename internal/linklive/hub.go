@@ -12,10 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/fanout"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
@@ -75,12 +75,8 @@ type Options struct {
 // never holds the flusher nor the other streams. It is safe for
 // concurrent use; the zero value is not usable (use NewHub).
 type Hub struct {
-	opts   Options
-	mu     sync.Mutex
-	links  map[int64]map[*Subscription]struct{}
-	open   int
-	per    map[string]int // caller -> subscriptions open
-	closed bool
+	opts  Options
+	links *fanout.Hub[int64, *Hit] // link id -> this node's streams
 
 	sent, dropped atomic.Uint64
 }
@@ -90,7 +86,8 @@ func NewHub(opts Options) *Hub {
 	opts.MaxStreams = cmp.Or(opts.MaxStreams, 1000)
 	opts.Buffer = cmp.Or(opts.Buffer, 256)
 	opts.MaxPerCaller = cmp.Or(opts.MaxPerCaller, 20)
-	return &Hub{opts: opts, links: map[int64]map[*Subscription]struct{}{}, per: map[string]int{}}
+	return &Hub{opts: opts, links: fanout.New[int64, *Hit](fanout.Options{
+		MaxStreams: opts.MaxStreams, MaxPerKey: opts.MaxPerCaller, Buffer: opts.Buffer})}
 }
 
 // Subscription is one stream's feed of one link's hits, on C: pointers
@@ -98,90 +95,34 @@ func NewHub(opts Options) *Hub {
 // word a hit rather than a Hit. C is closed when the subscription ends:
 // Close was called, the stream fell Buffer hits behind (Lagged), or the
 // hub closed.
-type Subscription struct {
-	C      <-chan *Hit
-	c      chan *Hit
-	link   int64
-	caller string
-	hub    *Hub
-	lagged bool // under hub.mu
-}
+type Subscription = fanout.Subscription[int64, *Hit]
 
 // Subscribe opens a feed of link's hits for caller (the key that opens
 // the stream), refused with ErrStreams past MaxStreams, ErrCallerStreams
 // past MaxPerCaller and ErrClosed once the hub closed. The caller must
 // Close it.
 func (h *Hub) Subscribe(linkID int64, caller string) (*Subscription, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	sub, err := h.links.Subscribe(linkID, caller)
+	var full *fanout.Full
 	switch {
-	case h.closed:
+	case err == nil:
+		return sub, nil
+	case errors.Is(err, fanout.ErrClosed):
 		return nil, ErrClosed
-	case h.open >= h.opts.MaxStreams:
+	case !errors.As(err, &full):
+		return nil, err
+	case full.Node:
 		return nil, fmt.Errorf("%w (links.live.max_streams: %d)", ErrStreams, h.opts.MaxStreams)
-	case h.per[caller] >= h.opts.MaxPerCaller:
+	default:
 		return nil, fmt.Errorf("%w (links.live.max_streams_per_key: %d)", ErrCallerStreams, h.opts.MaxPerCaller)
 	}
-	c := make(chan *Hit, h.opts.Buffer)
-	sub := &Subscription{C: c, c: c, link: linkID, caller: caller, hub: h}
-	h.per[caller]++
-	if h.links[linkID] == nil {
-		h.links[linkID] = map[*Subscription]struct{}{}
-	}
-	h.links[linkID][sub] = struct{}{}
-	h.open++
-	return sub, nil
-}
-
-// Close ends the subscription; closing twice is harmless.
-func (sub *Subscription) Close() {
-	sub.hub.mu.Lock()
-	defer sub.hub.mu.Unlock()
-	sub.hub.drop(sub)
-}
-
-// Lagged reports whether the subscription ended for falling behind.
-func (sub *Subscription) Lagged() bool {
-	sub.hub.mu.Lock()
-	defer sub.hub.mu.Unlock()
-	return sub.lagged
-}
-
-// drop removes sub and closes its channel, once. h.mu is held.
-func (h *Hub) drop(sub *Subscription) {
-	subs := h.links[sub.link]
-	if _, ok := subs[sub]; !ok {
-		return
-	}
-	delete(subs, sub)
-	if len(subs) == 0 {
-		delete(h.links, sub.link)
-	}
-	h.open--
-	if h.per[sub.caller]--; h.per[sub.caller] <= 0 {
-		delete(h.per, sub.caller)
-	}
-	close(sub.c)
 }
 
 // Receive hands hit to the subscriptions of its link. A subscription
 // whose buffer is full is ended, the hit counted as dropped.
 func (h *Hub) Receive(hit Hit) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	subs := h.links[hit.LinkID]
-	if len(subs) == 0 {
-		return
-	}
-	p := &hit
-	for sub := range subs {
-		select {
-		case sub.c <- p:
-		default:
-			h.dropped.Add(1)
-			sub.lagged = true
-			h.drop(sub)
-		}
+	if n := h.links.Publish(hit.LinkID, &hit); n > 0 {
+		h.dropped.Add(uint64(n))
 	}
 }
 
@@ -201,21 +142,8 @@ func (h *Hub) Sent(n int) { h.sent.Add(uint64(n)) }
 func (h *Hub) Counts() (sent, dropped uint64) { return h.sent.Load(), h.dropped.Load() }
 
 // Streams returns how many subscriptions are open.
-func (h *Hub) Streams() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.open
-}
+func (h *Hub) Streams() int { return h.links.Len() }
 
 // Close ends every subscription and refuses new ones: the node is
 // shutting down, and open streams must end for the HTTP server to drain.
-func (h *Hub) Close() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	for _, subs := range h.links {
-		for sub := range subs {
-			h.drop(sub)
-		}
-	}
-}
+func (h *Hub) Close() { h.links.Close() }
