@@ -26,6 +26,7 @@ type outboxBody struct {
 // starts another on the same data dir, and finds each sent exactly once
 // when due: both live in the store, not in the process.
 func TestKillNineInsideDigestWindowAndEscalation(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	dataDir := t.TempDir()
 	c := startChild(t, dataDir)

@@ -144,6 +144,7 @@ func (c *cluster) propagation(t *testing.T, from int, start time.Time, what stri
 // one second, carried by NATS (the periodic refresh is an hour away); and
 // notifications posted to all three are delivered once per channel.
 func TestThreeNodes(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	secret := webhook.NewSecret()
 	hook := enginetest.StartWebhookReceiver(t, http.StatusOK)

@@ -22,6 +22,7 @@ import (
 // terminal status and its webhook, and that duplicates at the receiver are
 // bounded by what was in flight at the crash.
 func TestKillNineNotifications(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	const (
 		total   = 2000

@@ -146,6 +146,7 @@ func (c *child) try(method, path, key, body string) (int, []byte, error) {
 // TestKillNineKeepsRecords acknowledges records, kills the process with
 // SIGKILL at once, restarts it on the same data dir and finds every record.
 func TestKillNineKeepsRecords(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	dataDir := t.TempDir()
 	c := startChild(t, dataDir)

@@ -97,6 +97,7 @@ func storeUp(base string) string {
 // key, and the store stays up throughout (a cross-slot check is not an
 // outage).
 func TestTwoNodesOnRedisCluster(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	rc := enginetest.StartRedisCluster(t, 3, 0)
 	c := startNodes(t, 2, rc.URL())
@@ -245,6 +246,7 @@ func TestTwoNodesOnRedisCluster(t *testing.T) {
 // go on in Redis (the store is up again), and the window during which the
 // nodes decided on their local fallback is measured.
 func TestRedisClusterMasterFailover(t *testing.T) {
+	enginetest.Faults(t)
 	t.Parallel()
 	rc := enginetest.StartRedisCluster(t, 3, 1)
 	c := startNodes(t, 2, rc.URL())
