@@ -69,47 +69,13 @@ func (s *Server) inboxStream(svc Inbox, user string, w http.ResponseWriter, r *h
 	if err := out.send(sseEvent(-1, "unread", unreadData(inbox.Event{Unread: unread}))); err != nil {
 		return nil
 	}
-	heartbeat := time.NewTicker(cmp.Or(s.opts.InboxHeartbeat, 15*time.Second))
-	defer heartbeat.Stop()
-	for {
-		var err error
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-heartbeat.C:
-			// The stream ends once what opened it no longer would: its
-			// inbox token expired or revoked (as this node knows it:
-			// within the cache TTL), its API key or session's key revoked.
-			if !stillAdmitted(r) {
-				return nil
-			}
-			err = out.send([]byte(": keepalive\n\n"))
-		case e, ok := <-sub.C:
-			// This event and those already waiting behind it (up to a
-			// bound), then one flush.
-			for n := 0; ok && err == nil; n++ {
-				err = feed.handle(ctx, e)
-				if n == 64 {
-					break
-				}
-				select {
-				case e, ok = <-sub.C:
-					continue
-				default:
-				}
-				break
-			}
-			if err == nil {
-				err = out.flush()
-			}
-			if !ok {
-				return nil // shutting down, or too slow: the client reconnects
-			}
-		}
-		if err != nil {
-			return nil // the client is gone or stuck; nothing to answer
-		}
-	}
+	// The stream ends once what opened it no longer would: its inbox
+	// token expired or revoked (as this node knows it: within the cache
+	// TTL), its API key or session's key revoked.
+	sseLoop(ctx, out, cmp.Or(s.opts.InboxHeartbeat, 15*time.Second), sub.C,
+		func() bool { return stillAdmitted(r) },
+		func(e inbox.Event) error { return feed.handle(ctx, e) }, nil)
+	return nil
 }
 
 // inboxFeed turns one user's inbox events into the stream's events, after

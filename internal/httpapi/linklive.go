@@ -127,55 +127,22 @@ func (s *Server) linkLiveStream(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	feed.Sent(len(missed))
-	heartbeat := time.NewTicker(cmp.Or(s.opts.LinkLiveHeartbeat, 15*time.Second))
-	defer heartbeat.Stop()
-	for {
-		var err error
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-heartbeat.C:
-			// The stream ends once what opened it no longer would: its
-			// API key or its session's key revoked; or once the link is
-			// gone (deleted, or purged once expired).
-			if !stillAdmitted(r) || s.linkGone(ctx, r) {
-				return nil
+	// The stream ends once what opened it no longer would: its API key or
+	// its session's key revoked; or once the link is gone (deleted, or
+	// purged once expired).
+	sent := 0 // hits written since the last flush
+	sseLoop(ctx, out, cmp.Or(s.opts.LinkLiveHeartbeat, 15*time.Second), sub.C,
+		func() bool { return stillAdmitted(r) && !s.linkGone(ctx, r) },
+		func(h *linklive.Hit) error {
+			if h.ID <= last {
+				return nil // replayed already
 			}
-			err = out.send([]byte(": keepalive\n\n"))
-		case h, ok := <-sub.C:
-			// This hit and those already waiting behind it (up to a
-			// bound), then one flush.
-			sent := 0
-			for n := 0; ok && err == nil; n++ {
-				if h.ID > last { // not replayed already
-					last = h.ID
-					err = out.write(linkHitEvent(code, *h))
-					sent++
-				}
-				if n == 64 {
-					break
-				}
-				select {
-				case h, ok = <-sub.C:
-					continue
-				default:
-				}
-				break
-			}
-			if err == nil {
-				err = out.flush()
-			}
-			if err == nil {
-				feed.Sent(sent)
-			}
-			if !ok {
-				return nil // shutting down, or too slow: the client reconnects
-			}
-		}
-		if err != nil {
-			return nil // the client is gone or stuck
-		}
-	}
+			last = h.ID
+			sent++
+			return out.write(linkHitEvent(code, *h))
+		},
+		func() { feed.Sent(sent); sent = 0 })
+	return nil
 }
 
 // linkGone reports whether the caller's link of r (its code and

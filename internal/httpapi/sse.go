@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -46,6 +47,60 @@ func (s *sseStream) send(b []byte) error {
 		return err
 	}
 	return s.flush()
+}
+
+// sseBatch bounds the events a stream writes behind one another before
+// one flush.
+const sseBatch = 64
+
+// sseLoop is every stream's loop once its first events are out: each
+// value from c goes to write (which buffers its events), it and those
+// already waiting behind it (up to sseBatch) then one flush, after which
+// flushed (if set) is called; a heartbeat comment every beat while
+// admitted says the stream may go on. It returns when the client goes
+// (ctx) or is gone or stuck (a write fails), when c closes (the server
+// shuts down, or the stream fell too far behind: the client reconnects),
+// or when admitted says no.
+func sseLoop[T any](ctx context.Context, out *sseStream, beat time.Duration, c <-chan T, admitted func() bool, write func(T) error, flushed func()) {
+	heartbeat := time.NewTicker(beat)
+	defer heartbeat.Stop()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+			if !admitted() {
+				return
+			}
+			err = out.send([]byte(": keepalive\n\n"))
+		case v, ok := <-c:
+			for n := 0; ok && err == nil; n++ {
+				err = write(v)
+				if n == sseBatch {
+					break
+				}
+				select {
+				case v, ok = <-c:
+					continue
+				default:
+				}
+				break
+			}
+			if err == nil {
+				err = out.flush()
+			}
+			if err == nil && flushed != nil {
+				flushed()
+			}
+			if !ok {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // sseEvent formats one event; id < 0 leaves the client's last event id.
