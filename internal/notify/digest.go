@@ -11,24 +11,6 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 )
 
-// Digests
-//
-// A type whose template has a DigestRule is not sent event by event on a
-// channel: each accepted notification's live delivery is saved suppressed
-// with reason digested, and the notification joins its user's open digest
-// for that channel and type, in the same transaction
-// ([DigestStore.CreateDigested]). The first event of a window opens the
-// digest (the store's unique index lets exactly one open, on any number of
-// nodes), later ones append to it. When the window ends, or the digest
-// fills up, the scheduler ([Service.SendDueDigests]) closes it and saves one
-// notification of the same type on that channel, with request_id
-// "digest:<digest id>", whose data is the first event's data plus count (the
-// number of events) and items (one line per event): from there it is an
-// ordinary notification (settings, quiet hours, queues, retries, receipts,
-// escalation). Closing, saving and marking the digest sent are each
-// idempotent, so a node that dies anywhere in between leaves the next one
-// to finish, and exactly one message goes out.
-
 // ReasonDigested is the suppression reason of a delivery gathered into a
 // digest; the notification's Digests name the digest.
 const ReasonDigested = "digested"

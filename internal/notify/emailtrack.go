@@ -15,20 +15,6 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 )
 
-// Email tracking
-//
-// With EmailTracking.TrackLinks (or a type's Template.TrackLinks) the
-// email rewriter replaces each distinct http(s) link of an email's text
-// and HTML parts by a tracked link, BaseURL + "/e/" + token, one per
-// notification and URL (a retry reuses them); with TrackOpens it adds an
-// open pixel, a tracked link without a URL, to the HTML part. A hit
-// (Service.EmailHit) is a person's click or open unless it is a bot's:
-// a known scanner's or preview's user agent (ClassifyAgent), an address
-// in a scanner or proxy network (BotNetworks), or a hit within BotWindow
-// of the message being handed to its provider (mail gateways open every
-// link of a message as it arrives). Bot hits are counted apart and never
-// set clicked_at or opened_at, emit an event or end an escalation.
-
 // EmailLink is one tracked link of an email, or its open pixel (URL "").
 type EmailLink struct {
 	Token          string

@@ -8,22 +8,6 @@ import (
 	"time"
 )
 
-// Escalation
-//
-// A type whose template has an EscalationRule sends its other channels
-// first. Each channel of the rule's To is saved, with the notification, as
-// a delivery delayed until After has passed (later still if quiet hours
-// last longer), its Error naming the conditions it waits on
-// ("escalation: unless delivered,clicked,read"). The timer is therefore
-// the scheduler's durable one (Store.DueDeliveries, on every node) and
-// survives any restart. When it is due, the worker checks the conditions
-// in the store before the first attempt: a delivered receipt on another
-// channel, a person's click on one of the notification's tracked links
-// (SMS or email), a person's open of its email, the inbox's read mark. If one holds the delivery ends suppressed with
-// reason "engaged: <condition>" and nothing is sent; otherwise it is sent
-// like any delivery, once (the delivery's claim and conditional writes
-// make two nodes firing the same timer send it once).
-
 // ReasonEngaged starts the suppression reason of an escalation the user
 // made unnecessary: "engaged: clicked".
 const ReasonEngaged = "engaged"

@@ -1,34 +1,3 @@
-// Package notify is Sluice's notification service: the domain of
-// notifications, deliveries, user settings, templates and dead letters, and
-// the pipeline that moves a notification from an accepted request to a
-// provider call.
-//
-// # Pipeline
-//
-// [Service.Send] validates a request, checks its request_id (a fast [Dedupe]
-// in front of the store's unique constraint), decides each channel's fate
-// from the user's [Settings] (muted channels and categories are recorded as
-// suppressed), saves the notification and its deliveries through the
-// [Store] (group-committed with other requests) and only then hands one
-// [Job] per live delivery to the [Queue]. The 202 follows the save; a crash
-// between the save and the publish is repaired by the recovery sweep
-// ([Service.Recover], run by [Service.RunScheduler]), so the worst case is a
-// duplicate, never a silent loss.
-//
-// [Service.Process] handles one job: it re-reads the delivery's state (a
-// redelivered job whose delivery already went out is dropped), expires
-// stale messages, renders the template, runs the [Rewriter] steps, calls
-// the channel's [Provider] and records the outcome. Temporary failures are
-// retried with exponential backoff and full jitter under the category's
-// [RetryRule]; exhausted critical and orders deliveries become dead letters,
-// marketing ones are dropped.
-//
-// This is a domain package: it must not import infrastructure (Prometheus,
-// database drivers, Redis or NATS clients; cmd/sluice's
-// TestDomainImportsNoInfrastructure checks it). The record store, the
-// queue, the Redis fast path and the providers are adapters in other
-// packages, implementing the interfaces declared here ([Store], [Queue],
-// [Dedupe], [Provider]).
 package notify
 
 import (

@@ -7,41 +7,6 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
-// Sharing partitions out. With pinned partition consumers alone, the
-// server pins each partition to whichever node pulls first, so one node
-// usually held every partition of a stream while the others idled. So the
-// nodes running a queue also know each other (presence.go: a heartbeat on
-// core NATS, a goodbye on shutdown), and each pulls only the partitions
-// that owner assigns to it in the sorted list of live nodes: a stream's
-// partitions go round the nodes, at most ceil(partitions/nodes) each.
-//
-// When the nodes change, a node stops pulling a partition no longer its
-// own, lets the jobs it holds of it finish (it keeps those alive and the
-// pin stays with it meanwhile), and only then unpins it: the new owner,
-// already pulling, is pinned next. A user's jobs therefore never run on
-// two nodes at once, and their order holds across the move, as it does
-// across a shutdown (as there, a job still running pinnedTTL after its
-// partition stopped pulling loses the pin for it). Nodes that disagree for a moment on the list cost a
-// pause, not the order: two nodes pulling one partition are still served
-// one at a time by the pin, and a partition nobody pulls waits until the
-// lists agree again (within presenceTimeout). A node alone holds every
-// partition.
-//
-// A node that died (killed, its host lost) says no goodbye: the others
-// presume it dead once they have not heard it for presenceTimeout, and the
-// new owner of each of its partitions pulls it. The server, though, keeps
-// the partition pinned to the dead node's client until pinnedTTL without
-// pulls, 15 s in which an OTP would wait; so the new owner unpins it at
-// once (see watchPin), and the server pins the new owner's pull next. This
-// cannot put one user's jobs on two live nodes: the pin is the dead
-// node's, which runs nothing. The jobs it held come back when their ack
-// wait lapses (3 s for critical streams) and their delivery claims lapse
-// (notify.Options.ClaimLease), the notify service's claim keeping a
-// delivery from being sent twice unless the dead node's call may have
-// reached the provider. The price is for a node presumed dead that was
-// alive (cut off from NATS for presenceTimeout while a job ran): that
-// user's next job may then run beside it.
-
 // handOverPoll is how often a partition being handed over checks whether
 // the jobs this node holds of it are done.
 const handOverPoll = 10 * time.Millisecond

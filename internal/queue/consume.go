@@ -37,7 +37,7 @@ type Handler func(ctx context.Context, j notify.Job) error
 // it was pinned to and returns.
 //
 // With partition consumers (NATS 2.11+), the nodes running the queue
-// share out the partitions of each stream (see balance.go): Run pulls only
+// share out the partitions of each stream (see Sharing partitions out in the package doc): Run pulls only
 // this node's share and hands a partition over when the nodes change.
 func (q *NotifyQueue) Run(ctx context.Context, handle Handler) error {
 	var m *members // nil: pull every consumer

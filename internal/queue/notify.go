@@ -68,7 +68,7 @@ type NotifyOptions struct {
 // every node consuming the queue. The nodes running the queue share the
 // partitions of each stream out among themselves, at most
 // ceil(partitions/nodes) each, and move partitions when a node joins or
-// leaves (see balance.go), so delivery work spreads over the nodes. On
+// leaves (see Sharing partitions out in the package doc), so delivery work spreads over the nodes. On
 // older servers (detected from the server's INFO) the streams keep one
 // shared consumer and the order holds per node only: two jobs of one user
 // may run at once on two nodes.

@@ -15,7 +15,7 @@ import (
 // Presence timings. A running queue announces itself every
 // presenceInterval; a peer not heard for presenceTimeout (five
 // announcements missed) is presumed dead, so a killed node's partitions
-// are taken over within about 3 s of its death (see balance.go).
+// are taken over within about 3 s of its death (see Sharing partitions out in the package doc).
 const (
 	presenceInterval = 500 * time.Millisecond
 	presenceTimeout  = 5 * presenceInterval

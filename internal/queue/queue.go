@@ -1,34 +1,3 @@
-// Package queue gives Sluice its NATS JetStream connection, embedded in the
-// process or external, with the same code above the connection, and on it
-// the notification pipeline's job queue ([Conn.NotifyQueue], a
-// notify.Queue): it is the notify domain's queue adapter.
-//
-// [Open] with an empty Options.URL starts a NATS server inside the process,
-// with JetStream storing its files under <DataDir>/jetstream and, unless
-// Options.ListenAddr is set, no TCP listener at all: the client talks to it
-// through an in-process pipe. With Options.URL set, Open connects to an
-// external NATS server (or cluster) that has JetStream enabled and keeps
-// reconnecting for as long as the [Conn] is open. Either way callers get a
-// *nats.Conn and a jetstream.JetStream and never need to know which one they
-// have; [Conn.Embedded] says, for logs and diagnostics only.
-//
-// # Naming streams and subjects
-//
-// Every stream name and every subject that code in Sluice creates goes through
-// [Conn.Name], which prepends Options.StreamPrefix. Production leaves the
-// prefix empty. Tests that share one external NATS server set a prefix unique
-// to the test (for example "T" + a random suffix + "_"), so parallel tests,
-// and parallel CI jobs, never see each other's streams. Names follow one
-// convention so that one prefix serves both:
-//
-//   - stream names are upper case words joined by '_':
-//     c.Name("NOTIFY_EMAIL_HIGH");
-//   - subjects are lower case tokens joined by '.', the first token naming
-//     the owner: c.Name("notify.email.high").
-//
-// A prefix may hold only ASCII letters, digits, '_' and '-', which are valid
-// both in stream names and inside a subject's first token. A test deletes its
-// own streams in t.Cleanup and never anybody else's.
 package queue
 
 import (

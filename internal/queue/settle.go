@@ -10,19 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Settling a partition. When a node starts pulling a pinned partition,
-// jobs of it may still be out to another node: one that died or froze
-// holding them (they come back when their ack wait lapses), or one that
-// handed the partition over while the server was sending it a job its
-// subscription no longer read (that job, too, comes back only after the
-// ack wait). The server meanwhile sends this node the partition's later
-// jobs; run at once, a user's later job would go before the earlier one.
-// So the jobs of a partition just taken are held, not run, until the
-// consumer shows no job out but the ones this node holds; then they run
-// in stream order, the redelivered earlier jobs first. A partition handed
-// over in an orderly way has nothing out and settles at the first look
-// (one consumer info request). The wait is bounded by the consumer's ack
-// wait plus settleSlack, after which the held jobs run anyway.
+// settlePoll is how often a partition just taken looks whether it has
+// settled; settleSlack is how long past the consumer's ack wait it waits
+// at most (see Settling a partition in the package doc).
 const (
 	settlePoll  = 50 * time.Millisecond
 	settleSlack = time.Second

@@ -180,7 +180,7 @@ func (s *subscription) receive(m jetstream.Msg, gate *settle, pin string, delive
 	// out until its ack wait lapses, and the user's later jobs must
 	// not pass it; nor may they pass jobs another node held while the
 	// partition was pinned elsewhere. Either way the partition
-	// settles again (see settle.go).
+	// settles again (see Settling a partition in the package doc).
 	if (p != "" && pin != "" && p != pin) || (mdErr == nil && delivered != 0 && md.Sequence.Consumer != delivered+1) {
 		gate.rearm()
 	}
