@@ -44,7 +44,8 @@ type NotifyOptions struct {
 	// Nats-Msg-Id). A job the server loses is then noticed only by the
 	// recovery sweep, after its threshold, instead of being logged at once;
 	// in exchange each job costs one message fewer, and the node accepts
-	// about 8% more notifications per second.
+	// more notifications per second (measured in docs/benchmarks.md,
+	// "Single POSTs").
 	Unconfirmed bool
 	// Logger receives consumer errors. If nil, nothing is logged.
 	Logger *slog.Logger
