@@ -1,55 +1,64 @@
 package httpapi
 
 import (
-	"context"
+	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/breaker"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
-// LinkExtras is what per-dimension stats and conversions need beyond
-// Links; the shortener (*shorten.Service) has it.
-// A Links without it answers 503 on those routes.
-type LinkExtras interface {
-	Stats(ctx context.Context, caller shorten.Caller, code string, from, to time.Time, by time.Duration, group shorten.Dim) (shorten.LinkStats, error)
-	Convert(ctx context.Context, caller shorten.Caller, clickID, event string, value float64) (shorten.Conversion, bool, error)
-}
+// Header values of every redirect, shared to spare an allocation each.
+var (
+	noStore = []string{"private, no-store"}
+)
 
-func (s *Server) linkExtras() (LinkExtras, error) {
-	x, ok := s.opts.Links.(LinkExtras)
-	if !ok {
-		return nil, errLinksOff
+// redirect answers GET and HEAD /{code}: it reads the request into a
+// shorten.Request, lets the shortener decide (shorten.Service.Redirect),
+// and writes the answer: 302 to the target, 404 for an unknown code, 410
+// (or 302 to the fallback URL) for an expired or used-up link, 200 with
+// botPage for a bot opening a visit-limited link, 429 when the client has
+// looked up too many unknown codes, 503 while the store is known down.
+func (s *Server) redirect(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Links == nil {
+		return shorten.ErrNotFound
 	}
-	return x, nil
-}
-
-// linkExtrasRequest are the optional fields of POST /v1/links.
-type linkExtrasRequest struct {
-	MaxVisits   int64  `json:"max_visits"`
-	FallbackURL string `json:"fallback_url"`
-	ClickIDs    bool   `json:"click_ids"`
-}
-
-func (x linkExtrasRequest) extras() shorten.LinkExtras {
-	return shorten.LinkExtras{MaxVisits: x.MaxVisits, FallbackURL: x.FallbackURL, ClickIDs: x.ClickIDs}
-}
-
-// linkExtrasResponse are the fields of a link that come with them.
-type linkExtrasResponse struct {
-	MaxVisits   *int64 `json:"max_visits"`
-	Visits      int64  `json:"visits"`
-	FallbackURL string `json:"fallback_url,omitempty"`
-	ClickIDs    bool   `json:"click_ids"`
-	Conversions int64  `json:"conversions"`
-}
-
-func toLinkExtras(l shorten.Link) linkExtrasResponse {
-	x := linkExtrasResponse{Visits: l.Visits, FallbackURL: l.FallbackURL, ClickIDs: l.ClickIDs, Conversions: l.Conversions}
-	if l.MaxVisits > 0 {
-		x.MaxVisits = &l.MaxVisits
+	purpose := r.Header.Get("Sec-Purpose")
+	if purpose == "" {
+		purpose = r.Header.Get("Purpose")
 	}
-	return x
+	a, err := s.opts.Links.Redirect(r.Context(), shorten.Request{
+		Host: r.Host, Code: r.PathValue("code"), Client: s.clientAddr(r), Head: r.Method == http.MethodHead,
+		UserAgent: r.Header.Get("User-Agent"), Purpose: purpose,
+		AcceptLanguage: r.Header.Get("Accept-Language"), Referer: r.Header.Get("Referer"),
+		RawQuery: r.URL.RawQuery,
+	})
+	h := w.Header()
+	if a.Found {
+		h["Cache-Control"] = noStore
+	}
+	if err != nil {
+		if le, ok := errors.AsType[*shorten.LimitedError](err); ok {
+			secs := int64((le.RetryAfter + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(max(1, secs), 10))
+			WriteProblem(w, r, NewProblem(http.StatusTooManyRequests, "quota-exceeded", "", le.Error()))
+			return nil
+		}
+		if oe, ok := errors.AsType[*breaker.OpenError](err); ok {
+			writeStoreDown(w, r, oe)
+			return nil
+		}
+		return err
+	}
+	if a.BotPage {
+		writeBotPage(w, r)
+		return nil
+	}
+	h["Location"] = []string{a.Location}
+	w.WriteHeader(http.StatusFound)
+	return nil
 }
 
 // botPage is what a bot gets from a visit-limited link: no target, no

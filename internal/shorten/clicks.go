@@ -184,6 +184,14 @@ func (s *Service) Flush(ctx context.Context) error {
 	return nil
 }
 
+// ClickStore is the record store's side of the click flusher (Flush);
+// every Store is one.
+type ClickStore interface {
+	// RecordClicks stores clicks and updates each link's counters once,
+	// in one transaction. Clicks of links that no longer exist are dropped.
+	RecordClicks(ctx context.Context, clicks []Click) error
+}
+
 // ClickRetentionStore is the record store's side of the click retention
 // (Options.ClickRetention); *store.DB implements it.
 type ClickRetentionStore interface {

@@ -34,17 +34,6 @@ type LinkStats struct {
 	Totals   StatsBucket
 }
 
-// AnalyticsStore reads the rollups the click flusher keeps; *store.DB is
-// one.
-type AnalyticsStore interface {
-	// LinkStats returns the link's buckets of bucketHours hours over the
-	// hours [fromHour, toHour) (Unix hours; a bucket starts at a multiple
-	// of bucketHours), with conversions, oldest first and only those with
-	// something in them, and the hits by value of dim over the span, most
-	// human clicks first, at most limit values.
-	LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim Dim, limit int) ([]StatsBucket, []GroupCount, error)
-}
-
 // MaxStatsGroups bounds the values LinkStats lists.
 const MaxStatsGroups = 100
 
@@ -53,7 +42,7 @@ const MaxStatsGroups = 100
 // hour or a day), grouped by group. A zero from is 7 days before to, a
 // zero to is now.
 func (s *Service) Stats(ctx context.Context, caller Caller, code string, from, to time.Time, by time.Duration, group Dim) (LinkStats, error) {
-	st, ok := s.store.(AnalyticsStore)
+	st, ok := s.store.(StatsStore)
 	if !ok {
 		return LinkStats{}, errNoStats
 	}

@@ -46,6 +46,6 @@
 // shared cache and announcements, whose encodings do not carry them. Each
 // click keeps its [Dimensions] (source, country, device, OS, referrer,
 // language); the store rolls them up per link, hour and value as it writes
-// them, and [Service.Stats] reads the rollups ([AnalyticsStore]).
+// them, and [Service.Stats] reads the rollups ([StatsStore]).
 // [QRModules] encodes a link's QR code.
 package shorten

@@ -100,9 +100,7 @@ type Store interface {
 	// DeleteLink removes the link with code on domain and its clicks, or
 	// fails with apperr NotFound.
 	DeleteLink(ctx context.Context, domain, code string) error
-	// RecordClicks stores clicks and updates each link's counters once,
-	// in one transaction. Clicks of links that no longer exist are dropped.
-	RecordClicks(ctx context.Context, clicks []Click) error
+	ClickStore
 	// SetLinkRules replaces the rules of the link with code on domain
 	// (nil: none) and returns the link as stored, or fails with apperr
 	// NotFound.

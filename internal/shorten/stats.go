@@ -23,9 +23,11 @@ type ClickSeries struct {
 	BotReasons   map[string]int64
 }
 
-// StatsStore is the record store's side of the link statistics. It is
-// separate from Store so that a store without it still shortens links; the
-// store's conformance suite pins it.
+// StatsStore is the record store's side of the link statistics: the
+// links' counters (TopLinks), their raw clicks over time (LinkClicks) and
+// the hourly rollups the click flusher keeps (LinkStats). It is separate
+// from Store so that a store without it still shortens links; the store's
+// conformance suite pins it. *store.DB is one.
 type StatsStore interface {
 	// TopLinks returns up to limit links ordered by human clicks, then bot
 	// hits, then id, both descending; only owner's unless all is set,
@@ -36,6 +38,12 @@ type StatsStore interface {
 	// counted per bucket (aligned to multiples of bucket since the Unix
 	// epoch), and the bot hits by reason.
 	LinkClicks(ctx context.Context, linkID int64, since, until time.Time, bucket time.Duration) ([]ClickBucket, map[string]int64, error)
+	// LinkStats returns the link's buckets of bucketHours hours over the
+	// hours [fromHour, toHour) (Unix hours; a bucket starts at a multiple
+	// of bucketHours), with conversions, oldest first and only those with
+	// something in them, and the hits by value of dim over the span, most
+	// human clicks first, at most limit values.
+	LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim Dim, limit int) ([]StatsBucket, []GroupCount, error)
 }
 
 // MaxClickBuckets bounds the buckets one ClickSeries may span.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,35 +12,152 @@ import (
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
-var (
-	_ shorten.VisitStore     = (*DB)(nil)
-	_ shorten.AnalyticsStore = (*DB)(nil)
-)
+var _ shorten.ClickStore = (*DB)(nil)
 
-// linkExtraColumns are the columns of migration 0018 every links read
-// selects after the original ones, in scanLink's order.
-const linkExtraColumns = "max_visits, visits, fallback_url, click_ids, conversions"
-
-// ConsumeVisit implements shorten.VisitStore with one conditional UPDATE:
-// on PostgreSQL concurrent updates of the row queue on its lock and each
-// re-checks visits < max_visits against the row as committed before it, and
-// SQLite has one writer, so exactly max_visits calls succeed whatever the
-// number of nodes.
-func (db *DB) ConsumeVisit(ctx context.Context, linkID int64) (bool, error) {
-	res, err := db.exec(ctx, `UPDATE links SET visits = visits + 1
-		WHERE id = ? AND max_visits IS NOT NULL AND visits < max_visits`, linkID)
-	if err != nil {
-		return false, mapErr(err, "consume visit")
-	}
-	n, err := res.RowsAffected()
-	return n == 1, mapErr(err, "consume visit")
+// linkTally is one link's share of a batch of clicks.
+type linkTally struct {
+	clicks, bots int64
+	first        time.Time
 }
 
-func nullPositive(n int64) any {
-	if n <= 0 {
+// clickRows is the multi-row INSERT of click rows, in the order RecordClicks
+// appends their parameters.
+var clickRows = multiRow{
+	prefix: "INSERT INTO link_clicks (link_id, at, bot, reason, visitor, visitor_id, target, " + clickDimColumns + ") VALUES ",
+	row:    "(?, ?, ?, ?, ?, ?, ?, " + clickDimParams + ")",
+}
+
+// clickParams is the number of parameters of a click row.
+const clickParams = 14
+
+// countRows adds a batch's clicks to its links' counters, a row a link,
+// and returns each link's hits and rolled_up; a link deleted meanwhile
+// returns nothing. The VALUES' columns are column1 to column4 on both
+// engines; the casts give PostgreSQL their types.
+var countRows = multiRow{
+	prefix: `UPDATE links SET clicks = clicks + v.c, bot_hits = bot_hits + v.b, first_click_at = COALESCE(first_click_at, v.f)
+	FROM (SELECT column1 AS link, column2 AS c, column3 AS b, column4 AS f FROM (VALUES `,
+	row:    "(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))",
+	suffix: `) AS x) AS v WHERE id = v.link RETURNING id, clicks + bot_hits, rolled_up`,
+}
+
+// countParams is the number of parameters of a countRows row.
+const countParams = 4
+
+// RecordClicks implements shorten.ClickStore: the links' counters in one
+// statement (countRows), then the click rows of the links that still
+// exist and the rollups of those at or past RollUpAt hits
+// (linkrollups.go), in one transaction, with statements prepared once
+// (clickbatch.go).
+func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
+	if len(clicks) == 0 {
 		return nil
 	}
-	return n
+	tallies := map[int64]*linkTally{}
+	var order []int64
+	for _, c := range clicks {
+		t := tallies[c.LinkID]
+		if t == nil {
+			t = &linkTally{}
+			tallies[c.LinkID] = t
+			order = append(order, c.LinkID)
+		}
+		if c.Bot {
+			t.bots++
+			continue
+		}
+		t.clicks++
+		if t.first.IsZero() || c.At.Before(t.first) {
+			t.first = c.At
+		}
+	}
+	slices.Sort(order) // a fixed lock order keeps concurrent flushers from deadlocking on PostgreSQL
+	counts, err := db.prepareRows(ctx, countRows, len(order))
+	if err != nil {
+		return err
+	}
+	inserts, err := db.prepareRows(ctx, clickRows, len(clicks))
+	if err != nil {
+		return err
+	}
+	// Which links' rollups the batch writes is known only once their
+	// counters are updated: every size a chunk of rollup rows can have
+	// (prepared once per store, then found in its cache).
+	upserts, err := db.prepareRows(ctx, rollupRows, 2*rowsChunk-1)
+	if err != nil {
+		return err
+	}
+	return db.InTx(ctx, func(tx *sql.Tx) error {
+		if db.dialect == DialectPostgres {
+			// The update's join visits the links in no set order: lock
+			// them in id order first, as every writer of their rows does.
+			if _, err := db.lockLinks(ctx, tx, order); err != nil {
+				return err
+			}
+		}
+		found := make(map[int64]bool, len(order))
+		rolled := map[int64]bool{} // links whose rollups take this batch's clicks
+		var reached []int64        // links this batch brings to RollUpAt hits
+		err := counts.query(ctx, tx, len(order), countParams, func(i int, dst []any) []any {
+			t := tallies[order[i]]
+			return append(dst, order[i], t.clicks, t.bots, toMicros(t.first))
+		}, func(rows *sql.Rows) error {
+			var id, hits, rolledUp int64
+			if err := rows.Scan(&id, &hits, &rolledUp); err != nil {
+				return err
+			}
+			found[id] = true
+			switch {
+			case rolledUp == 1:
+				rolled[id] = true
+			case hits >= RollUpAt:
+				reached = append(reached, id)
+			}
+			return nil
+		})
+		if err != nil {
+			return mapErr(err, "count clicks")
+		}
+		slices.Sort(reached)
+		kept := clicks
+		if len(found) < len(order) {
+			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return !found[c.LinkID] })
+		}
+		visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
+		err = inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
+			c := &kept[i]
+			v, ok := visitors[c.Visitor]
+			if !ok {
+				v[0], v[1] = visitorColumns(c.Visitor)
+				visitors[c.Visitor] = v
+			}
+			args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, v[0], v[1], c.Target)
+			return appendClickDims(args, c.Dimensions)
+		})
+		if err != nil {
+			return mapErr(err, "record clicks")
+		}
+		counted := kept
+		if len(rolled) < len(tallies) {
+			counted = make([]shorten.Click, 0, len(kept))
+			for _, c := range kept {
+				if rolled[c.LinkID] {
+					counted = append(counted, c)
+				}
+			}
+		}
+		// The links that reached RollUpAt: all their raw clicks, this
+		// batch's included.
+		all, err := db.rollUpLinks(ctx, tx, reached)
+		if err != nil {
+			return err
+		}
+		if len(all) > 0 {
+			counted = slices.Concat(counted, all)
+		}
+		rollups := newRollups(counted)
+		return mapErr(upserts.exec(ctx, tx, len(rollups.keys), rollupParams, rollups.args), "update click rollups")
+	})
 }
 
 // The click dimensions' columns, parameters and compact codes: device and
@@ -181,120 +297,4 @@ func (db *DB) deleteLinkAnalytics(ctx context.Context, tx *sql.Tx, ids []any) er
 		}
 	}
 	return nil
-}
-
-// LinkStats implements shorten.AnalyticsStore with three grouped reads of
-// small tables: the source rollups (every click has a source, so they sum
-// to the totals), the conversions, and the rollups of dim. None scans raw
-// clicks, but for a link below RollUpAt hits, whose few raw clicks are
-// read and added (linkrollups.go).
-func (db *DB) LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim shorten.Dim, limit int) (series []shorten.StatsBucket, groups []shorten.GroupCount, err error) {
-	err = db.withRawClicks(ctx, linkID, func(raw bool) error {
-		series, groups, err = db.linkStats(ctx, linkID, fromHour, toHour, bucketHours, dim, limit, raw)
-		return err
-	})
-	return series, groups, err
-}
-
-func (db *DB) linkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim shorten.Dim, limit int, raw bool) ([]shorten.StatsBucket, []shorten.GroupCount, error) {
-	rows, err := db.query(ctx, `SELECT (hour / ?) * ? AS b, CAST(SUM(humans) AS BIGINT), CAST(SUM(bots) AS BIGINT)
-		FROM link_rollups WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ? GROUP BY b ORDER BY b`,
-		bucketHours, bucketHours, linkID, int64(shorten.DimSource), fromHour, toHour)
-	if err != nil {
-		return nil, nil, mapErr(err, "link stats")
-	}
-	byStart := map[int64]*shorten.StatsBucket{}
-	bucket := func(h int64) *shorten.StatsBucket {
-		b := byStart[h]
-		if b == nil {
-			b = &shorten.StatsBucket{Start: time.Unix(h*3600, 0).UTC()}
-			byStart[h] = b
-		}
-		return b
-	}
-	for rows.Next() {
-		var h, humans, bots int64
-		if err := rows.Scan(&h, &humans, &bots); err != nil {
-			rows.Close()
-			return nil, nil, mapErr(err, "link stats")
-		}
-		b := bucket(h)
-		b.Humans, b.Bots = humans, bots
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, mapErr(err, "link stats")
-	}
-	width := bucketHours * 3600 * 1_000_000
-	rows, err = db.query(ctx, `SELECT (at / ?) * ? AS b, COUNT(*), SUM(value) FROM link_conversions
-		WHERE link_id = ? AND at >= ? AND at < ? GROUP BY b`,
-		width, bucketHours, linkID, fromHour*3600*1_000_000, toHour*3600*1_000_000)
-	if err != nil {
-		return nil, nil, mapErr(err, "link conversion stats")
-	}
-	for rows.Next() {
-		var (
-			h, n  int64
-			value float64
-		)
-		if err := rows.Scan(&h, &n, &value); err != nil {
-			rows.Close()
-			return nil, nil, mapErr(err, "link conversion stats")
-		}
-		b := bucket(h)
-		b.Conversions, b.ConversionValue = n, value
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, mapErr(err, "link conversion stats")
-	}
-	if !raw {
-		groups, err := db.linkGroups(ctx, linkID, fromHour, toHour, dim, limit)
-		return sortedSeries(byStart), groups, err
-	}
-	// The rollups of a link below RollUpAt hold only clicks the purge
-	// removed, fewer than RollUpAt values: all of them, then its raw
-	// clicks, added up and cut to limit here.
-	groups, err := db.linkGroups(ctx, linkID, fromHour, toHour, dim, RollUpAt)
-	if err != nil {
-		return nil, nil, err
-	}
-	byValue := map[string]*shorten.GroupCount{}
-	for i := range groups {
-		byValue[groups[i].Value] = &groups[i]
-	}
-	clicks, err := db.rawClicks(ctx, linkID, fromHour*3600*1_000_000, toHour*3600*1_000_000)
-	if err != nil {
-		return nil, nil, err
-	}
-	rawStats(clicks, bucketHours, dim, byStart, byValue)
-	return sortedSeries(byStart), sortGroups(byValue, limit), nil
-}
-
-// sortedSeries returns the buckets oldest first.
-func sortedSeries(byStart map[int64]*shorten.StatsBucket) []shorten.StatsBucket {
-	series := make([]shorten.StatsBucket, 0, len(byStart))
-	for _, h := range slices.Sorted(maps.Keys(byStart)) {
-		series = append(series, *byStart[h])
-	}
-	return series
-}
-
-func (db *DB) linkGroups(ctx context.Context, linkID, fromHour, toHour int64, dim shorten.Dim, limit int) ([]shorten.GroupCount, error) {
-	rows, err := db.query(ctx, `SELECT value, CAST(SUM(humans) AS BIGINT) AS h, CAST(SUM(bots) AS BIGINT) AS b
-		FROM link_rollups WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ?
-		GROUP BY value ORDER BY h DESC, b DESC, value LIMIT ?`, linkID, int64(dim), fromHour, toHour, limit)
-	if err != nil {
-		return nil, mapErr(err, "link groups")
-	}
-	defer rows.Close()
-	groups := []shorten.GroupCount{}
-	for rows.Next() {
-		var g shorten.GroupCount
-		if err := rows.Scan(&g.Value, &g.Humans, &g.Bots); err != nil {
-			return nil, mapErr(err, "link groups")
-		}
-		groups = append(groups, g)
-	}
-	return groups, mapErr(rows.Err(), "link groups")
 }

@@ -20,6 +20,10 @@ var _ shorten.Store = (*DB)(nil)
 // order.
 const linkColumns = "id, domain, code, url, owner, notification_id, created_at, expires_at, clicks, bot_hits, first_click_at, rules, " + linkExtraColumns
 
+// linkExtraColumns are the columns of migration 0018 every links read
+// selects after the original ones, in scanLink's order.
+const linkExtraColumns = "max_visits, visits, fallback_url, click_ids, conversions"
+
 // insertChunk bounds the rows of one multi-row INSERT, well inside both
 // engines' limits on bound parameters.
 const insertChunk = 500
@@ -322,152 +326,6 @@ func (db *DB) DeleteLink(ctx context.Context, domain, code string) error {
 			return mapErr(err, "delete link clicks")
 		}
 		return db.deleteLinkAnalytics(ctx, tx, []any{id})
-	})
-}
-
-// linkTally is one link's share of a batch of clicks.
-type linkTally struct {
-	clicks, bots int64
-	first        time.Time
-}
-
-// clickRows is the multi-row INSERT of click rows, in the order RecordClicks
-// appends their parameters.
-var clickRows = multiRow{
-	prefix: "INSERT INTO link_clicks (link_id, at, bot, reason, visitor, visitor_id, target, " + clickDimColumns + ") VALUES ",
-	row:    "(?, ?, ?, ?, ?, ?, ?, " + clickDimParams + ")",
-}
-
-// clickParams is the number of parameters of a click row.
-const clickParams = 14
-
-// countRows adds a batch's clicks to its links' counters, a row a link,
-// and returns each link's hits and rolled_up; a link deleted meanwhile
-// returns nothing. The VALUES' columns are column1 to column4 on both
-// engines; the casts give PostgreSQL their types.
-var countRows = multiRow{
-	prefix: `UPDATE links SET clicks = clicks + v.c, bot_hits = bot_hits + v.b, first_click_at = COALESCE(first_click_at, v.f)
-	FROM (SELECT column1 AS link, column2 AS c, column3 AS b, column4 AS f FROM (VALUES `,
-	row:    "(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))",
-	suffix: `) AS x) AS v WHERE id = v.link RETURNING id, clicks + bot_hits, rolled_up`,
-}
-
-// countParams is the number of parameters of a countRows row.
-const countParams = 4
-
-// RecordClicks implements shorten.Store: the links' counters in one
-// statement (countRows), then the click rows of the links that still
-// exist and the rollups of those at or past RollUpAt hits
-// (linkrollups.go), in one transaction, with statements prepared once
-// (clickbatch.go).
-func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
-	if len(clicks) == 0 {
-		return nil
-	}
-	tallies := map[int64]*linkTally{}
-	var order []int64
-	for _, c := range clicks {
-		t := tallies[c.LinkID]
-		if t == nil {
-			t = &linkTally{}
-			tallies[c.LinkID] = t
-			order = append(order, c.LinkID)
-		}
-		if c.Bot {
-			t.bots++
-			continue
-		}
-		t.clicks++
-		if t.first.IsZero() || c.At.Before(t.first) {
-			t.first = c.At
-		}
-	}
-	slices.Sort(order) // a fixed lock order keeps concurrent flushers from deadlocking on PostgreSQL
-	counts, err := db.prepareRows(ctx, countRows, len(order))
-	if err != nil {
-		return err
-	}
-	inserts, err := db.prepareRows(ctx, clickRows, len(clicks))
-	if err != nil {
-		return err
-	}
-	// Which links' rollups the batch writes is known only once their
-	// counters are updated: every size a chunk of rollup rows can have
-	// (prepared once per store, then found in its cache).
-	upserts, err := db.prepareRows(ctx, rollupRows, 2*rowsChunk-1)
-	if err != nil {
-		return err
-	}
-	return db.InTx(ctx, func(tx *sql.Tx) error {
-		if db.dialect == DialectPostgres {
-			// The update's join visits the links in no set order: lock
-			// them in id order first, as every writer of their rows does.
-			if _, err := db.lockLinks(ctx, tx, order); err != nil {
-				return err
-			}
-		}
-		found := make(map[int64]bool, len(order))
-		rolled := map[int64]bool{} // links whose rollups take this batch's clicks
-		var reached []int64        // links this batch brings to RollUpAt hits
-		err := counts.query(ctx, tx, len(order), countParams, func(i int, dst []any) []any {
-			t := tallies[order[i]]
-			return append(dst, order[i], t.clicks, t.bots, toMicros(t.first))
-		}, func(rows *sql.Rows) error {
-			var id, hits, rolledUp int64
-			if err := rows.Scan(&id, &hits, &rolledUp); err != nil {
-				return err
-			}
-			found[id] = true
-			switch {
-			case rolledUp == 1:
-				rolled[id] = true
-			case hits >= RollUpAt:
-				reached = append(reached, id)
-			}
-			return nil
-		})
-		if err != nil {
-			return mapErr(err, "count clicks")
-		}
-		slices.Sort(reached)
-		kept := clicks
-		if len(found) < len(order) {
-			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return !found[c.LinkID] })
-		}
-		visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
-		err = inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
-			c := &kept[i]
-			v, ok := visitors[c.Visitor]
-			if !ok {
-				v[0], v[1] = visitorColumns(c.Visitor)
-				visitors[c.Visitor] = v
-			}
-			args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, v[0], v[1], c.Target)
-			return appendClickDims(args, c.Dimensions)
-		})
-		if err != nil {
-			return mapErr(err, "record clicks")
-		}
-		counted := kept
-		if len(rolled) < len(tallies) {
-			counted = make([]shorten.Click, 0, len(kept))
-			for _, c := range kept {
-				if rolled[c.LinkID] {
-					counted = append(counted, c)
-				}
-			}
-		}
-		// The links that reached RollUpAt: all their raw clicks, this
-		// batch's included.
-		all, err := db.rollUpLinks(ctx, tx, reached)
-		if err != nil {
-			return err
-		}
-		if len(all) > 0 {
-			counted = slices.Concat(counted, all)
-		}
-		rollups := newRollups(counted)
-		return mapErr(upserts.exec(ctx, tx, len(rollups.keys), rollupParams, rollups.args), "update click rollups")
 	})
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"slices"
 	"time"
 
@@ -188,4 +189,120 @@ func (s *clickSeries) buckets() []shorten.ClickBucket {
 	}
 	slices.SortFunc(out, func(a, b shorten.ClickBucket) int { return a.Start.Compare(b.Start) })
 	return out
+}
+
+// LinkStats implements shorten.StatsStore with three grouped reads of
+// small tables: the source rollups (every click has a source, so they sum
+// to the totals), the conversions, and the rollups of dim. None scans raw
+// clicks, but for a link below RollUpAt hits, whose few raw clicks are
+// read and added (linkrollups.go).
+func (db *DB) LinkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim shorten.Dim, limit int) (series []shorten.StatsBucket, groups []shorten.GroupCount, err error) {
+	err = db.withRawClicks(ctx, linkID, func(raw bool) error {
+		series, groups, err = db.linkStats(ctx, linkID, fromHour, toHour, bucketHours, dim, limit, raw)
+		return err
+	})
+	return series, groups, err
+}
+
+func (db *DB) linkStats(ctx context.Context, linkID, fromHour, toHour, bucketHours int64, dim shorten.Dim, limit int, raw bool) ([]shorten.StatsBucket, []shorten.GroupCount, error) {
+	rows, err := db.query(ctx, `SELECT (hour / ?) * ? AS b, CAST(SUM(humans) AS BIGINT), CAST(SUM(bots) AS BIGINT)
+		FROM link_rollups WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ? GROUP BY b ORDER BY b`,
+		bucketHours, bucketHours, linkID, int64(shorten.DimSource), fromHour, toHour)
+	if err != nil {
+		return nil, nil, mapErr(err, "link stats")
+	}
+	byStart := map[int64]*shorten.StatsBucket{}
+	bucket := func(h int64) *shorten.StatsBucket {
+		b := byStart[h]
+		if b == nil {
+			b = &shorten.StatsBucket{Start: time.Unix(h*3600, 0).UTC()}
+			byStart[h] = b
+		}
+		return b
+	}
+	for rows.Next() {
+		var h, humans, bots int64
+		if err := rows.Scan(&h, &humans, &bots); err != nil {
+			rows.Close()
+			return nil, nil, mapErr(err, "link stats")
+		}
+		b := bucket(h)
+		b.Humans, b.Bots = humans, bots
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, mapErr(err, "link stats")
+	}
+	width := bucketHours * 3600 * 1_000_000
+	rows, err = db.query(ctx, `SELECT (at / ?) * ? AS b, COUNT(*), SUM(value) FROM link_conversions
+		WHERE link_id = ? AND at >= ? AND at < ? GROUP BY b`,
+		width, bucketHours, linkID, fromHour*3600*1_000_000, toHour*3600*1_000_000)
+	if err != nil {
+		return nil, nil, mapErr(err, "link conversion stats")
+	}
+	for rows.Next() {
+		var (
+			h, n  int64
+			value float64
+		)
+		if err := rows.Scan(&h, &n, &value); err != nil {
+			rows.Close()
+			return nil, nil, mapErr(err, "link conversion stats")
+		}
+		b := bucket(h)
+		b.Conversions, b.ConversionValue = n, value
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, mapErr(err, "link conversion stats")
+	}
+	if !raw {
+		groups, err := db.linkGroups(ctx, linkID, fromHour, toHour, dim, limit)
+		return sortedSeries(byStart), groups, err
+	}
+	// The rollups of a link below RollUpAt hold only clicks the purge
+	// removed, fewer than RollUpAt values: all of them, then its raw
+	// clicks, added up and cut to limit here.
+	groups, err := db.linkGroups(ctx, linkID, fromHour, toHour, dim, RollUpAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	byValue := map[string]*shorten.GroupCount{}
+	for i := range groups {
+		byValue[groups[i].Value] = &groups[i]
+	}
+	clicks, err := db.rawClicks(ctx, linkID, fromHour*3600*1_000_000, toHour*3600*1_000_000)
+	if err != nil {
+		return nil, nil, err
+	}
+	rawStats(clicks, bucketHours, dim, byStart, byValue)
+	return sortedSeries(byStart), sortGroups(byValue, limit), nil
+}
+
+// sortedSeries returns the buckets oldest first.
+func sortedSeries(byStart map[int64]*shorten.StatsBucket) []shorten.StatsBucket {
+	series := make([]shorten.StatsBucket, 0, len(byStart))
+	for _, h := range slices.Sorted(maps.Keys(byStart)) {
+		series = append(series, *byStart[h])
+	}
+	return series
+}
+
+func (db *DB) linkGroups(ctx context.Context, linkID, fromHour, toHour int64, dim shorten.Dim, limit int) ([]shorten.GroupCount, error) {
+	rows, err := db.query(ctx, `SELECT value, CAST(SUM(humans) AS BIGINT) AS h, CAST(SUM(bots) AS BIGINT) AS b
+		FROM link_rollups WHERE link_id = ? AND dim = ? AND hour >= ? AND hour < ?
+		GROUP BY value ORDER BY h DESC, b DESC, value LIMIT ?`, linkID, int64(dim), fromHour, toHour, limit)
+	if err != nil {
+		return nil, mapErr(err, "link groups")
+	}
+	defer rows.Close()
+	groups := []shorten.GroupCount{}
+	for rows.Next() {
+		var g shorten.GroupCount
+		if err := rows.Scan(&g.Value, &g.Humans, &g.Bots); err != nil {
+			return nil, mapErr(err, "link groups")
+		}
+		groups = append(groups, g)
+	}
+	return groups, mapErr(rows.Err(), "link groups")
 }
