@@ -14,6 +14,8 @@ import (
 
 	"github.com/maxmind/mmdbwriter"
 	"github.com/maxmind/mmdbwriter/mmdbtype"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // writeGeoDB writes a GeoLite2-City-shaped database placing every
@@ -81,19 +83,13 @@ func TestServeGeoRules(t *testing.T) {
 	// flusher asks the same database), and under the rule that matched.
 	for _, group := range []string{"country", "target"} {
 		want := map[string]string{"country": `"value":"FR"`, "target": `"value":"fr"`}[group]
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		enginetest.EventuallyNil(t, 10*time.Second, "the click in the stats by "+group, func() error {
 			r := sendNoFollow(t, "GET", n.httpURL+"/v1/links/geo/stats?group="+group, "")
 			var b bytes.Buffer
 			_, _ = b.ReadFrom(r.Body)
-			if r.StatusCode == http.StatusOK && strings.Contains(b.String(), want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("stats by %s = %d %s; want a group %s", group, r.StatusCode, b.String(), want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return enginetest.State(r.StatusCode == http.StatusOK && strings.Contains(b.String(), want),
+				"stats by %s = %d %s; want a group %s", group, r.StatusCode, b.String(), want)
+		})
 	}
 
 	plain := startNode(t, testConfig(t))

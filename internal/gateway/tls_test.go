@@ -15,6 +15,7 @@ import (
 	"github.com/pires/go-proxyproto"
 
 	"github.com/sluicehq/sluice/internal/edge"
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
@@ -123,17 +124,10 @@ func TestServeTLSBehindProxyProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	enginetest.EventuallyNil(t, 10*time.Second, "a new connection gets the new certificate after the files were replaced", func() error {
 		cert, _, err := get()
-		if err == nil && cert.Equal(second.Cert) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a new connection still gets the old certificate (err %v) after the files were replaced", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return enginetest.State(err == nil && cert.Equal(second.Cert), "still the old certificate (err %v)", err)
+	})
 }
 
 // TestServeTLSRefusesOldVersions: the gateway's TLS floor is 1.2.
