@@ -270,7 +270,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		Inbox:          n.inbox,
 		InboxHeartbeat: cfg.Notify.Inbox.Heartbeat,
 		// The live link stats streams.
-		LinkFeed:          n.live.hub,
+		LinkLive:          n.live.hub,
 		LinkLiveHeartbeat: cfg.Links.Live.Heartbeat,
 	})
 	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {

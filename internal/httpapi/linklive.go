@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice/internal/linklive"
 )
 
-// LinkFeed is what the live link stats stream needs: *linklive.Hub.
-type LinkFeed interface {
+// LinkLive is what the live link stats stream needs: *linklive.Hub.
+type LinkLive interface {
 	Subscribe(linkID int64, caller string) (*linklive.Subscription, error)
 	Replay(ctx context.Context, linkID int64, after uint64, limit int) ([]linklive.Hit, error)
 	Sent(n int)
@@ -75,7 +75,7 @@ func (s *Server) linkLiveStream(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Links == nil {
 		return errLinksOff
 	}
-	feed := s.opts.LinkFeed
+	feed := s.opts.LinkLive
 	if feed == nil {
 		return apperr.New(apperr.Unavailable, "live link stats are not configured on this server")
 	}

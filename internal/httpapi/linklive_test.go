@@ -73,7 +73,7 @@ func setupLiveBeat(t *testing.T, opts linklive.Options, heartbeat time.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, LinkFeed: hub, LinkLiveHeartbeat: heartbeat})
+	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, LinkLive: hub, LinkLiveHeartbeat: heartbeat})
 	// A write timeout far shorter than the streams' lives: each write of
 	// a stream has a deadline of its own instead.
 	ts := httptest.NewUnstartedServer(b.srv)

@@ -66,7 +66,7 @@ func setupFull(tb testing.TB) *fullAPI {
 	ev := events.NewService(events.Options{Store: b.db, Notifier: ns})
 	b.srv = New(Options{Logger: log, Keys: b.db, Ratelimit: rl, Links: links, Notify: ns, Preferences: ns, Events: ev,
 		Inbox:    inbox.New(inbox.Options{Store: b.db}),
-		LinkFeed: linklive.NewHub(linklive.Options{}),
+		LinkLive: linklive.NewHub(linklive.Options{}),
 		Checks:   []Check{{Name: "database", Ping: b.db.Ping}},
 		UI: UIOptions{Secret: []byte("0123456789abcdef0123456789abcdef"), PublicURL: "https://n.example.com",
 			Assets: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}}}})

@@ -112,9 +112,9 @@ type Options struct {
 	// InboxHeartbeat is how often an idle inbox stream sends a comment
 	// line, so proxies and clients know it is alive; default 15s.
 	InboxHeartbeat time.Duration
-	// LinkFeed serves the live link stats streams
+	// LinkLive serves the live link stats streams
 	// (GET /v1/links/{code}/stats/stream); if nil they answer 503.
-	LinkFeed LinkFeed
+	LinkLive LinkLive
 	// LinkLiveHeartbeat is how often an idle live link stats stream sends
 	// a comment line; default 15s.
 	LinkLiveHeartbeat time.Duration
