@@ -15,9 +15,9 @@ import (
 // ErrClosed: the hub is closed (the node is shutting down).
 var ErrClosed = errors.New("fan-out closed")
 
-// Full is the error of a subscription refused at a bound: it tells which
-// bounds are reached, so each user of a Hub names the one it reports
-// first in its own words.
+// Full tells which bounds a refused subscription reached, so each user of
+// a Hub names the one it reports first, in its own words
+// (Options.Refused). It is the error when there is no Options.Refused.
 type Full struct {
 	Node  bool // Options.MaxStreams subscriptions are open
 	Key   bool // the key holds Options.MaxPerKey
@@ -38,6 +38,11 @@ type Options struct {
 	MaxPerTopic int
 	// Buffer bounds the values one subscription holds unread.
 	Buffer int
+	// Refused returns Subscribe's error for a subscription refused at
+	// the bounds full names. If nil, the error is a *Full.
+	Refused func(full Full) error
+	// Closed is Subscribe's error once the hub closed. If nil, ErrClosed.
+	Closed error
 }
 
 // Hub fans values of type T out to the subscriptions of their topic K.
@@ -69,13 +74,16 @@ type Subscription[K comparable, T any] struct {
 	lagged bool // under hub.mu
 }
 
-// Subscribe opens a feed of topic's values for key, refused with a *Full
-// past a bound and with ErrClosed once the hub closed. The caller must
-// Close it.
+// Subscribe opens a feed of topic's values for key, refused past a bound
+// (Options.Refused) and once the hub closed (Options.Closed). The caller
+// must Close it.
 func (h *Hub[K, T]) Subscribe(topic K, key string) (*Subscription[K, T], error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
+		if h.opts.Closed != nil {
+			return nil, h.opts.Closed
+		}
 		return nil, ErrClosed
 	}
 	counted := key != "" || !h.opts.KeylessUnbounded
@@ -85,6 +93,9 @@ func (h *Hub[K, T]) Subscribe(topic K, key string) (*Subscription[K, T], error) 
 		Topic: h.opts.MaxPerTopic > 0 && len(h.topics[topic]) >= h.opts.MaxPerTopic,
 	}
 	if full.Node || full.Key || full.Topic {
+		if h.opts.Refused != nil {
+			return nil, h.opts.Refused(full)
+		}
 		return nil, &full
 	}
 	c := make(chan T, h.opts.Buffer)

@@ -85,3 +85,23 @@ func TestPublishDropsTheLaggard(t *testing.T) {
 		t.Fatalf("Subscribe after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestRefusedAndClosedErrors: Options.Refused and Options.Closed name the
+// refusals in the user's words.
+func TestRefusedAndClosedErrors(t *testing.T) {
+	t.Parallel()
+	errFull, errShut := errors.New("full"), errors.New("shut")
+	var saw fanout.Full
+	h := fanout.New[int, int](fanout.Options{MaxStreams: 1, MaxPerKey: 1, Buffer: 1, Closed: errShut,
+		Refused: func(f fanout.Full) error { saw = f; return errFull }})
+	if _, err := h.Subscribe(1, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Subscribe(1, "k"); err != errFull || saw != (fanout.Full{Node: true, Key: true}) {
+		t.Fatalf("Subscribe past the bounds = %v (Refused saw %+v), want full with Node and Key", err, saw)
+	}
+	h.Close()
+	if _, err := h.Subscribe(1, "k"); err != errShut {
+		t.Fatalf("Subscribe after Close = %v, want shut", err)
+	}
+}

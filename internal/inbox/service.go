@@ -74,7 +74,7 @@ func New(opts Options) *Service {
 	}
 	s := &Service{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), streams: fanout.New[string, Event](fanout.Options{
 		MaxStreams: opts.MaxStreams, MaxPerKey: opts.MaxStreamsPerKey, KeylessUnbounded: true,
-		MaxPerTopic: opts.MaxStreamsPerUser, Buffer: opts.Buffer})}
+		MaxPerTopic: opts.MaxStreamsPerUser, Buffer: opts.Buffer, Refused: opts.refused, Closed: ErrClosed})}
 	return s
 }
 

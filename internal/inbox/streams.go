@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/fanout"
@@ -19,21 +18,18 @@ type Subscription = fanout.Subscription[string, Event]
 // with ErrUserStreams, ErrKeyStreams or ErrStreams past the bounds and
 // with ErrClosed once the service closed. The caller must Close it.
 func (s *Service) Subscribe(user, key string) (*Subscription, error) {
-	sub, err := s.streams.Subscribe(user, key)
-	var full *fanout.Full
+	return s.streams.Subscribe(user, key)
+}
+
+// refused is the error of a stream refused at the bounds full names.
+func (o Options) refused(full fanout.Full) error {
 	switch {
-	case err == nil:
-		return sub, nil
-	case errors.Is(err, fanout.ErrClosed):
-		return nil, ErrClosed
-	case !errors.As(err, &full):
-		return nil, err
 	case full.Topic:
-		return nil, fmt.Errorf("%w: %d open on this node, the bound (notify.inbox.max_streams_per_user)", ErrUserStreams, s.opts.MaxStreamsPerUser)
+		return fmt.Errorf("%w: %d open on this node, the bound (notify.inbox.max_streams_per_user)", ErrUserStreams, o.MaxStreamsPerUser)
 	case full.Key:
-		return nil, fmt.Errorf("%w: %d open on this node, the bound (notify.inbox.max_streams_per_key)", ErrKeyStreams, s.opts.MaxStreamsPerKey)
+		return fmt.Errorf("%w: %d open on this node, the bound (notify.inbox.max_streams_per_key)", ErrKeyStreams, o.MaxStreamsPerKey)
 	default:
-		return nil, fmt.Errorf("%w: %d open, the bound (notify.inbox.max_streams)", ErrStreams, s.opts.MaxStreams)
+		return fmt.Errorf("%w: %d open, the bound (notify.inbox.max_streams)", ErrStreams, o.MaxStreams)
 	}
 }
 

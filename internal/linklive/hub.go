@@ -87,7 +87,8 @@ func NewHub(opts Options) *Hub {
 	opts.Buffer = cmp.Or(opts.Buffer, 256)
 	opts.MaxPerCaller = cmp.Or(opts.MaxPerCaller, 20)
 	return &Hub{opts: opts, links: fanout.New[int64, *Hit](fanout.Options{
-		MaxStreams: opts.MaxStreams, MaxPerKey: opts.MaxPerCaller, Buffer: opts.Buffer})}
+		MaxStreams: opts.MaxStreams, MaxPerKey: opts.MaxPerCaller, Buffer: opts.Buffer,
+		Refused: opts.refused, Closed: ErrClosed})}
 }
 
 // Subscription is one stream's feed of one link's hits, on C: pointers
@@ -102,20 +103,15 @@ type Subscription = fanout.Subscription[int64, *Hit]
 // past MaxPerCaller and ErrClosed once the hub closed. The caller must
 // Close it.
 func (h *Hub) Subscribe(linkID int64, caller string) (*Subscription, error) {
-	sub, err := h.links.Subscribe(linkID, caller)
-	var full *fanout.Full
-	switch {
-	case err == nil:
-		return sub, nil
-	case errors.Is(err, fanout.ErrClosed):
-		return nil, ErrClosed
-	case !errors.As(err, &full):
-		return nil, err
-	case full.Node:
-		return nil, fmt.Errorf("%w (links.live.max_streams: %d)", ErrStreams, h.opts.MaxStreams)
-	default:
-		return nil, fmt.Errorf("%w (links.live.max_streams_per_key: %d)", ErrCallerStreams, h.opts.MaxPerCaller)
+	return h.links.Subscribe(linkID, caller)
+}
+
+// refused is the error of a stream refused at the bounds full names.
+func (o Options) refused(full fanout.Full) error {
+	if full.Node {
+		return fmt.Errorf("%w (links.live.max_streams: %d)", ErrStreams, o.MaxStreams)
 	}
+	return fmt.Errorf("%w (links.live.max_streams_per_key: %d)", ErrCallerStreams, o.MaxPerCaller)
 }
 
 // Receive hands hit to the subscriptions of its link. A subscription
