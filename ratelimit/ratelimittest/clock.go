@@ -18,7 +18,9 @@ import (
 )
 
 // Clock is a clock that moves only when told. It is safe for concurrent
-// use. The zero value reads the Unix epoch.
+// use. The zero value reads the Unix epoch. It is the module's one test
+// clock: tests of every package pass its Now wherever code under test
+// takes a Now func() time.Time.
 type Clock struct {
 	mu sync.Mutex
 	t  time.Time
