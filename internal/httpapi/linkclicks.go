@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
@@ -11,15 +10,18 @@ import (
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
-// LinkStats is what the link statistics routes need beyond Links; the
-// shortener (*shorten.Service) has both. A Links without it answers 503.
+// LinkStats is what the link statistics routes need beyond Links: the
+// top links (GET /v1/stats/links), a link's clicks over time (GET
+// /v1/links/{code}/clicks) and its stats from the rollups (GET
+// /v1/links/{code}/stats, linkstats.go); the shortener (*shorten.Service)
+// has both. A Links without it answers 503 there.
 type LinkStats interface {
 	TopLinks(ctx context.Context, caller shorten.Caller, domain *string, limit int) ([]shorten.Link, error)
 	Clicks(ctx context.Context, caller shorten.Caller, code string, since time.Time, bucket time.Duration) (shorten.ClickSeries, error)
+	Stats(ctx context.Context, caller shorten.Caller, code string, from, to time.Time, by time.Duration, group shorten.Dim) (shorten.LinkStats, error)
 }
 
 func (s *Server) registerLinkStats() {
-	s.Handle("GET /v1/stats/links", auth.ScopeLinksWrite, s.topLinks)
 	s.Handle("GET /v1/links/{code}/clicks", auth.ScopeLinksWrite, s.linkClicks)
 }
 
@@ -29,28 +31,6 @@ func (s *Server) linkStats() (LinkStats, error) {
 		return nil, errLinksOff
 	}
 	return ls, nil
-}
-
-// topLinks answers the caller's most clicked links (every link for admins).
-func (s *Server) topLinks(w http.ResponseWriter, r *http.Request) error {
-	ls, err := s.linkStats()
-	if err != nil {
-		return err
-	}
-	limit := 10
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return fieldErrors(apperr.Invalid, "limit", "must be an integer from 1 to 100")
-		}
-		limit = n
-	}
-	links, err := ls.TopLinks(r.Context(), linkCaller(r), domainFilter(r), limit)
-	if err != nil {
-		return err
-	}
-	writeItems(w, links, s.toLinkResponse)
-	return nil
 }
 
 type clickBucketJSON struct {

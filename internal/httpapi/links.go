@@ -220,11 +220,9 @@ func (s *Server) clientAddr(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// LinkExtras is what per-dimension stats and conversions need beyond
-// Links; the shortener (*shorten.Service) has it.
-// A Links without it answers 503 on those routes.
+// LinkExtras is what conversions need beyond Links; the shortener
+// (*shorten.Service) has it. A Links without it answers 503 there.
 type LinkExtras interface {
-	Stats(ctx context.Context, caller shorten.Caller, code string, from, to time.Time, by time.Duration, group shorten.Dim) (shorten.LinkStats, error)
 	Convert(ctx context.Context, caller shorten.Caller, clickID, event string, value float64) (shorten.Conversion, bool, error)
 }
 

@@ -32,7 +32,7 @@ type groupJSON struct {
 // linkDimStats answers GET /v1/links/{code}/stats?from&to&by&group from
 // the hourly rollups.
 func (s *Server) linkDimStats(w http.ResponseWriter, r *http.Request) error {
-	x, err := s.linkExtras()
+	ls, err := s.linkStats()
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (s *Server) linkDimStats(w http.ResponseWriter, r *http.Request) error {
 		}
 		group = d
 	}
-	st, err := x.Stats(r.Context(), linkCaller(r), linkKey(r), from, to, by, group)
+	st, err := ls.Stats(r.Context(), linkCaller(r), linkKey(r), from, to, by, group)
 	if err != nil {
 		return err
 	}

@@ -2,17 +2,43 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/auth"
 )
 
-// registerStats adds GET /v1/stats, the dashboard's view of the metrics.
+// registerStats adds GET /v1/stats, the dashboard's view of the metrics,
+// and GET /v1/stats/links, the most clicked links.
 func (s *Server) registerStats() {
 	s.Handle("GET /v1/stats", auth.ScopeAdmin, s.stats)
+	s.Handle("GET /v1/stats/links", auth.ScopeLinksWrite, s.topLinks)
+}
+
+// topLinks answers the caller's most clicked links (every link for admins).
+func (s *Server) topLinks(w http.ResponseWriter, r *http.Request) error {
+	ls, err := s.linkStats()
+	if err != nil {
+		return err
+	}
+	limit := 10
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return fieldErrors(apperr.Invalid, "limit", "must be an integer from 1 to 100")
+		}
+		limit = n
+	}
+	links, err := ls.TopLinks(r.Context(), linkCaller(r), domainFilter(r), limit)
+	if err != nil {
+		return err
+	}
+	writeItems(w, links, s.toLinkResponse)
+	return nil
 }
 
 // statsSample is one series of a metric at one instant.
