@@ -58,8 +58,9 @@ func ParseDim(name string) (Dim, bool) {
 	return 0, false
 }
 
-// HitDetails are the request's parts a hit's dimensions come from, read by
-// the redirect handler and classified later, in the flusher.
+// HitDetails are the request's parts a hit's dimensions come from, taken
+// from the Request by Service.Redirect and classified later, in the
+// flusher.
 type HitDetails struct {
 	Source Source
 	// Referer and AcceptLanguage are the request's headers, as sent.

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Hit is one request that reached a live link, as the redirect handler saw
+// Hit is one request that reached a live link, as Service.Redirect saw
 // it. Classification and hashing happen later, in the flusher, so the
 // redirect path only appends.
 type Hit struct {

@@ -51,7 +51,7 @@ func (s *Service) SetRules(ctx context.Context, caller Caller, code string, rule
 // Choose applies t's rules to a visit: the first rule that matches sets
 // t.URL, and t.Rule says which rule it was (DefaultTarget when none did,
 // leaving the link's own URL). A target without rules, or of an expired
-// link, is returned as it is. The redirect handler calls it only when
+// link, is returned as it is. Service.Redirect calls it only when
 // t.Rules is set, so links without rules pay nothing.
 func (s *Service) Choose(t Target, v Visit) Target {
 	if t.Rules == nil || t.Expired {

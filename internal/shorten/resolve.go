@@ -18,8 +18,8 @@ type Target struct {
 	// Expired is set when the link has expired; URL is then the fallback
 	// URL, or empty when there is none (answer 410).
 	Expired bool
-	// Limited is set for a visit-limited link: the caller spends a visit
-	// with Service.Visit before redirecting a human. UsedUp is set, with
+	// Limited is set for a visit-limited link: Service.Redirect spends a
+	// visit with Service.Visit before redirecting a human. UsedUp is set, with
 	// Expired, when its visits are spent. Fallback is the link's fallback
 	// URL (else the server's). ClickIDs asks for a click id on the target.
 	Limited, UsedUp, ClickIDs bool

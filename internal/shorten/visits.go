@@ -60,7 +60,7 @@ func (s *Service) validateExtras(x LinkExtras) []apperr.FieldError {
 // store. When none is left the answer is the link's fallback (Target.Gone
 // set, URL the fallback or empty for 410). Bots must not call it: a link
 // preview fetcher opening a one-time link would use it up (see
-// ClassifyHit; the redirect handler answers bots without a visit).
+// ClassifyHit; Service.Redirect answers bots without a visit).
 func (s *Service) Visit(ctx context.Context, t Target) (Target, error) {
 	vs, ok := s.store.(VisitStore)
 	if !ok {
