@@ -22,12 +22,12 @@ help: ## print the targets
 build: ## build bin/sluice for this machine, stripped as releases are (about 56 MB; a warm rebuild takes seconds)
 	go build $(RELEASE_FLAGS) -o bin/sluice ./cmd/sluice
 
-test: ## the README's test command: every package with the race detector, each result printed as it finishes (bash .ci/test; about 8 min on 2 cores)
+test: ## the README's test command: every package with the race detector, each result printed as it finishes (bash .ci/test; 15 min on 2 cores at load 8-10)
 	bash .ci/test
 
 test-race: test ## the same as make test
 
-test-faults: ## the multi-process fault tests (chaos, failover, clusters, load) and the topology's small mode (bash .ci/faults; about 10 min)
+test-faults: ## the multi-process fault tests (chaos, failover, clusters, load) and the topology's small mode (bash .ci/faults)
 	bash .ci/faults
 
 test-deploy: ## the deploy recipes: Helm chart and Dockerfile build tests, goreleaser check, helm lint, systemd verify (bash .ci/deploy; about 6 min the first time)
