@@ -22,7 +22,7 @@ help: ## print the targets
 build: ## build bin/sluice for this machine, stripped as releases are (about 56 MB; a warm rebuild takes seconds)
 	go build $(RELEASE_FLAGS) -o bin/sluice ./cmd/sluice
 
-test: ## the README's test command: every package with the race detector, each result printed as it finishes (bash .ci/test; 15 min on 2 cores at load 8-10)
+test: ## the README's test command: every package with the race detector, each result printed as it finishes (bash .ci/test; 7 min on 2 cores, 15 at load 10)
 	bash .ci/test
 
 test-race: test ## the same as make test

@@ -32,6 +32,10 @@ func sharedEngines(t *testing.T) config.Config {
 	cfg := testConfig(t)
 	cfg.DatabaseURL = enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
 	cfg.RedisURL, cfg.NATSURL = enginetest.StartRedis(t).URL(), enginetest.StartNATS(t).URL()
+	// The most Redis may take before a check falls back to the node's own
+	// limiter: at load 10 the default 250 ms passes, and a fallen-back node
+	// admits on its own, which these tests count as a shared limit broken.
+	cfg.Ratelimit.StoreTimeout = 10 * time.Second
 	return cfg
 }
 
