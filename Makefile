@@ -27,7 +27,7 @@ test: ## the README's test command: every package with the race detector, each r
 
 test-race: test ## the same as make test
 
-test-faults: ## the multi-process fault tests (chaos, failover, clusters, load) and the topology's small mode (bash .ci/faults)
+test-faults: ## the multi-process fault tests (chaos, failover, clusters, load) and the topology's small mode (bash .ci/faults; about 6 min)
 	bash .ci/faults
 
 test-deploy: ## the deploy recipes: Helm chart and Dockerfile build tests, goreleaser check, helm lint, systemd verify (bash .ci/deploy; about 6 min the first time)
