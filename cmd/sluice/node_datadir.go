@@ -50,7 +50,7 @@ func lockDataDir(dir string) (release func() error, err error) {
 		}
 		return nil, fmt.Errorf("lock data dir %s: %w", dir, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
