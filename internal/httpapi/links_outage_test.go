@@ -175,30 +175,7 @@ func TestUnknownCodeLimitHoldsDuringAStoreOutage(t *testing.T) {
 
 	proxy.cut()
 	before := proxy.accepts.Load()
-	answered := 0
-	for i := range 40 {
-		resp, _ := get(randomCode(), "198.51.100.7")
-		switch {
-		case resp.StatusCode == http.StatusTooManyRequests:
-		case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
-			answered++
-		default:
-			t.Fatalf("unknown code %d during the outage = %d (Retry-After %q), want 503 with Retry-After or 429",
-				i, resp.StatusCode, resp.Header.Get("Retry-After"))
-		}
-	}
-	if answered > 5 {
-		t.Errorf("one client limited to 5 unknown codes a minute got %d answers other than 429 for 40 random codes during the outage", answered)
-	}
-	var slowest time.Duration
-	for i := range 40 {
-		resp, took := get(randomCode(), "203.0.113."+strconv.Itoa(i+1))
-		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-			t.Fatalf("client %d's unknown code during the outage = %d (Retry-After %q), want 503 with Retry-After",
-				i, resp.StatusCode, resp.Header.Get("Retry-After"))
-		}
-		slowest = max(slowest, took)
-	}
+	slowest := outageAnswers(t, "code", func(from string) (*http.Response, time.Duration) { return get(randomCode(), from) })
 	dials := proxy.accepts.Load() - before
 	t.Logf("%d dials to the database for 80 lookups of uncached codes during the outage; the slowest lookup with the outage known took %v",
 		dials, slowest.Round(time.Millisecond))
@@ -216,4 +193,39 @@ func TestUnknownCodeLimitHoldsDuringAStoreOutage(t *testing.T) {
 			"GET /%s = %d", l.Code, resp.StatusCode)
 	})
 	t.Logf("the known code redirects %v after the database came back", time.Since(start).Round(time.Millisecond))
+}
+
+// outageAnswers asks, through get (a random unknown id, from a client
+// address), 40 times from one client limited to 5 unknown ids a minute
+// and once from each of 40 other clients, during a store outage: the
+// limited client gets at most 5 answers that are not 429 (each a 503 with
+// Retry-After), every other client a 503 with Retry-After. It returns the
+// slowest of the 40 clients' answers.
+func outageAnswers(t *testing.T, what string, get func(from string) (*http.Response, time.Duration)) time.Duration {
+	t.Helper()
+	answered := 0
+	for i := range 40 {
+		resp, _ := get("198.51.100.7")
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests:
+		case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+			answered++
+		default:
+			t.Fatalf("unknown %s %d during the outage = %d (Retry-After %q), want 503 with Retry-After or 429",
+				what, i, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if answered > 5 {
+		t.Errorf("one client limited to 5 unknown %ss a minute got %d answers other than 429 for 40 random %ss during the outage", what, answered, what)
+	}
+	var slowest time.Duration
+	for i := range 40 {
+		resp, took := get("203.0.113." + strconv.Itoa(i+1))
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("client %d's unknown %s during the outage = %d (Retry-After %q), want 503 with Retry-After",
+				i, what, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		slowest = max(slowest, took)
+	}
+	return slowest
 }
