@@ -87,6 +87,26 @@ func seedDashboard(t *testing.T, n *testNode) string {
 			resp.Body.Close()
 		}
 	}
+	// Clicks are stored in batches: the links page must find them all, the
+	// custom domain's link first and its breakdown with rows, before it
+	// opens (on a loaded machine the first batch can come late).
+	enginetest.EventuallyNil(t, 30*time.Second, "the seeded clicks stored", func() error {
+		var top struct {
+			Items []struct {
+				Domain  string `json:"domain"`
+				Clicks  int    `json:"clicks"`
+				BotHits int    `json:"bot_hits"`
+			} `json:"items"`
+		}
+		apiCall(t, n, "GET", "/v1/stats/links?limit=1", k.Key, nil, http.StatusOK, &top)
+		var st struct {
+			Totals struct{ Humans, Bots int } `json:"totals"`
+		}
+		apiCall(t, n, "GET", "/v1/links/sale/stats?by=day&domain=go.example.com", k.Key, nil, http.StatusOK, &st)
+		return enginetest.State(len(top.Items) == 1 && top.Items[0].Domain == "go.example.com" &&
+			top.Items[0].Clicks+top.Items[0].BotHits == 5 && st.Totals.Humans+st.Totals.Bots == 5,
+			"top links %+v, the domain link's totals %+v", top.Items, st.Totals)
+	})
 	return k.Key
 }
 

@@ -34,7 +34,7 @@ export async function renderBreakdown(container, code, group = 'country', domain
   const t = st.totals;
   mount(totals, `${fmtNum(t.humans)} human clicks, ${fmtNum(t.bots)} bot hits, ${fmtNum(t.conversions)} conversions` +
     (t.conversion_value ? ` worth ${fmtNum(t.conversion_value, 2)}` : ''));
-  const start = Date.parse(st.from), n = Math.max(1, Math.round((Date.parse(st.to) - start) / DAY));
+  const start = Date.parse(st.from), n = Math.max(1, Math.ceil((Date.parse(st.to) - start) / DAY));
   const human = new Array(n).fill(0), bot = new Array(n).fill(0), conv = new Array(n).fill(0);
   for (const b of st.series) {
     const i = Math.floor((Date.parse(b.start) - start) / DAY);
