@@ -64,6 +64,11 @@ type StepRecord struct {
 	EndedAt        time.Time `json:"ended_at,omitzero"`
 	NotificationID string    `json:"notification_id,omitempty"`
 	Outcome        string    `json:"outcome,omitempty"`
+	// Until is when a waiting step's wait ends (its deadline), zero for
+	// none; kept in the record because a claim moves the run's DueAt.
+	Until time.Time `json:"until,omitzero"`
+	// Attempts counts a send step's tries while it fails transiently.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // Run is one user's way through one version of a workflow.
@@ -175,4 +180,7 @@ type Store interface {
 	// CountRuns counts the live runs per workflow and status, for the
 	// waiting gauge.
 	CountRuns(ctx context.Context) (map[string]map[Status]int64, error)
+	// CountLiveRuns counts userID's live runs (running or waiting) over
+	// every workflow, for Options.MaxLiveRunsPerUser.
+	CountLiveRuns(ctx context.Context, userID string) (int, error)
 }
