@@ -11,8 +11,10 @@
 // The calls follow the API's groups: links (Shorten, PutLinkRules,
 // LinkStats, LinkQR, RecordConversion), notifications (Send,
 // CancelNotification, UserSettings), status event subscriptions
-// (CreateEventSubscription and the rest) and the in-app inbox (Inbox,
-// MarkInboxMessage, InboxToken, RevokeInboxTokens). An end user's inbox
+// (CreateEventSubscription and the rest), the in-app inbox (Inbox,
+// MarkInboxMessage, InboxToken, RevokeInboxTokens) and workflows
+// (SendEvent, PutWorkflow, GetWorkflowRun, CancelWorkflowRuns,
+// PutUserAttributes and the rest). An end user's inbox
 // token works as APIKey for that user's inbox calls.
 //
 // A Client is safe for concurrent use.
