@@ -21,21 +21,66 @@ import (
 
 // runBench is `sluice bench [flags] [SCENARIO...]`.
 func runBench(ctx context.Context, env *environment, args []string) error {
+	b := &bench.Session{Log: env.stderr}
+	fs, f := benchFlagSet(env, b)
+	names, err := parseFlags(env.stdout, fs, args)
+	if err != nil {
+		return err
+	}
+	scenarios, err := f.settle(env, fs, b, names)
+	if err != nil {
+		return err
+	}
+	if err := f.setTLS(b); err != nil {
+		return err
+	}
+	stopNode, err := f.target(ctx, env, b)
+	if err != nil {
+		return err
+	}
+	defer stopNode()
+	stopCompare, err := f.compareWith(b)
+	if err != nil {
+		return err
+	}
+	defer stopCompare()
+	stopProfiles, err := startProfiles(*f.cpuProfile, *f.blockProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
+	return b.Run(ctx, env.stdout, scenarios)
+}
+
+// benchFlags are the flags of `sluice bench` that are not fields of its
+// bench.Session: the target, TLS, the in-process node's engines, the
+// comparison and the profiles.
+type benchFlags struct {
+	server, apiKey                 *string
+	httpTLS, grpcTLS               clientTLS
+	grpcOn, compareTLS             *bool
+	redisURL, databaseURL, natsURL *string
+	cpuProfile, blockProfile       *string
+	compare                        *string
+}
+
+// benchFlagSet registers the flags of `sluice bench`, those of the
+// session on b's fields.
+func benchFlagSet(env *environment, b *bench.Session) (*flag.FlagSet, *benchFlags) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	b := &bench.Session{Log: env.stderr}
-	server := fs.String("server", "", "Sluice server URL to load; empty starts a node in this process")
+	f := &benchFlags{}
+	f.server = fs.String("server", "", "Sluice server URL to load; empty starts a node in this process")
 	fs.StringVar(&b.GRPCAddr, "grpc-server", "", "gRPC address of --server for check-grpc (host:port)")
-	apiKey := fs.String("api-key", "", "API key for --server (default $SLUICE_API_KEY); admin scope lets bench create its policy and links;\n"+
+	f.apiKey = fs.String("api-key", "", "API key for --server (default $SLUICE_API_KEY); admin scope lets bench create its policy and links;\n"+
 		"check-grpc sends it too (authorization: Bearer), for a node with --grpc-require-key")
-	var httpTLS, grpcTLS clientTLS
-	httpTLS.register(fs, "", "an https:// --server", false)
-	grpcOn := fs.Bool("grpc-tls", false, "dial --grpc-server over TLS (default: plaintext HTTP/2), checked and authenticated with the --grpc-* TLS flags")
-	grpcTLS.register(fs, "grpc-", "--grpc-server", true)
-	compareTLS := fs.Bool("compare-tls", false, "dial a --compare host:port over TLS, with --grpc-ca-file, --grpc-cert-file and --grpc-key-file")
-	redisURL := fs.String("redis-url", "", "in-process node only: keep counters in this Redis (use a private one)")
-	databaseURL := fs.String("database-url", "", "in-process node only: PostgreSQL URL instead of SQLite in a temp dir")
-	natsURL := fs.String("nats-url", "", "in-process node only: external NATS instead of the embedded one")
+	f.httpTLS.register(fs, "", "an https:// --server", false)
+	f.grpcOn = fs.Bool("grpc-tls", false, "dial --grpc-server over TLS (default: plaintext HTTP/2), checked and authenticated with the --grpc-* TLS flags")
+	f.grpcTLS.register(fs, "grpc-", "--grpc-server", true)
+	f.compareTLS = fs.Bool("compare-tls", false, "dial a --compare host:port over TLS, with --grpc-ca-file, --grpc-cert-file and --grpc-key-file")
+	f.redisURL = fs.String("redis-url", "", "in-process node only: keep counters in this Redis (use a private one)")
+	f.databaseURL = fs.String("database-url", "", "in-process node only: PostgreSQL URL instead of SQLite in a temp dir")
+	f.natsURL = fs.String("nats-url", "", "in-process node only: external NATS instead of the embedded one")
 	fs.IntVar(&b.Options.Workers, "workers", 64, "requests in flight at once (closed loop)")
 	fs.DurationVar(&b.Options.Duration, "duration", 5*time.Second, "how long each scenario runs on each target (with --requests: only if given)")
 	fs.Int64Var(&b.Options.Requests, "requests", 0, "stop each run after this many requests (0: only --duration bounds it)")
@@ -50,9 +95,9 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	fs.IntVar(&b.Campaign, "campaign", 10_000, "users the campaign scenario sends a marketing notification to")
 	fs.StringVar(&b.NotifyMix, "notify-mix", "all", "channels of the notify scenario: all (email, sms and push each) or seeds (1.75 per notification)")
 	fs.DurationVar(&b.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for notifications to be delivered")
-	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of this process (load generator and in-process node) to this file")
-	blockProfile := fs.String("blockprofile", "", "write a pprof block profile (where goroutines waited) to this file")
-	compare := fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
+	f.cpuProfile = fs.String("cpuprofile", "", "write a pprof CPU profile of this process (load generator and in-process node) to this file")
+	f.blockProfile = fs.String("blockprofile", "", "write a pprof block profile (where goroutines waited) to this file")
+	f.compare = fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
 		"a host:port (Envoy RLS gRPC server), or \"bare\" (an in-process handler and gRPC server that answer at once)")
 	var about strings.Builder
 	about.WriteString("Drives load at a Sluice server (or a node it starts in process) and prints one table.\n" +
@@ -62,17 +107,19 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintf(&about, "\n  %-11s %s", s.Name, s.Summary)
 	}
 	setUsage(fs, "bench [flags] [SCENARIO...]", about.String())
-	names, err := parseFlags(env.stdout, fs, args)
-	if err != nil {
-		return err
-	}
+	return fs, f
+}
+
+// settle checks the parsed flags, settles b's bounds and API key and
+// returns the scenarios names picks.
+func (f *benchFlags) settle(env *environment, fs *flag.FlagSet, b *bench.Session, names []string) ([]bench.Scenario, error) {
 	if b.NotifyMix != "all" && b.NotifyMix != "seeds" {
-		return fmt.Errorf("--notify-mix %q: want all or seeds", b.NotifyMix)
+		return nil, fmt.Errorf("--notify-mix %q: want all or seeds", b.NotifyMix)
 	}
 	scenarios, err := bench.PickScenarios(names)
 	if err != nil {
 		fs.Usage()
-		return err
+		return nil, err
 	}
 	// --requests alone bounds a run by count; --duration's default applies
 	// only when it is named or no count is given.
@@ -82,67 +129,77 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 		b.Options.Duration = 0
 	}
 	if b.Options.Duration <= 0 && b.Options.Requests <= 0 {
-		return errors.New("--duration or --requests must be positive")
+		return nil, errors.New("--duration or --requests must be positive")
 	}
 	b.Keys, b.Links, b.PerCall, b.Campaign = max(1, b.Keys), max(1, b.Links), max(1, b.PerCall), max(1, b.Campaign)
-	b.APIKey = cmp.Or(*apiKey, env.getenv("SLUICE_API_KEY"))
+	b.APIKey = cmp.Or(*f.apiKey, env.getenv("SLUICE_API_KEY"))
+	return scenarios, nil
+}
 
-	if grpcTLS.set() && !*grpcOn && !*compareTLS {
+// setTLS sets b's TLS for Sluice's gRPC (--grpc-tls) and HTTPS.
+func (f *benchFlags) setTLS(b *bench.Session) (err error) {
+	if f.grpcTLS.set() && !*f.grpcOn && !*f.compareTLS {
 		return errors.New("the --grpc-* TLS flags take effect with --grpc-tls (Sluice's gRPC) or --compare-tls")
 	}
-	if *grpcOn {
-		if b.GRPCAddr == "" || *server == "" {
+	if *f.grpcOn {
+		if b.GRPCAddr == "" || *f.server == "" {
 			return errors.New("--grpc-tls needs --server and --grpc-server (the in-process node serves plaintext)")
 		}
-		if b.GRPCTLS, err = grpcTLS.config(b.GRPCAddr); err != nil {
+		if b.GRPCTLS, err = f.grpcTLS.config(b.GRPCAddr); err != nil {
 			return err
 		}
 	}
-	if httpTLS.set() {
-		hc, err := httpTLS.httpClient(*server)
+	if f.httpTLS.set() {
+		hc, err := f.httpTLS.httpClient(*f.server)
 		if err != nil {
 			return err
 		}
 		b.TLS = hc.Transport.(*http.Transport).TLSClientConfig
 	}
+	return nil
+}
 
-	if *server == "" {
-		n, err := startBenchNode(ctx, env, benchNodeEngines{redis: *redisURL, database: *databaseURL, nats: *natsURL})
-		if err != nil {
-			return fmt.Errorf("in-process node: %w", err)
+// target points b at --server or, without one, at a node it starts in
+// this process; stop stops that node.
+func (f *benchFlags) target(ctx context.Context, env *environment, b *bench.Session) (stop func(), err error) {
+	if *f.server != "" {
+		if *f.redisURL != "" || *f.databaseURL != "" || *f.natsURL != "" {
+			return nil, errors.New("--redis-url, --database-url and --nats-url configure the in-process node; a --server has its own")
 		}
-		defer n.stop()
-		b.Server, b.GRPCAddr = n.httpURL, n.grpcAddr
-		fmt.Fprintf(env.stderr, "bench: in-process node on %s (gRPC %s), counters in %s\n", n.httpURL, n.grpcAddr, n.counters)
-	} else {
-		if *redisURL != "" || *databaseURL != "" || *natsURL != "" {
-			return errors.New("--redis-url, --database-url and --nats-url configure the in-process node; a --server has its own")
-		}
-		b.Server = strings.TrimRight(*server, "/")
+		b.Server = strings.TrimRight(*f.server, "/")
+		return func() {}, nil
 	}
-	if *compare != "" {
-		stop, err := b.SetCompare(*compare)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	n, err := startBenchNode(ctx, env, benchNodeEngines{redis: *f.redisURL, database: *f.databaseURL, nats: *f.natsURL})
+	if err != nil {
+		return nil, fmt.Errorf("in-process node: %w", err)
 	}
-	if *compareTLS {
-		if b.CompareGRPC == "" || *compare == "bare" {
-			return errors.New("--compare-tls is for a --compare host:port (a gRPC server)")
+	b.Server, b.GRPCAddr = n.httpURL, n.grpcAddr
+	fmt.Fprintf(env.stderr, "bench: in-process node on %s (gRPC %s), counters in %s\n", n.httpURL, n.grpcAddr, n.counters)
+	return n.stop, nil
+}
+
+// compareWith sets b's comparison (--compare), over TLS with
+// --compare-tls; stop stops what it started.
+func (f *benchFlags) compareWith(b *bench.Session) (stop func(), err error) {
+	stop = func() {}
+	if *f.compare != "" {
+		if stop, err = b.SetCompare(*f.compare); err != nil {
+			return nil, err
 		}
-		ct := grpcTLS
+	}
+	if *f.compareTLS {
+		if b.CompareGRPC == "" || *f.compare == "bare" {
+			stop()
+			return nil, errors.New("--compare-tls is for a --compare host:port (a gRPC server)")
+		}
+		ct := f.grpcTLS
 		ct.serverName = "" // --grpc-server-name names Sluice's
 		if b.CompareGRPCTLS, err = ct.config(b.CompareGRPC); err != nil {
-			return err
+			stop()
+			return nil, err
 		}
 	}
-	stopProfiles, err := startProfiles(*cpuProfile, *blockProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfiles()
-	return b.Run(ctx, env.stdout, scenarios)
+	return stop, nil
 }
 
 // startProfiles starts the CPU profile and block profiling asked for and

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/inbox"
+	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/panics"
 	"github.com/sluicehq/sluice/internal/queue"
@@ -150,44 +151,11 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		}
 	}()
 
-	// One data dir, one node: taken before SQLite or the embedded NATS
-	// store opens, released last.
-	if usesDataDir(cfg) {
-		release, err := lockDataDir(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		n.onStop("data dir lock", func(context.Context) error { return release() })
-	}
-	if n.db, err = openStore(ctx, cfg, log); err != nil {
-		return nil, fmt.Errorf("database: %w", err)
-	}
-	n.onStop("database", func(context.Context) error { return n.db.Close() })
-	log.Info("database ready", "engine", n.db.Dialect())
-
-	n.queue, err = queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen,
-		Replicas: cfg.NATSReplicas, StreamPrefix: cfg.NATSPrefix, Logger: log})
+	checks, err := n.openEngines(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("nats: %w", err)
+		return nil, err
 	}
-	n.onStop("queue", func(context.Context) error { return n.queue.Close() })
-	log.Info("queue ready", "embedded", n.queue.Embedded())
-
-	checks := []httpapi.Check{{Name: "database", Ping: n.db.Ping}, {Name: "nats", Ping: n.queue.Ping}}
-	if cfg.RedisURL != "" {
-		check, err := n.startRedis(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
-		}
-		checks = append(checks, check)
-	}
-
-	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
-	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
-	n.reg = metrics.NewRegistry()
-	metrics.RegisterStore(n.reg, n.db.BatchStats())
-	registerBuildInfo(n.reg)
-	n.panics = &panics.Reporter{Logger: log, Count: metrics.NewPanics(n.reg)}
+	n.newRegistry()
 
 	limiter, err := n.startRatelimit(ctx)
 	if err != nil {
@@ -217,90 +185,98 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		checks = append(checks, *providersReady)
 	}
 
-	ui, err := uiOptions(ctx, cfg, n.db)
-	if err != nil {
+	if err = n.newAPI(ctx, checks, limiter, links, notifier); err != nil { // node_api.go
 		return nil, err
 	}
-	if cfg.ProxyHeader != "any" {
-		n.proxyHeader = httplimit.ProxyHeader(cfg.ProxyHeader)
-	}
-	if n.proxies, err = cfg.Proxies(); err != nil {
+	if err = n.newGRPC([]grpcService{envoy, quota}); err != nil {
 		return nil, err
 	}
-	if cfg.ProxyProtocol && len(n.proxies) == 0 {
-		log.Warn("--proxy-protocol without --trusted-proxies: any peer can name the client address it likes; list the load balancers")
-	}
-	authFailures, err := n.authFailureLimiter()
-	if err != nil {
-		return nil, fmt.Errorf("--auth-failures-per-minute: %w", err)
-	}
-	unknownEmailLinks, err := n.unknownEmailLinkLimiter()
-	if err != nil {
-		return nil, fmt.Errorf("links.unknown_per_minute: %w", err)
-	}
-	n.api = httpapi.New(httpapi.Options{
-		Logger:       log,
-		Registry:     n.reg,
-		Panics:       n.panics,
-		Keys:         n.db,
-		Checks:       checks,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Version:      buildVersion(),
-		Ratelimit:    limiter,
-		Links:        links,
-		UI:           ui,
-		Notify:       notifier,
-		Preferences:  notifier,
-		Events:       n.events.svc,
-		// The access log, redirects' unknown-code limit and the keyless
-		// loopback check see the client behind trusted proxies.
-		TrustedProxies: n.proxies,
-		ProxyHeader:    n.proxyHeader,
-		AllowedHosts:   cfg.AllowedHosts,
-		AuthFailures:   authFailures,
-		// Pages on these origins may call the API from a browser.
-		CORSOrigins: cfg.HTTP.CORSOrigins,
-		// Unknown tracked email links, limited as unknown short codes.
-		UnknownEmailLinks: unknownEmailLinks,
-		MetricsAuth:       cfg.MetricsAuth,
-		// /openapi.json names ui.public_url as its server, if set.
-		PublicURL: cfg.UI.PublicURL,
-
-		// The in-app inbox's routes and streams.
-		Inbox:          n.inbox,
-		InboxHeartbeat: cfg.Notify.Inbox.Heartbeat,
-		// The live link stats streams.
-		LinkLive:          n.live.hub,
-		LinkLiveHeartbeat: cfg.Links.Live.Heartbeat,
-	})
-	if count, err := n.db.CountActiveAPIKeys(ctx); err == nil && count == 0 {
-		if ever, err := n.db.APIKeyEverCreated(ctx); err == nil && ever {
-			log.Warn(httpapi.ClosedWarning)
-		} else if err == nil {
-			log.Warn("no API key created yet: only loopback clients naming localhost (or --allowed-hosts) are served, trusted as admins, until the first key is created; " +
-				"a reverse proxy on this host makes every client it forwards look local unless it is in --trusted-proxies and names the client; " +
-				"create a key with `sluice keys create --scope admin`")
-		}
-	}
-
-	grpcOpts, err := n.grpcServerOptions() // TLS, client certificates (node_tls.go)
-	if err != nil {
-		return nil, fmt.Errorf("grpc tls: %w", err)
-	}
-	n.grpc, n.health = newGRPCServer(n.panics, []grpcService{envoy, quota}, cfg.GRPCReflection, grpcOpts...)
-
-	if cfg.Gateway.Listen != "" {
-		gwTLS, err := n.gatewayTLS() // with --gateway-tls-cert-file or --tls-cert-file (node_tls.go)
-		if err != nil {
-			return nil, fmt.Errorf("gateway tls: %w", err)
-		}
-		if n.gateway, err = gateway.New(gateway.Options{Config: gatewayConfig(cfg.Gateway), TrustedProxies: n.proxies, ProxyHeader: n.proxyHeader, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP.Apply, Logger: log,
-			TLS: gwTLS, UsageUnreadable: metrics.NewGatewayUsageUnreadable(n.reg)}); err != nil {
-			return nil, err
-		}
-		n.gwTLS = gwTLS
+	if err = n.newGateway(limiter); err != nil {
+		return nil, err
 	}
 	return n, nil
+}
+
+// openEngines takes the data dir, opens the database and the queue and,
+// with --redis-url, connects Redis, and returns the readiness checks of
+// those it opened.
+func (n *node) openEngines(ctx context.Context) ([]httpapi.Check, error) {
+	cfg, log := n.cfg, n.log
+	// One data dir, one node: taken before SQLite or the embedded NATS
+	// store opens, released last.
+	if usesDataDir(cfg) {
+		release, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		n.onStop("data dir lock", func(context.Context) error { return release() })
+	}
+	var err error
+	if n.db, err = openStore(ctx, cfg, log); err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	n.onStop("database", func(context.Context) error { return n.db.Close() })
+	log.Info("database ready", "engine", n.db.Dialect())
+
+	n.queue, err = queue.Open(ctx, queue.Options{URL: cfg.NATSURL, DataDir: cfg.DataDir, ListenAddr: cfg.NATSListen,
+		Replicas: cfg.NATSReplicas, StreamPrefix: cfg.NATSPrefix, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	n.onStop("queue", func(context.Context) error { return n.queue.Close() })
+	log.Info("queue ready", "embedded", n.queue.Embedded())
+
+	checks := []httpapi.Check{{Name: "database", Ping: n.db.Ping}, {Name: "nats", Ping: n.queue.Ping}}
+	if cfg.RedisURL != "" {
+		check, err := n.startRedis(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		checks = append(checks, check)
+	}
+	return checks, nil
+}
+
+// newRegistry builds the node's metrics registry and the panic reporter
+// that counts on it.
+func (n *node) newRegistry() {
+	// Every metric name starts with sluice_, the runtime's too (sluice_go_*,
+	// sluice_process_*), so one prefix selects all of Sluice in a scrape.
+	n.reg = metrics.NewRegistry()
+	metrics.RegisterStore(n.reg, n.db.BatchStats())
+	registerBuildInfo(n.reg)
+	n.panics = &panics.Reporter{Logger: n.log, Count: metrics.NewPanics(n.reg)}
+}
+
+// newGRPC builds the gRPC server of services, with TLS and client
+// certificates when configured (node_tls.go).
+func (n *node) newGRPC(services []grpcService) error {
+	grpcOpts, err := n.grpcServerOptions()
+	if err != nil {
+		return fmt.Errorf("grpc tls: %w", err)
+	}
+	n.grpc, n.health = newGRPCServer(n.panics, services, n.cfg.GRPCReflection, grpcOpts...)
+	return nil
+}
+
+// newGateway builds the rate limiting reverse proxy when gateway.listen is
+// set, with HTTPS from --gateway-tls-cert-file or --tls-cert-file
+// (node_tls.go).
+func (n *node) newGateway(limiter *limits.Service) error {
+	cfg := n.cfg
+	if cfg.Gateway.Listen == "" {
+		return nil
+	}
+	gwTLS, err := n.gatewayTLS()
+	if err != nil {
+		return fmt.Errorf("gateway tls: %w", err)
+	}
+	if n.gateway, err = gateway.New(gateway.Options{Config: gatewayConfig(cfg.Gateway), TrustedProxies: n.proxies, ProxyHeader: n.proxyHeader, Limits: limiter, Keys: n.db, HTTP: cfg.HTTP.Apply, Logger: n.log,
+		TLS: gwTLS, UsageUnreadable: metrics.NewGatewayUsageUnreadable(n.reg)}); err != nil {
+		return err
+	}
+	n.gwTLS = gwTLS
+	return nil
 }
 
 // Run listens on the node's addresses and serves HTTP, gRPC and (when

@@ -22,24 +22,14 @@ const linkKeySecret = "code_key"
 // purge job, and listens for links deleted on any node.
 func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	cfg := n.cfg.Links
-	key := cfg.Key
-	if key == "" {
-		// Kept in the database, not the data dir, so every node sharing
-		// PostgreSQL permutes with the same key.
-		var err error
-		if key, err = serverSecret(ctx, n.db, linkKeySecret); err != nil {
-			return nil, fmt.Errorf("link key: %w", err)
-		}
-	}
-	codec, err := shorten.NewCodec([]byte(key), cfg.CodeLength)
+	codec, err := n.linkCodec(ctx)
 	if err != nil {
 		return nil, err
 	}
-	base := n.cfg.LinksBaseURL()
 	opts := shorten.Options{
 		Store:             n.db,
 		Codec:             codec,
-		BaseURL:           base,
+		BaseURL:           n.cfg.LinksBaseURL(),
 		Targets:           n.linkTargets(),
 		FallbackURL:       cfg.FallbackURL,
 		CacheSize:         cfg.CacheSize,
@@ -64,72 +54,20 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	if n.redis != nil {
 		opts.Shared = n.sharedLinkCache()
 	}
-	if cfg.GeoIPDB != "" {
-		geo, err := geoip.Open(cfg.GeoIPDB, n.log)
-		if err != nil {
-			return nil, fmt.Errorf("links.geoip_db: %w", err)
-		}
-		opts.Geo = geo
-		opts.Country = func(client string) string { // the stats' country of a click
-			a, err := netip.ParseAddr(client)
-			if err != nil {
-				return ""
-			}
-			country, _ := geo.Locate(a)
-			return country
-		}
-		n.goBackground(ctx, "geoip database reloader", func(ctx context.Context) error { return geo.Run(ctx, 0) })
+	if err := n.linkGeoIP(ctx, &opts); err != nil {
+		return nil, err
 	}
-	if per := int64(cfg.UnknownPerMinute); per > 0 {
-		// On the node's counter store (Redis when configured), so the limit
-		// holds across nodes; only unknown codes pay for the check.
-		lim, err := ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
-			Name: "links_unknown", Algorithm: ratelimit.TokenBucket, Limit: per, Period: time.Minute, Burst: per,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("unknown-code limit: %w", err)
-		}
-		opts.Limiter = lim
+	if opts.Limiter, err = n.unknownCodeLimiter(); err != nil {
+		return nil, err
 	}
-	// Deletes are announced to every node, so none keeps redirecting a
-	// deleted link from its cache for up to links.cache_ttl; creations
-	// too, so every node caches a new link and redirects it even while
-	// the database and Redis both fail.
-	deleted := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksDeleted))
-	created := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksCreated))
-	domains := announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectDomainsChanged))
-	opts.Announce = deleted.Post
-	opts.AnnounceDomains = func() error { return domains.Post("") }
-	opts.AnnounceCreated = func(code string, l shorten.CachedLink) error {
-		return created.Post(announce.EncodeLinkCreated(code, l))
-	}
+	buses := n.linkBuses(&opts)
 	links, err := shorten.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	// A message that panics its listener is dropped (panics.Announce).
-	stopDeleted, err := deleted.Listen(panics.Func(n.panics, panics.Announce, links.Forget))
-	if err != nil {
+	if err := n.listenLinkBuses(links, buses); err != nil {
 		return nil, err
 	}
-	n.onStop("link delete listener", func(context.Context) error { return stopDeleted() })
-	// This node cached what it created or changed already; its own
-	// announcement, heard late, would undo a later change (see
-	// ListenOthers).
-	stopCreated, err := created.ListenOthers(panics.Func(n.panics, panics.Announce, func(data string) {
-		if code, l, err := announce.DecodeLinkCreated(data); err == nil {
-			links.Learn(code, l)
-		}
-	}))
-	if err != nil {
-		return nil, err
-	}
-	n.onStop("link create listener", func(context.Context) error { return stopCreated() })
-	stopDomains, err := domains.Listen(panics.Func(n.panics, panics.Announce, func(string) { links.ForgetDomains() }))
-	if err != nil {
-		return nil, err
-	}
-	n.onStop("domain change listener", func(context.Context) error { return stopDomains() })
 	// The click flusher and purge job stop after the servers have drained
 	// (no more hits), with a last flush.
 	n.goBackground(ctx, "link click flusher", links.Run)
@@ -137,6 +75,113 @@ func (n *node) startLinks(ctx context.Context) (*shorten.Service, error) {
 	// checks the unverified claims on a schedule (links.domains.verify dns).
 	n.goBackground(ctx, "custom domain verifier", links.RunDomains)
 	return links, nil
+}
+
+// linkCodec is the code permutation, keyed by links.key or else by the
+// key generated once and kept in the database, so every node sharing
+// PostgreSQL permutes with the same key.
+func (n *node) linkCodec(ctx context.Context) (*shorten.Codec, error) {
+	key := n.cfg.Links.Key
+	if key == "" {
+		var err error
+		if key, err = serverSecret(ctx, n.db, linkKeySecret); err != nil {
+			return nil, fmt.Errorf("link key: %w", err)
+		}
+	}
+	return shorten.NewCodec([]byte(key), n.cfg.Links.CodeLength)
+}
+
+// linkGeoIP opens links.geoip_db, when set, for the clicks' countries,
+// and reloads it in the background when the file changes.
+func (n *node) linkGeoIP(ctx context.Context, opts *shorten.Options) error {
+	if n.cfg.Links.GeoIPDB == "" {
+		return nil
+	}
+	geo, err := geoip.Open(n.cfg.Links.GeoIPDB, n.log)
+	if err != nil {
+		return fmt.Errorf("links.geoip_db: %w", err)
+	}
+	opts.Geo = geo
+	opts.Country = func(client string) string { // the stats' country of a click
+		a, err := netip.ParseAddr(client)
+		if err != nil {
+			return ""
+		}
+		country, _ := geo.Locate(a)
+		return country
+	}
+	n.goBackground(ctx, "geoip database reloader", func(ctx context.Context) error { return geo.Run(ctx, 0) })
+	return nil
+}
+
+// unknownCodeLimiter limits redirects of unknown codes per client
+// (links.unknown_per_minute), or is nil when that is 0. It counts on the
+// node's counter store (Redis when configured), so the limit holds across
+// nodes; only unknown codes pay for the check.
+func (n *node) unknownCodeLimiter() (shorten.Limiter, error) {
+	per := int64(n.cfg.Links.UnknownPerMinute)
+	if per <= 0 {
+		return nil, nil
+	}
+	lim, err := ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
+		Name: "links_unknown", Algorithm: ratelimit.TokenBucket, Limit: per, Period: time.Minute, Burst: per,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unknown-code limit: %w", err)
+	}
+	return lim, nil
+}
+
+// linkBuses are the subjects on which nodes tell each other of link and
+// domain changes.
+type linkBuses struct{ deleted, created, domains *announce.Bus }
+
+// linkBuses opens the link announcements and has opts post on them.
+// Deletes are announced to every node, so none keeps redirecting a
+// deleted link from its cache for up to links.cache_ttl; creations too,
+// so every node caches a new link and redirects it even while the
+// database and Redis both fail.
+func (n *node) linkBuses(opts *shorten.Options) linkBuses {
+	b := linkBuses{
+		deleted: announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksDeleted)),
+		created: announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectLinksCreated)),
+		domains: announce.New(n.queue.NATS(), n.queue.Name(announce.SubjectDomainsChanged)),
+	}
+	opts.Announce = b.deleted.Post
+	opts.AnnounceDomains = func() error { return b.domains.Post("") }
+	opts.AnnounceCreated = func(code string, l shorten.CachedLink) error {
+		return b.created.Post(announce.EncodeLinkCreated(code, l))
+	}
+	return b
+}
+
+// listenLinkBuses applies the other nodes' link announcements to links'
+// caches until the node stops. A message that panics its listener is
+// dropped (panics.Announce).
+func (n *node) listenLinkBuses(links *shorten.Service, b linkBuses) error {
+	stopDeleted, err := b.deleted.Listen(panics.Func(n.panics, panics.Announce, links.Forget))
+	if err != nil {
+		return err
+	}
+	n.onStop("link delete listener", func(context.Context) error { return stopDeleted() })
+	// This node cached what it created or changed already; its own
+	// announcement, heard late, would undo a later change (see
+	// ListenOthers).
+	stopCreated, err := b.created.ListenOthers(panics.Func(n.panics, panics.Announce, func(data string) {
+		if code, l, err := announce.DecodeLinkCreated(data); err == nil {
+			links.Learn(code, l)
+		}
+	}))
+	if err != nil {
+		return err
+	}
+	n.onStop("link create listener", func(context.Context) error { return stopCreated() })
+	stopDomains, err := b.domains.Listen(panics.Func(n.panics, panics.Announce, func(string) { links.ForgetDomains() }))
+	if err != nil {
+		return err
+	}
+	n.onStop("domain change listener", func(context.Context) error { return stopDomains() })
+	return nil
 }
 
 // linkTargets is where short links, and email tracked links, may lead:

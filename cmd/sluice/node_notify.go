@@ -31,58 +31,23 @@ import (
 // is the /readyz detail of the providers' breakers, nil without providers.
 func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc *notify.Service, ready *httpapi.Check, err error) {
 	nc := n.cfg.Notify
-	secret := nc.Webhook.Secret
-	if secret == "" {
-		file := filepath.Join(n.cfg.DataDir, "webhook-secret")
-		var created bool
-		if secret, created, err = webhook.LoadOrCreateSecret(file); err != nil {
-			return nil, nil, err
-		}
-		if created {
-			n.log.Info("generated a webhook signing secret", "file", file)
-		}
-		if n.cfg.DatabaseURL != "" {
-			n.log.Warn("webhook secret comes from this node's data dir; set --webhook-secret so every node signs alike")
-		}
-	}
-	wh, err := webhook.New(webhook.Options{Secret: secret, AllowPrivate: n.cfg.AllowPrivate, Timeout: nc.Webhook.Timeout})
-	if err != nil {
-		return nil, nil, fmt.Errorf("webhook: %w", err)
-	}
-	nq, err := n.queue.NotifyQueue(ctx, queue.NotifyOptions{
-		Partitions:  nc.Partitions,
-		AckWait:     nc.AckWait,
-		Unconfirmed: !nc.ConfirmPublish,
-		Workers: map[notify.Category]int{notify.Critical: nc.WorkersCritical, notify.Orders: nc.WorkersOrders,
-			notify.Marketing: nc.WorkersMarketing},
-		Logger: n.log,
-	})
+	wh, err := n.webhookProvider()
 	if err != nil {
 		return nil, nil, err
 	}
-	// Stopped after the workers: what they published is acknowledged first.
-	n.onStop("notification queue", func(ctx context.Context) error {
-		_ = nq.Flush(ctx)
-		return nq.Close()
-	})
-	n.reg.MustRegister(metrics.NewQueueLag(nq))
+	nq, err := n.notifyQueue(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	ps, err := buildProviders(nc.Providers, n.counters, n.reg, n.log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("providers: %w", err)
 	}
 	n.onStop("notification providers", func(context.Context) error { ps.close(); return nil })
-	whGuard, err := webhookGuards(wh, nc, n.counters, ps.hooks, n.log)
+	providers, system, err := n.notifyProviders(wh, ps)
 	if err != nil {
-		return nil, nil, fmt.Errorf("webhook pacing: %w", err)
+		return nil, nil, err
 	}
-	system, err := n.systemProvider(n.events, wh, n.counters)
-	if err != nil {
-		return nil, nil, fmt.Errorf("events pacing: %w", err)
-	}
-	ob := &outbox.Provider{}
-	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: whGuard}
-	providers[notify.InApp] = &inbox.Provider{Inbox: n.inbox}
-	maps.Copy(providers, ps.primary)
 	failover := []notify.Category{}
 	for _, c := range nc.Providers.Failover {
 		failover = append(failover, notify.Category(c))
@@ -117,32 +82,114 @@ func (n *node) startNotify(ctx context.Context, links notify.LinkShortener) (svc
 	for ch, p := range ps.primary {
 		n.log.Info("notification provider", "channel", ch, "provider", p.Name(), "backups", len(ps.backups[ch]))
 	}
-	if nc.MarketingCap > 0 {
-		lim, err := ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
-			Name: "notify_marketing_per_user", Algorithm: ratelimit.TokenBucket,
-			Limit: int64(nc.MarketingCap), Period: nc.MarketingPeriod,
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("marketing cap: %w", err)
-		}
-		opts.MarketingCap = lim
+	if opts.MarketingCap, err = n.marketingCap(); err != nil {
+		return nil, nil, err
 	}
 	if opts.SMSGuard, err = n.smsGuard(nc.SMSGuard); err != nil {
 		return nil, nil, err
 	}
 	svc = notify.NewService(opts)
-	n.events.notify.Store(svc)
-	n.goBackground(ctx, "event log purge", func(ctx context.Context) error { return n.events.svc.Run(ctx, time.Minute) })
-	n.goBackground(ctx, "notification workers", func(ctx context.Context) error { return nq.Run(ctx, recoverJobs(n.panics, svc.Process)) })
-	n.goBackground(ctx, "notification scheduler", func(ctx context.Context) error {
-		return svc.RunScheduler(ctx, notify.SchedulerOptions{})
-	})
+	n.runNotify(ctx, svc, nq)
 	if len(ps.guards) > 0 {
 		// Breaker states inform /readyz without failing it: a provider
 		// that is down is failed over or waited out, the node still works.
 		ready = &httpapi.Check{Name: "providers", Ping: func(context.Context) error { return nil }, Detail: ps.breakerStates}
 	}
 	return svc, ready, nil
+}
+
+// notifyQueue opens the notification queue, stopped after the workers so
+// that what they published is acknowledged first, and exports its lag.
+func (n *node) notifyQueue(ctx context.Context) (*queue.NotifyQueue, error) {
+	nc := n.cfg.Notify
+	nq, err := n.queue.NotifyQueue(ctx, queue.NotifyOptions{
+		Partitions:  nc.Partitions,
+		AckWait:     nc.AckWait,
+		Unconfirmed: !nc.ConfirmPublish,
+		Workers: map[notify.Category]int{notify.Critical: nc.WorkersCritical, notify.Orders: nc.WorkersOrders,
+			notify.Marketing: nc.WorkersMarketing},
+		Logger: n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.onStop("notification queue", func(ctx context.Context) error {
+		_ = nq.Flush(ctx)
+		return nq.Close()
+	})
+	n.reg.MustRegister(metrics.NewQueueLag(nq))
+	return nq, nil
+}
+
+// notifyProviders is the provider of each channel: the configured
+// providers, else the outbox; webhooks signed and paced; the in-app
+// inbox. system delivers the status events' webhooks.
+func (n *node) notifyProviders(wh *webhook.Provider, ps *providerSet) (_ map[notify.Channel]notify.Provider, system notify.Provider, err error) {
+	whGuard, err := webhookGuards(wh, n.cfg.Notify, n.counters, ps.hooks, n.log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("webhook pacing: %w", err)
+	}
+	if system, err = n.systemProvider(n.events, wh, n.counters); err != nil {
+		return nil, nil, fmt.Errorf("events pacing: %w", err)
+	}
+	ob := &outbox.Provider{}
+	providers := map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: whGuard}
+	providers[notify.InApp] = &inbox.Provider{Inbox: n.inbox}
+	maps.Copy(providers, ps.primary)
+	return providers, system, nil
+}
+
+// webhookProvider posts webhooks signed with --webhook-secret or, without
+// one, with a secret generated once in the data dir.
+func (n *node) webhookProvider() (*webhook.Provider, error) {
+	nc := n.cfg.Notify
+	secret := nc.Webhook.Secret
+	if secret == "" {
+		file := filepath.Join(n.cfg.DataDir, "webhook-secret")
+		var created bool
+		var err error
+		if secret, created, err = webhook.LoadOrCreateSecret(file); err != nil {
+			return nil, err
+		}
+		if created {
+			n.log.Info("generated a webhook signing secret", "file", file)
+		}
+		if n.cfg.DatabaseURL != "" {
+			n.log.Warn("webhook secret comes from this node's data dir; set --webhook-secret so every node signs alike")
+		}
+	}
+	wh, err := webhook.New(webhook.Options{Secret: secret, AllowPrivate: n.cfg.AllowPrivate, Timeout: nc.Webhook.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	return wh, nil
+}
+
+// marketingCap is the per-user marketing cap, nil when it is off.
+func (n *node) marketingCap() (ratelimit.Limiter, error) {
+	nc := n.cfg.Notify
+	if nc.MarketingCap <= 0 {
+		return nil, nil
+	}
+	lim, err := ratelimit.NewPolicyLimiter(n.counters, ratelimit.Policy{
+		Name: "notify_marketing_per_user", Algorithm: ratelimit.TokenBucket,
+		Limit: int64(nc.MarketingCap), Period: nc.MarketingPeriod,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marketing cap: %w", err)
+	}
+	return lim, nil
+}
+
+// runNotify starts the notification workers and scheduler, and the event
+// log's purge, until the node stops.
+func (n *node) runNotify(ctx context.Context, svc *notify.Service, nq *queue.NotifyQueue) {
+	n.events.notify.Store(svc)
+	n.goBackground(ctx, "event log purge", func(ctx context.Context) error { return n.events.svc.Run(ctx, time.Minute) })
+	n.goBackground(ctx, "notification workers", func(ctx context.Context) error { return nq.Run(ctx, recoverJobs(n.panics, svc.Process)) })
+	n.goBackground(ctx, "notification scheduler", func(ctx context.Context) error {
+		return svc.RunScheduler(ctx, notify.SchedulerOptions{})
+	})
 }
 
 func retryRules(nc config.Notify) map[notify.Category]notify.RetryRule {

@@ -53,25 +53,7 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 	if len(clicks) == 0 {
 		return nil
 	}
-	tallies := map[int64]*linkTally{}
-	var order []int64
-	for _, c := range clicks {
-		t := tallies[c.LinkID]
-		if t == nil {
-			t = &linkTally{}
-			tallies[c.LinkID] = t
-			order = append(order, c.LinkID)
-		}
-		if c.Bot {
-			t.bots++
-			continue
-		}
-		t.clicks++
-		if t.first.IsZero() || c.At.Before(t.first) {
-			t.first = c.At
-		}
-	}
-	slices.Sort(order) // a fixed lock order keeps concurrent flushers from deadlocking on PostgreSQL
+	tallies, order := tallyClicks(clicks)
 	counts, err := db.prepareRows(ctx, countRows, len(order))
 	if err != nil {
 		return err
@@ -95,60 +77,29 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 				return err
 			}
 		}
-		found := make(map[int64]bool, len(order))
-		rolled := map[int64]bool{} // links whose rollups take this batch's clicks
-		var reached []int64        // links this batch brings to RollUpAt hits
-		err := counts.query(ctx, tx, len(order), countParams, func(i int, dst []any) []any {
-			t := tallies[order[i]]
-			return append(dst, order[i], t.clicks, t.bots, toMicros(t.first))
-		}, func(rows *sql.Rows) error {
-			var id, hits, rolledUp int64
-			if err := rows.Scan(&id, &hits, &rolledUp); err != nil {
-				return err
-			}
-			found[id] = true
-			switch {
-			case rolledUp == 1:
-				rolled[id] = true
-			case hits >= RollUpAt:
-				reached = append(reached, id)
-			}
-			return nil
-		})
+		bc, err := countClicks(ctx, tx, counts, tallies, order)
 		if err != nil {
-			return mapErr(err, "count clicks")
+			return err
 		}
-		slices.Sort(reached)
 		kept := clicks
-		if len(found) < len(order) {
-			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return !found[c.LinkID] })
+		if len(bc.found) < len(order) {
+			kept = slices.DeleteFunc(slices.Clone(clicks), func(c shorten.Click) bool { return !bc.found[c.LinkID] })
 		}
-		visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
-		err = inserts.exec(ctx, tx, len(kept), clickParams, func(i int, args []any) []any {
-			c := &kept[i]
-			v, ok := visitors[c.Visitor]
-			if !ok {
-				v[0], v[1] = visitorColumns(c.Visitor)
-				visitors[c.Visitor] = v
-			}
-			args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, v[0], v[1], c.Target)
-			return appendClickDims(args, c.Dimensions)
-		})
-		if err != nil {
-			return mapErr(err, "record clicks")
+		if err := insertClicks(ctx, tx, inserts, kept); err != nil {
+			return err
 		}
 		counted := kept
-		if len(rolled) < len(tallies) {
+		if len(bc.rolled) < len(tallies) {
 			counted = make([]shorten.Click, 0, len(kept))
 			for _, c := range kept {
-				if rolled[c.LinkID] {
+				if bc.rolled[c.LinkID] {
 					counted = append(counted, c)
 				}
 			}
 		}
 		// The links that reached RollUpAt: all their raw clicks, this
 		// batch's included.
-		all, err := db.rollUpLinks(ctx, tx, reached)
+		all, err := db.rollUpLinks(ctx, tx, bc.reached)
 		if err != nil {
 			return err
 		}
@@ -158,6 +109,81 @@ func (db *DB) RecordClicks(ctx context.Context, clicks []shorten.Click) error {
 		rollups := newRollups(counted)
 		return mapErr(upserts.exec(ctx, tx, len(rollups.keys), rollupParams, rollups.args), "update click rollups")
 	})
+}
+
+// tallyClicks sums a batch's clicks by link; order is the links' ids,
+// sorted: a fixed lock order keeps concurrent flushers from deadlocking on
+// PostgreSQL.
+func tallyClicks(clicks []shorten.Click) (tallies map[int64]*linkTally, order []int64) {
+	tallies = map[int64]*linkTally{}
+	for _, c := range clicks {
+		t := tallies[c.LinkID]
+		if t == nil {
+			t = &linkTally{}
+			tallies[c.LinkID] = t
+			order = append(order, c.LinkID)
+		}
+		if c.Bot {
+			t.bots++
+			continue
+		}
+		t.clicks++
+		if t.first.IsZero() || c.At.Before(t.first) {
+			t.first = c.At
+		}
+	}
+	slices.Sort(order)
+	return tallies, order
+}
+
+// batchCounts is what adding a batch to its links' counters found.
+type batchCounts struct {
+	found   map[int64]bool // the links that still exist
+	rolled  map[int64]bool // links whose rollups take this batch's clicks
+	reached []int64        // links this batch brings to RollUpAt hits, sorted
+}
+
+// countClicks adds the tallies to their links' counters (countRows).
+func countClicks(ctx context.Context, tx *sql.Tx, counts rowStmts, tallies map[int64]*linkTally, order []int64) (batchCounts, error) {
+	c := batchCounts{found: make(map[int64]bool, len(order)), rolled: map[int64]bool{}}
+	err := counts.query(ctx, tx, len(order), countParams, func(i int, dst []any) []any {
+		t := tallies[order[i]]
+		return append(dst, order[i], t.clicks, t.bots, toMicros(t.first))
+	}, func(rows *sql.Rows) error {
+		var id, hits, rolledUp int64
+		if err := rows.Scan(&id, &hits, &rolledUp); err != nil {
+			return err
+		}
+		c.found[id] = true
+		switch {
+		case rolledUp == 1:
+			c.rolled[id] = true
+		case hits >= RollUpAt:
+			c.reached = append(c.reached, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return batchCounts{}, mapErr(err, "count clicks")
+	}
+	slices.Sort(c.reached)
+	return c, nil
+}
+
+// insertClicks writes the click rows (clickRows).
+func insertClicks(ctx context.Context, tx *sql.Tx, inserts rowStmts, clicks []shorten.Click) error {
+	visitors := map[string][2]any{} // a batch holds few visitors: each decoded once
+	err := inserts.exec(ctx, tx, len(clicks), clickParams, func(i int, args []any) []any {
+		c := &clicks[i]
+		v, ok := visitors[c.Visitor]
+		if !ok {
+			v[0], v[1] = visitorColumns(c.Visitor)
+			visitors[c.Visitor] = v
+		}
+		args = append(args, c.LinkID, c.At.UnixMicro(), boolInt(c.Bot), c.Reason, v[0], v[1], c.Target)
+		return appendClickDims(args, c.Dimensions)
+	})
+	return mapErr(err, "record clicks")
 }
 
 // The click dimensions' columns, parameters and compact codes: device and
