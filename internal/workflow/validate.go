@@ -43,7 +43,7 @@ func validate(ctx context.Context, w Workflow, templates Templates, p *problems)
 		if msg := checkEventName(w.Trigger.Event); msg != "" {
 			p.add("trigger.event", "%s", msg)
 		}
-	} else if !hasField(*p, "trigger") {
+	} else if !hasField(*p, "trigger") && !hasField(*p, "definition") {
 		p.add("trigger.event", "is required")
 	}
 	names := map[string]int{}
