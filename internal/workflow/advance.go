@@ -204,6 +204,9 @@ func (s *Service) send(ctx context.Context, w Workflow, r Run, rec StepRecord, s
 	switch {
 	case err == nil:
 		rec.Status, rec.EndedAt, rec.NotificationID, rec.Outcome = stepCompleted, now, acc.NotificationID, ""
+		if rec.Attempts == 1 {
+			rec.Attempts = 0 // shown only after a retry
+		}
 		r.Position++
 	case ctx.Err() != nil:
 		return move{}, ctx.Err()

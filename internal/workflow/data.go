@@ -21,7 +21,9 @@ func decode(raw json.RawMessage) (any, error) {
 }
 
 // lookup returns the value at path in v: a key of the top object, or a
-// dotted path through nested objects ("cart.total").
+// dotted path through nested objects ("cart.total"), whose keys may hold
+// dots themselves ("order.placed.total": the key "order.placed", then
+// "total").
 func lookup(v any, path string) (any, bool) {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -30,15 +32,17 @@ func lookup(v any, path string) (any, bool) {
 	if x, ok := m[path]; ok {
 		return x, true
 	}
-	head, rest, dotted := strings.Cut(path, ".")
-	if !dotted {
-		return nil, false
+	for i := range len(path) {
+		if path[i] != '.' {
+			continue
+		}
+		if x, ok := m[path[:i]]; ok {
+			if y, ok := lookup(x, path[i+1:]); ok {
+				return y, true
+			}
+		}
 	}
-	x, ok := m[head]
-	if !ok {
-		return nil, false
-	}
-	return lookup(x, rest)
+	return nil, false
 }
 
 // equal compares two decoded JSON scalars: numbers by value, and a number
