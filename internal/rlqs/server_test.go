@@ -501,10 +501,12 @@ func TestBucketReportedTwice(t *testing.T) {
 // countingDemand counts the demand tables a node reads.
 type countingDemand struct {
 	rlqs.MemoryDemand
-	reads atomic.Int64
+	reads   atomic.Int64
+	updates atomic.Int64 // every bucket update, read or write-only
 }
 
 func (c *countingDemand) Report(ctx context.Context, now time.Time, updates []rlqs.Update) ([][]rlqs.Demand, error) {
+	c.updates.Add(int64(len(updates)))
 	for _, u := range updates {
 		if !u.WriteOnly {
 			c.reads.Add(1)
@@ -527,31 +529,39 @@ func TestDivisionReused(t *testing.T) {
 	for _, e := range envoys {
 		e.report(u(bucket, 0, 0, 0))
 	}
+	// A round's three reports are all handled before the clock moves on:
+	// the test waits for the demand store to see them, not for their
+	// answers, since a share pushed to an Envoy (when another joins) sits
+	// in its stream ahead of the answer to its next report.
 	round := func() {
 		clk.Advance(iv)
+		want := demand.updates.Load() + int64(len(envoys))
 		for _, e := range envoys {
-			e.report(u(bucket, 1, 0, iv)) // answered, or pushed a new share first
+			e.post(u(bucket, 1, 0, iv))
+		}
+		enginetest.EventuallyNil(t, 20*time.Second, "the round's reports handled", func() error {
+			return enginetest.State(demand.updates.Load() >= want, "%d updates, want %d", demand.updates.Load(), want)
+		})
+		for _, e := range envoys { // the answers (and any push), so no stream's buffer fills
+			for drained := false; !drained; {
+				select {
+				case <-e.resps:
+				default:
+					drained = true
+				}
+			}
 		}
 	}
 	round() // the demand settles
 	round()
-	// The joins pushed new shares to the others: take them, so that each
-	// report below reads its own answer (a steady table pushes nothing).
-	for _, e := range envoys {
-		for drained := false; !drained; {
-			select {
-			case <-e.resps:
-			case <-time.After(300 * time.Millisecond):
-				drained = true
-			}
-		}
-	}
+	round()
 	before := demand.reads.Load()
-	const rounds = 6
+	const rounds = 20
 	for range rounds {
 		round()
 	}
-	if reads := demand.reads.Load() - before; reads > rounds+1 {
+	// Without the reuse each round reads once per Envoy: three times this.
+	if reads := demand.reads.Load() - before; reads > rounds+3 {
 		t.Errorf("%d steady rounds of %d reports read %d tables, want about one a round (one division for all)", rounds, len(envoys), reads)
 	}
 }

@@ -181,6 +181,14 @@ func u(bucket string, allowed, denied uint64, elapsed time.Duration) usage {
 // answer.
 func (e *envoy) report(us ...usage) *rlqspb.RateLimitQuotaResponse {
 	e.t.Helper()
+	e.post(us...)
+	return e.next()
+}
+
+// post sends one usage report (the domain on the first) and returns at
+// once, leaving its answer in e.resps.
+func (e *envoy) post(us ...usage) {
+	e.t.Helper()
 	m := &rlqspb.RateLimitQuotaUsageReports{}
 	if !e.sent {
 		m.Domain, e.sent = e.domain, true
@@ -193,7 +201,6 @@ func (e *envoy) report(us ...usage) *rlqspb.RateLimitQuotaResponse {
 	if err := e.stream.Send(m); err != nil {
 		e.t.Fatalf("send: %v", err)
 	}
-	return e.next()
 }
 
 // next waits for the next response.
