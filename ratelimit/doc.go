@@ -88,6 +88,44 @@
 // [UsageStore]; the memory store and redisstore implement it (a
 // reservation is then a Redis key, settled from any process).
 //
+// # Memory store: the table
+//
+// A shard's states live in an open-addressing table with linear probing:
+// a power-of-two array of 64-byte slots, each holding a pair's full
+// 128-bit identity and its algorithm state inline. A check reads and
+// writes its slot in place, so at 100k keys and more it costs one cache
+// miss (two when the probe runs onto the next line, which the hardware's
+// adjacent-line prefetch usually covers). Slots hold no pointers, so the
+// garbage collector never scans the table. Deletion shifts the following
+// entries of the cluster back instead of leaving tombstones.
+//
+// The table is swept when an insertion would fill it past 5/8 (past 3/4,
+// clusters grow long enough to cost a second cache miss per check). The
+// sweep deletes every idle state (one equal to no state), then the table
+// keeps its size if between 1/4 and 1/2 of it is still in use, doubles if
+// more is, and otherwise shrinks to the smallest power of two (at least
+// 16 slots) at least twice what is in use. So a shard holds at most 2.5
+// times the states that were live at its last sweep (or 10), in at most 4
+// times as many slots: between about 100 and 256 bytes per active key.
+//
+// # Memory store: the hash
+//
+// The memory store identifies a (policy, key) pair by a 128-bit hash of
+// both strings: hashing is a large part of what a check costs besides its
+// one cache miss, and maphash would need four calls (two seeds, two
+// strings) for the same 128 bits.
+//
+// Each string is absorbed by wyhash's construction (the one behind Go's
+// own fallback map hash) run as two lanes with independent random seeds
+// over the same loads: each 16-byte block (a, b) is folded into a lane as
+// the 128-bit product of a and b, each xored with the lane's state and
+// constants, reduced to 64 bits by xoring the halves. A string's last
+// block also carries its length. The key and the policy name are absorbed
+// apart, on differently seeded lanes, and joined lane by lane, so the
+// name's lanes can be computed once per policy. All lanes are keyed by a
+// random per-store seed, so clients who pick keys cannot pick colliding
+// ones without knowing it.
+//
 // # Dependencies
 //
 // The package is a public library on the standard library alone: it must

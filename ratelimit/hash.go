@@ -6,21 +6,8 @@ import (
 	"unsafe"
 )
 
-// The memory store identifies a (policy, key) pair by a 128-bit hash of
-// both strings: hashing is a large part of what a check costs besides its
-// one cache miss, and maphash would need four calls (two seeds, two
-// strings) for the same 128 bits.
-//
-// absorb is wyhash's construction (the one behind Go's own fallback map
-// hash) run as two lanes with independent random seeds over the same
-// loads: each 16-byte block (a, b) is folded into a lane as the 128-bit
-// product of a and b, each xored with the lane's state and constants,
-// reduced to 64 bits by xoring the halves. A string's last block also
-// carries its length. The key and the policy name are absorbed apart, on
-// differently seeded lanes, and joined lane by lane (pairHash), so the
-// name's lanes can be computed once per policy. All lanes are keyed by a
-// random per-store seed, so clients who pick keys cannot pick colliding
-// ones without knowing it.
+// The pairs' 128-bit hash (absorb, pairHash): see the package doc,
+// "Memory store: the hash".
 
 const (
 	wyp0 = 0xa0761d6478bd642f

@@ -6,24 +6,8 @@ import (
 	"unsafe"
 )
 
-// A shard's states live in an open-addressing table with linear probing:
-// a power-of-two array of 64-byte slots, each holding a pair's full
-// 128-bit identity and its algorithm state inline. A check reads and
-// writes its slot in place, so at 100k keys and more it costs one cache
-// miss (two when the probe runs onto the next line, which the hardware's
-// adjacent-line prefetch usually covers). Slots hold no pointers, so the
-// garbage collector never scans the table. Deletion shifts the following
-// entries of the cluster back instead of leaving tombstones.
-//
-// Size: the table is swept when an insertion would fill it past 5/8 (past
-// 3/4, clusters grow long enough to cost a second cache miss per check).
-// The sweep deletes every idle state (one equal to no state), then the
-// table keeps its size if between 1/4 and 1/2 of it is still in use,
-// doubles if more is, and otherwise shrinks to the smallest power of two
-// (at least minSlots) at least twice what is in use. So a shard holds at
-// most 2.5 times the states that were live at its last sweep (or 10), in
-// at most 4 times as many slots: between about 100 and 256 bytes
-// per active key.
+// The shards' open-addressing table, its slots, sweeps and sizes: see the
+// package doc, "Memory store: the table".
 
 // slot is one (policy, key) state. code 0 marks an empty slot.
 type slot struct {

@@ -5,6 +5,18 @@
 //
 // A test that needs an engine whose variable is unset is skipped on a
 // developer's machine and fails when CI=true, so CI never skips silently.
+//
+// # Ports
+//
+// Engines that must be told their port on the command line get one from
+// ports.go. A port picked by listening on :0 and closing is free a moment,
+// then the kernel may give it to any other test's :0 listener or outgoing
+// connection, so an engine that is started on it late, or restarted on it
+// after a stop, can find it taken. These ports come from below the
+// kernel's ephemeral range (ip_local_port_range), which the kernel never
+// hands out by itself, and are held by a bound socket that does not listen
+// (a connection to it is refused, as to a dead port; nobody else can bind
+// it) until the engine is started, and again while it is stopped.
 package enginetest
 
 import (

@@ -11,16 +11,8 @@ import (
 	"testing"
 )
 
-// Ports for engines that must be told theirs on the command line.
-//
-// A port picked by listening on :0 and closing is free a moment, then the
-// kernel may give it to any other test's :0 listener or outgoing
-// connection, so an engine that is started on it late, or restarted on it
-// after a stop, can find it taken. Ports here come from below the kernel's
-// ephemeral range (ip_local_port_range), which the kernel never hands out
-// by itself, and are held by a bound socket that does not listen (a
-// connection to it is refused, as to a dead port; nobody else can bind it)
-// until the engine is started, and again while it is stopped.
+// Ports for engines that must be told theirs on the command line: see the
+// package doc, "Ports".
 
 // portRange is where spare ports are picked: the portSpan ports below the
 // ephemeral range, or 0, 0 when that range starts too low (then spare

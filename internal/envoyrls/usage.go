@@ -7,18 +7,8 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Usage-based limits behind Envoy (docs/envoy.md, "Token budgets"). Envoy
-// sends a rate limit action with apply_on_stream_done: true in a second
-// ShouldRateLimit call when the stream is done, whose answer it ignores,
-// and its hits_addend (descriptor-level, from route's RateLimit.hits_addend,
-// often a %DYNAMIC_METADATA(...)% format such as an AI gateway's token
-// count) is the cost. A rule marked charge: always charges a descriptor
-// carrying its own hits_addend above 0 (such a call) even over the limit,
-// after the fact and into debt, where Sluice otherwise charges nothing for
-// an over-limit call. The request-time call on the rule refuses while the
-// key is exhausted or in debt: with a descriptor hits_addend of 0 (Envoy
-// Gateway's request cost 0) it charges nothing, and without one (the
-// request's hits, 1 by default) it is an ordinary check.
+// Usage-based limits behind Envoy (charge: always): see the package doc,
+// "Usage-based limits".
 
 // chargeAfter charges the call's after items, never refused, whatever the
 // other descriptors decide, and records each one's state afterwards.

@@ -26,6 +26,21 @@
 //
 // [Provider] is the notify.Provider of the inapp channel. This is a domain
 // package: it imports no infrastructure.
+//
+// # Tokens and their revocation
+//
+// Inbox tokens carry the generation of their user's tokens at the time
+// they were minted, under their signature (internal/httpapi signs and
+// checks them). Revoking a user's tokens bumps the stored generation, so
+// every token minted before is refused and tokens minted after work.
+//
+// A node caches each user's generation for Options.TokenCacheTTL
+// (tokens.go). A token of an older generation than the cached one is
+// refused at once; a token of a newer one (minted after a revocation
+// another node made) makes the node read the store again, so a new token
+// works everywhere at once, and only a revoked token may still work, for
+// at most TokenCacheTTL, on a node that has not yet read the revocation.
+// The revoking node itself refuses it at once.
 package inbox
 
 import (

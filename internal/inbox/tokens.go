@@ -16,18 +16,8 @@ const DefaultTokenCacheTTL = 10 * time.Second
 // entries go, and if none has expired the cache starts afresh.
 const maxCachedGenerations = 100_000
 
-// Inbox tokens carry the generation of their user's tokens at the time
-// they were minted, under their signature (internal/httpapi signs and
-// checks them). Revoking a user's tokens bumps the stored generation, so
-// every token minted before is refused and tokens minted after work.
-//
-// A node caches each user's generation for Options.TokenCacheTTL. A token
-// of an older generation than the cached one is refused at once; a token
-// of a newer one (minted after a revocation another node made) makes the
-// node read the store again, so a new token works everywhere at once, and
-// only a revoked token may still work, for at most TokenCacheTTL, on a
-// node that has not yet read the revocation. The revoking node itself
-// refuses it at once.
+// Token generations and the cache of them: see the package doc, "Tokens
+// and their revocation".
 
 // generations caches users' token generations. The zero value is empty
 // and ready; it is safe for concurrent use.

@@ -46,6 +46,52 @@
 //  3. conformance cases in storetest, run by store_test.go against both
 //     engines, that pin the behaviour callers rely on.
 //
+// # Group commit
+//
+// Callers with small writes (a notification and its deliveries, an
+// attempt's outcome) hand them to a writer goroutine (groupcommit.go) that
+// runs every write waiting at that moment in one transaction and wakes
+// each caller when that transaction has committed. One fsync then serves
+// many requests: with SQLite's synchronous=FULL, one transaction per
+// request caps the write rate near the disk's fsync rate, whatever the CPU
+// (docs/benchmarks.md, "Group commit: the disk's fsync rate"). Nothing
+// waits on a timer: a batch is whatever queued up while the previous one
+// committed, so a lone write commits at once and a burst shares commits.
+//
+// A write in a batch must not fail on purpose (use ON CONFLICT to detect
+// duplicates): when any write fails, the batch is rolled back and each of
+// its writes runs again in a transaction of its own, so one bad write
+// cannot fail its neighbours and each caller gets its own error.
+//
+// # Pipelined group commit on PostgreSQL
+//
+// Through database/sql every statement is a round trip, and on a loaded
+// machine a round trip costs far more than the statement, most of it spent
+// waking the writer and the server in turn (context switches and
+// syscalls; docs/benchmarks.md, "What changed, and what each change was
+// worth", under Notifications). A write that also has a pipelined form
+// (pgWrite, pipeline.go) queues its statements on a pgx batch instead;
+// when every write of a group commit has one, BEGIN, all their statements
+// and COMMIT go to the server in one message and their results come back
+// in one read: one round trip per transaction.
+//
+// All statements are sent before any result is read, so a pipelined write
+// cannot branch on a result: it does its branching in SQL (data-modifying
+// CTEs). The two writes on the notification hot path
+// (notifications_pipelined.go) are each one statement whose CTEs do what
+// the database/sql form decides between statements: later writes happen
+// only if the first one wrote a row (WHERE EXISTS on its RETURNING), and
+// the statement selects how many rows the first one wrote. Parameters in a
+// SELECT or a VALUES list that is not an INSERT's own carry their column's
+// type (see migrations/postgres), which PostgreSQL cannot infer there.
+//
+// When the batch fails, the server skips every statement after the
+// failing one up to the end of the batch, COMMIT included, and leaves the
+// transaction open and aborted; it is rolled back and each write then runs
+// alone through its database/sql form, as when a database/sql batch fails,
+// so one bad write cannot fail its neighbours and each caller gets its own
+// error.
+//
 // # Concurrency
 //
 // A *DB is safe for concurrent use. On SQLite, writes go through a pool of one

@@ -11,22 +11,8 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 )
 
-// Group commit: callers with small writes (a notification and its
-// deliveries, an attempt's outcome) hand them to a writer goroutine that
-// runs every write waiting at that moment in one transaction and wakes
-// each caller when that transaction has committed. One fsync then serves
-// many requests: with SQLite's synchronous=FULL, one transaction per
-// request caps the write rate near the disk's fsync rate (about 2,000/s
-// here), whatever the CPU. Nothing waits on a timer: a batch is whatever
-// queued up while the previous one committed, so a lone write commits at
-// once and a burst shares commits.
-//
-// A write in a batch must not fail on purpose (use ON CONFLICT to detect
-// duplicates): when any write fails, the batch is rolled back and each of
-// its writes runs again in a transaction of its own, so one bad write
-// cannot fail its neighbours and each caller gets its own error. On
-// PostgreSQL, a batch whose writes all have a pipelined form is sent in one
-// round trip (see pipeline.go).
+// Group commit: the writes waiting at a moment share one transaction. See
+// the package doc, "Group commit".
 
 // batchOp is one caller's writes.
 type batchOp struct {

@@ -6,14 +6,8 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
-// The pipelined forms of the two writes on the notification hot path
-// (see pipeline.go). Each is one statement whose data-modifying CTEs do
-// what the database/sql form decides between statements: later writes
-// happen only if the first one wrote a row (WHERE EXISTS on its RETURNING),
-// and the statement selects how many rows the first one wrote. Parameters
-// in a SELECT or a VALUES list that is not an INSERT's own carry their
-// column's type (see migrations/postgres), which PostgreSQL cannot infer
-// there.
+// The pipelined forms of the two writes on the notification hot path. See
+// the package doc, "Pipelined group commit on PostgreSQL".
 
 const (
 	insertNotificationQuery = `INSERT INTO notifications (` + notificationColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`

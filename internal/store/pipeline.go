@@ -12,24 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// Pipelined group commit on PostgreSQL. Through database/sql every
-// statement is a round trip, and on a loaded machine a round trip costs
-// far more than the statement: a transaction of 87 writes took 32 ms, most
-// of it spent waking the writer and the server in turn (context switches
-// and syscalls). A write that also has a pipelined form (pgWrite) queues its
-// statements on a pgx batch instead; when every write of a group commit has
-// one, BEGIN, all their statements and COMMIT go to the server in one
-// message and their results come back in one read: one round trip per
-// transaction.
-//
-// All statements are sent before any result is read, so a pipelined write
-// cannot branch on a result: it does its branching in SQL (data-modifying
-// CTEs). When the batch fails, the server skips every statement after the
-// failing one up to the end of the batch, COMMIT included, and leaves the
-// transaction open and aborted; it is rolled back and each write then runs
-// alone through its database/sql form, as when a database/sql batch fails,
-// so one bad write cannot fail its neighbours and each caller gets its own
-// error.
+// Pipelined group commit on PostgreSQL: one round trip per transaction.
+// See the package doc, "Pipelined group commit on PostgreSQL".
 
 // pgWrite is the pipelined form of a write: it queues the write's
 // statements on b and returns a reader that consumes exactly their results,

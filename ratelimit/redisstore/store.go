@@ -40,6 +40,18 @@
 // to one slot, which makes such a check one script call again: one round
 // trip instead of one per slot, and no refusal caused by another check's
 // refunded charge. Standalone servers have one slot.
+//
+// # Usage reservations
+//
+// Usage reservations and after-the-fact charges run a script of their own
+// (usage.go), usage.lua appended to ratelimit.lua's helpers (everything
+// before its main loop), one call per operation outside the batching of
+// checks. A reservation is a key of its own, prefix{tag}:res:id, in the
+// slot of its first check (on a Cluster every check of a reservation must
+// share that slot: see Options.HashTag), holding the checks it reserved,
+// so any process sharing the server can settle it; the key expires with
+// the reservation, so a client that crashed between reserve and settle
+// leaves its estimate charged and nothing behind.
 package redisstore
 
 import (

@@ -18,15 +18,8 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Usage reservations and after-the-fact charges run a script of their own,
-// usage.lua appended to ratelimit.lua's helpers (everything before its
-// main loop), one call per operation outside the batching of checks. A
-// reservation is a key of its own, prefix{tag}:res:id, in the slot of its
-// first check (on a Cluster every check of a reservation must share that
-// slot: see Options.HashTag), holding the checks it reserved, so any
-// process sharing the server can settle it; the key expires with the
-// reservation, so a client that crashed between reserve and settle leaves
-// its estimate charged and nothing behind.
+// Usage reservations and after-the-fact charges: see the package doc,
+// "Usage reservations".
 
 //go:embed usage.lua
 var usageMain string
