@@ -85,6 +85,12 @@ type Options struct {
 	// Events serves /v1/event-subscriptions; if nil those routes answer
 	// 503.
 	Events EventSubscriptions
+	// Workflows serves /v1/events, /v1/workflows and the runs' routes
+	// (workflows.go); if nil they answer 503.
+	Workflows Workflows
+	// Attributes keeps users' attributes (/v1/users/{id}/attributes); if
+	// nil those routes answer 503.
+	Attributes UserAttributes
 	// TrustedProxies are the load balancers whose X-Forwarded-For and
 	// Forwarded headers name the client (httplimit.Identifier.ClientIP):
 	// for the access log, the unknown-code limit of redirects and the
@@ -200,6 +206,7 @@ func New(opts Options) *Server {
 	s.registerProviders()
 	s.registerEventSubs()
 	s.registerInbox()
+	s.registerWorkflows()
 	return s
 }
 
