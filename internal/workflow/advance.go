@@ -105,8 +105,8 @@ func (s *Service) next(ctx context.Context, w Workflow, r Run) (move, error) {
 		}
 		r.Status, r.DueAt = StatusCompleted, time.Time{}
 		return move{run: r, stop: true, ended: StatusCompleted}, nil
-	case len(r.Steps) >= MaxRunSteps:
-		return fail(r, now, w.Steps[r.Position].Kind, fmt.Sprintf("too many steps (more than %d)", MaxRunSteps)), nil
+	case len(r.Steps) >= s.maxRunSteps:
+		return fail(r, now, w.Steps[r.Position].Kind, fmt.Sprintf("too many steps (more than %d)", s.maxRunSteps)), nil
 	}
 	i, st := r.Position, w.Steps[r.Position]
 	rec := StepRecord{Index: i, Name: st.Name, Kind: st.Kind, StartedAt: now}

@@ -28,3 +28,7 @@ func (s *Service) RunDue(ctx context.Context) (int, error) {
 
 // Advance advances r as a claim of it would.
 func (s *Service) Advance(ctx context.Context, r Run) { s.advance(ctx, r) }
+
+// SetMaxRunSteps lowers the step guard, so a test need not run a
+// thousand steps to reach it.
+func (s *Service) SetMaxRunSteps(n int) { s.maxRunSteps = n }

@@ -22,6 +22,8 @@ type Service struct {
 	opts Options
 	defs *defCache
 	wake chan string // run ids Ingest started or resumed, for RunScheduler
+	// maxRunSteps is MaxRunSteps (tests lower it).
+	maxRunSteps int
 }
 
 // New returns a Service using o, with o's zero fields at their defaults.
@@ -40,7 +42,7 @@ func New(o Options) *Service {
 	o.Batch = cmp.Or(o.Batch, 500)
 	o.MaxLiveRunsPerUser = cmp.Or(o.MaxLiveRunsPerUser, 100)
 	o.MaxWorkflows = cmp.Or(o.MaxWorkflows, 1000)
-	return &Service{opts: o, defs: newDefCache(defCacheSize), wake: make(chan string, wakeBuffer)}
+	return &Service{opts: o, defs: newDefCache(defCacheSize), wake: make(chan string, wakeBuffer), maxRunSteps: MaxRunSteps}
 }
 
 // Workflow is a parsed, validated definition with its version. Its JSON
