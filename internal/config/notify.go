@@ -14,6 +14,7 @@ type Notify struct {
 	Providers Providers `yaml:"providers"`
 	Events    Events    `yaml:"events"`
 	Inbox     Inbox     `yaml:"inbox"`
+	Workflows Workflows `yaml:"workflows"`
 	// Retry holds each category's retry timing.
 	Retry struct {
 		Critical struct {
@@ -102,6 +103,7 @@ func defaultNotify() Notify {
 		Providers:        defaultProviders(),
 		Events:           Events{Retention: 7 * 24 * time.Hour, DisableAfter: 5 * 24 * time.Hour, Rate: 10, MaxSubscriptions: 100},
 		Inbox:            defaultInbox(),
+		Workflows:        defaultWorkflows(),
 		RecoveryAfter:    time.Minute,
 		Retention:        90 * 24 * time.Hour,
 		Partitions:       8,
@@ -125,6 +127,7 @@ func defaultNotify() Notify {
 // validate reports the notification settings' problems through bad.
 func (n Notify) validate(bad func(flag, format string, args ...any)) {
 	n.Inbox.validate(bad)
+	n.Workflows.validate(bad)
 	if n.Webhook.Secret != "" && !strings.HasPrefix(n.Webhook.Secret, "whsec_") {
 		bad("webhook-secret", "must start with whsec_ (Standard Webhooks)")
 	}
