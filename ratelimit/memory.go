@@ -237,9 +237,9 @@ func (s *MemoryStore) Allow(ctx context.Context, p *Policy, key string, cost int
 		kh, kv = s.seed.keyLanes(key)
 	}
 	// The clock after the hash, not before it: the clock read waits for
-	// the loads before it (the vDSO orders its TSC read), and read first
-	// it cost 60 to 70 ns more per check at 100k keys (docs/benchmarks.md,
-	// goal 6), with nearly the same instructions.
+	// the loads before it (the vDSO orders its TSC read), so read first it
+	// cost more per check at 100k keys with nearly the same instructions
+	// (docs/benchmarks.md, "Where the instructions go").
 	var now int64 // micros, inlined
 	if s.now == nil {
 		now = int64(uint64(s.baseNanos+nanotime()-s.baseMono) / 1000)

@@ -10,6 +10,8 @@ import (
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
+var _ shorten.Store = (*DB)(nil)
+
 // SetLinkRules implements shorten.Store.
 func (db *DB) SetLinkRules(ctx context.Context, domain, code string, rules []shorten.Rule) (shorten.Link, error) {
 	var l shorten.Link
