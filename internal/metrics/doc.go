@@ -22,6 +22,8 @@
 //     queue at scrape time.
 //   - [RegisterStore]: sluice_store_*, read from the store's BatchStats at
 //     scrape time.
+//   - [NewWorkflows]: sluice_workflow_*, the hooks for workflow.Service
+//     (workflow.Metrics) and the live runs gauge (Workflows.WatchRuns).
 //   - [NewPanics]: sluice_panics_total, the count for panics.Reporter.
 //   - [NewRegistry]: a node's registry, with the Go runtime and process
 //     collectors as sluice_go_* and sluice_process_*.
