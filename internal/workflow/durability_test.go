@@ -104,7 +104,10 @@ func TestStepGuard(t *testing.T) {
 // step is recorded once and each notification exists once.
 func TestConcurrentAdvancers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	engines(t, nil, concurrentAdvancers)
+}
+
+func concurrentAdvancers(t *testing.T, b *bundle) {
 	other := workflow.New(b.opts)
 	b.put(t, "w", `{"trigger":{"event":"e"},"steps":[{"send":"flash_sale"},{"send":"price_drop"},{"send":"back_in_stock"},{"wait":"1h"},{"send":"flash_sale"}]}`)
 	const runs = 10

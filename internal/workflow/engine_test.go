@@ -69,7 +69,10 @@ func TestAbandonedCartTimesOut(t *testing.T) {
 // joins the run's under its name, and the branch on it picks the path.
 func TestAbandonedCartResumes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	engines(t, nil, abandonedCartResumes)
+}
+
+func abandonedCartResumes(t *testing.T, b *bundle) {
 	b.put(t, "cart", abandonedCart)
 	id := one(t, b.ingest(t, "cart.abandoned", "u1", `{"cart_id":"c1"}`).RunsStarted)
 	other := one(t, b.ingest(t, "cart.abandoned", "u2", `{"cart_id":"c1"}`).RunsStarted)
@@ -122,7 +125,10 @@ func TestAbandonedCartResumes(t *testing.T) {
 // after it does.
 func TestOncePer(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	engines(t, nil, oncePer)
+}
+
+func oncePer(t *testing.T, b *bundle) {
 	b.put(t, "cart", abandonedCart)
 	one(t, b.ingest(t, "cart.abandoned", "u1", `{"cart_id":"c1"}`).RunsStarted)
 	b.clock.Advance(23 * time.Hour)

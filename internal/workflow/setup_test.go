@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/storetest"
@@ -122,7 +123,34 @@ var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 // notify.Service, on a clock that moves only when told.
 func setup(t *testing.T, mod func(*workflow.Options)) *bundle {
 	t.Helper()
-	b := &bundle{db: storetest.SQLite(t), clock: ratelimittest.NewClock(t0), metrics: &metrics{}}
+	return setupOn(t, storetest.SQLite(t), mod)
+}
+
+// engines runs test on SQLite and on PostgreSQL (skipped without
+// SLUICE_TEST_POSTGRES_URL), each with its own bundle.
+func engines(t *testing.T, mod func(*workflow.Options), test func(t *testing.T, b *bundle)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		test(t, setup(t, mod))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		url := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+		db, err := store.Open(t.Context(), store.Options{URL: url, MaxOpenConns: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		if _, err := db.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		test(t, setupOn(t, db, mod))
+	})
+}
+
+func setupOn(t *testing.T, db *store.DB, mod func(*workflow.Options)) *bundle {
+	t.Helper()
+	b := &bundle{db: db, clock: ratelimittest.NewClock(t0), metrics: &metrics{}}
 	b.notify = notify.NewService(notify.Options{Store: b.db, Queue: nopQueue{}, Now: b.clock.Now,
 		Providers: map[notify.Channel]notify.Provider{}})
 	b.sender = &sender{next: b.notify}
