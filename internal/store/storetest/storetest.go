@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("EventSubscriptions", s.eventSubs)
 	t.Run("Inbox", s.inbox)
 	t.Run("EmailLinks", s.emailLinks)
+	t.Run("Workflows", s.workflows)
 }
 
 type suite struct {
