@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,40 @@ var eventSubcommands = map[string]subcommand{
 	"get":     {usage: "ID: show one subscription", run: eventsGet},
 	"delete":  {usage: "ID: delete a subscription", run: eventsDelete},
 	"recover": {usage: "ID --since T [--all]: enable it again and resend the retained events since T (RFC 3339 or a duration back from now) it did not receive; --all: every one", run: eventsRecover},
+	"send":    {usage: "--name N --user U [--data JSON] [--request-id R]: send a user's event to the workflows: prints the runs it started and resumed", run: eventsSend},
+}
+
+func eventsSend(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
+	newClient := clientFlags(fs, env, "API key with the notify:send scope")
+	name := fs.String("name", "", "the event's name, e.g. cart.abandoned (required)")
+	user := fs.String("user", "", "the user it happened to (required)")
+	data := fs.String("data", "", `the event's data, a JSON object: '{"cart_id":"c1"}'`)
+	reqID := fs.String("request-id", "", "idempotency key: the same value on every retry of one event")
+	if _, err := parseArgs(env, fs, args); err != nil {
+		return err
+	}
+	if *name == "" || *user == "" {
+		return errors.New("--name and --user are required")
+	}
+	e := client.Event{Name: *name, UserID: *user, RequestID: *reqID}
+	if *data != "" {
+		if err := json.Unmarshal([]byte(*data), &e.Data); err != nil || e.Data == nil {
+			return fmt.Errorf("--data: want a JSON object such as '{\"cart_id\":\"c1\"}'")
+		}
+	}
+	a, err := newClient().SendEvent(ctx, e)
+	if err != nil {
+		return err
+	}
+	return show(env, fs, a, func(w io.Writer) {
+		if a.Duplicate {
+			fmt.Fprintf(w, "%s (a repeated request id: the first answer)\n", a.EventID)
+		} else {
+			fmt.Fprintln(w, a.EventID)
+		}
+		row(w, "runs started", a.RunsStarted)
+		row(w, "runs resumed", a.RunsResumed)
+	})
 }
 
 func eventsCreate(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {

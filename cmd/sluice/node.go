@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/rlqs"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/workflow"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/httplimit"
 )
@@ -85,6 +86,8 @@ type node struct {
 
 	// events is the status events service (cmd/sluice/node_events.go).
 	events *statusEvents
+	// workflows is the workflow engine (node_workflows.go).
+	workflows *workflow.Service
 }
 
 // stopper is how one part of the node stops. fn returns once the part has
@@ -185,6 +188,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 		checks = append(checks, *providersReady)
 	}
 
+	n.workflows = n.startWorkflows(ctx, notifier)                          // node_workflows.go
 	if err = n.newAPI(ctx, checks, limiter, links, notifier); err != nil { // node_api.go
 		return nil, err
 	}

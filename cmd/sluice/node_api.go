@@ -45,6 +45,9 @@ func (n *node) newAPI(ctx context.Context, checks []httpapi.Check, limiter *limi
 		Notify:       notifier,
 		Preferences:  notifier,
 		Events:       n.events.svc,
+		// Events in, workflows and their runs; the attributes branches read.
+		Workflows:  n.workflows,
+		Attributes: n.db,
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/workflow"
+)
+
+// startWorkflows builds the workflow engine on the node's record store and
+// notification service (a send step is a notification through the whole
+// pipeline), and runs its scheduler until the node stops. Every node runs
+// one: runs live in the store, and each node claims the due ones. Started
+// after the notification service, it stops before the notification
+// workers, and after the HTTP server has drained.
+func (n *node) startWorkflows(ctx context.Context, notifier *notify.Service) *workflow.Service {
+	wc := n.cfg.Notify.Workflows
+	svc := workflow.New(workflow.Options{
+		Store:              n.db,
+		Sender:             notifier,
+		Templates:          notifier,
+		Profiles:           profiles{Service: notifier, db: n.db},
+		Logger:             n.log,
+		Tick:               wc.Tick,
+		Lease:              wc.Lease,
+		Batch:              wc.Batch,
+		MaxLiveRunsPerUser: wc.MaxLiveRunsPerUser,
+		MaxWorkflows:       wc.MaxWorkflows,
+	})
+	n.goBackground(ctx, "workflow scheduler", svc.RunScheduler)
+	return svc
+}
+
+// profiles is what a run reads of its user: the time zone of a wait until
+// a local time from the user's notification settings, the attributes a
+// branch reads from the store.
+type profiles struct {
+	*notify.Service
+	db *store.DB
+}
+
+func (p profiles) UserAttributes(ctx context.Context, user string) (json.RawMessage, error) {
+	return p.db.UserAttributes(ctx, user)
+}
+
+var _ workflow.Profiles = profiles{}
