@@ -73,19 +73,7 @@ func (db *DB) ListAPIKeys(ctx context.Context) ([]auth.Key, error) {
 	if err != nil {
 		return nil, mapErr(err, "list api keys")
 	}
-	defer rows.Close()
-	keys := []auth.Key{}
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, mapErr(err, "list api keys")
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(err, "list api keys")
-	}
-	return keys, nil
+	return appendRows([]auth.Key{}, rows, "list api keys", scanAPIKey)
 }
 
 // RevokeAPIKey marks key id revoked at the store's clock. Revoking a revoked

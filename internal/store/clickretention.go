@@ -217,14 +217,5 @@ func (db *DB) int64s(ctx context.Context, tx *sql.Tx, query string, args ...any)
 	if err != nil {
 		return nil, mapErr(err, "read ids")
 	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			return nil, mapErr(err, "read ids")
-		}
-		out = append(out, v)
-	}
-	return out, mapErr(rows.Err(), "read ids")
+	return appendRows(nil, rows, "read ids", func(row rowScanner) (v int64, err error) { return v, row.Scan(&v) })
 }

@@ -106,16 +106,7 @@ func (db *DB) DueDigests(ctx context.Context, now time.Time, limit int) ([]notif
 	if err != nil {
 		return nil, mapErr(err, "list due digests")
 	}
-	defer rows.Close()
-	var out []notify.Digest
-	for rows.Next() {
-		d, err := scanDigest(rows)
-		if err != nil {
-			return nil, mapErr(err, "list due digests")
-		}
-		out = append(out, d)
-	}
-	return out, mapErr(rows.Err(), "list due digests")
+	return appendRows(nil, rows, "list due digests", scanDigest)
 }
 
 // CloseDigest implements notify.DigestStore. The UPDATE waits for every
@@ -157,18 +148,9 @@ func (db *DB) DigestsOf(ctx context.Context, id string) ([]notify.Digest, error)
 	if err != nil {
 		return nil, mapErr(err, "list digests")
 	}
-	var out []notify.Digest
-	for rows.Next() {
-		d, err := scanDigest(rows)
-		if err != nil {
-			rows.Close()
-			return nil, mapErr(err, "list digests")
-		}
-		out = append(out, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(err, "list digests")
+	out, err := appendRows(nil, rows, "list digests", scanDigest)
+	if err != nil {
+		return nil, err
 	}
 	for i := range out {
 		items, err := digestItems(ctx, db.query, digestItemsNoDataQuery, out[i].ID)

@@ -103,19 +103,10 @@ func (db *DB) domainRows(ctx context.Context, tx *sql.Tx, where string, args ...
 	if err != nil {
 		return nil, mapErr(err, "read domains")
 	}
-	defer rows.Close()
-	out := []shorten.Domain{}
-	for rows.Next() {
-		d, err := scanDomain(rows)
-		if err != nil {
-			return nil, mapErr(err, "read domains")
-		}
-		out = append(out, d)
-	}
-	return out, mapErr(rows.Err(), "read domains")
+	return appendRows([]shorten.Domain{}, rows, "read domains", scanDomain)
 }
 
-func scanDomain(rows *sql.Rows) (shorten.Domain, error) {
+func scanDomain(rows rowScanner) (shorten.Domain, error) {
 	var (
 		d        shorten.Domain
 		created  int64
@@ -133,16 +124,7 @@ func (db *DB) Domains(ctx context.Context, limit int) ([]shorten.Domain, error) 
 	if err != nil {
 		return nil, mapErr(err, "list domains")
 	}
-	defer rows.Close()
-	out := []shorten.Domain{}
-	for rows.Next() {
-		d, err := scanDomain(rows)
-		if err != nil {
-			return nil, mapErr(err, "list domains")
-		}
-		out = append(out, d)
-	}
-	return out, mapErr(rows.Err(), "list domains")
+	return appendRows([]shorten.Domain{}, rows, "list domains", scanDomain)
 }
 
 // DomainClaims implements shorten.DomainStore.

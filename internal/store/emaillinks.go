@@ -62,16 +62,7 @@ func (db *DB) EmailLinks(ctx context.Context, notificationID string) ([]notify.E
 	if err != nil {
 		return nil, mapErr(err, "list email links")
 	}
-	defer rows.Close()
-	var out []notify.EmailLink
-	for rows.Next() {
-		l, err := scanEmailLink(rows)
-		if err != nil {
-			return nil, mapErr(err, "list email links")
-		}
-		out = append(out, l)
-	}
-	return out, mapErr(rows.Err(), "list email links")
+	return appendRows(nil, rows, "list email links", scanEmailLink)
 }
 
 func scanEmailLink(row interface{ Scan(...any) error }) (notify.EmailLink, error) {

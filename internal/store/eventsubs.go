@@ -44,16 +44,7 @@ func (db *DB) EventSubscriptions(ctx context.Context) ([]events.Subscription, er
 	if err != nil {
 		return nil, mapErr(err, "list event subscriptions")
 	}
-	defer rows.Close()
-	subs := []events.Subscription{}
-	for rows.Next() {
-		s, err := scanEventSub(rows)
-		if err != nil {
-			return nil, mapErr(err, "list event subscriptions")
-		}
-		subs = append(subs, s)
-	}
-	return subs, mapErr(rows.Err(), "list event subscriptions")
+	return appendRows([]events.Subscription{}, rows, "list event subscriptions", scanEventSub)
 }
 
 // DeleteEventSubscription implements events.Store.
@@ -129,21 +120,15 @@ func (db *DB) scanEvents(ctx context.Context, op, q string, args ...any) ([]even
 	if err != nil {
 		return nil, mapErr(err, op)
 	}
-	defer rows.Close()
-	out := []events.Event{}
-	for rows.Next() {
+	return appendRows([]events.Event{}, rows, op, func(row rowScanner) (e events.Event, err error) {
 		var (
-			e    events.Event
 			data string
 			us   int64
 		)
-		if err := rows.Scan(&e.ID, &e.Type, &data, &us); err != nil {
-			return nil, mapErr(err, op)
-		}
+		err = row.Scan(&e.ID, &e.Type, &data, &us)
 		e.Data, e.At = json.RawMessage(data), time.UnixMicro(us).UTC()
-		out = append(out, e)
-	}
-	return out, mapErr(rows.Err(), op)
+		return e, err
+	})
 }
 
 // receivedDelivery is the condition on a delivery d that counts its event

@@ -232,16 +232,7 @@ func (db *DB) queryInbox(ctx context.Context, q string, args ...any) ([]inbox.Me
 	if err != nil {
 		return nil, mapErr(err, "list inbox")
 	}
-	defer rows.Close()
-	out := []inbox.Message{}
-	for rows.Next() {
-		m, err := scanInbox(rows)
-		if err != nil {
-			return nil, mapErr(err, "list inbox")
-		}
-		out = append(out, m)
-	}
-	return out, mapErr(rows.Err(), "list inbox")
+	return appendRows([]inbox.Message{}, rows, "list inbox", scanInbox)
 }
 
 func scanInbox(r interface{ Scan(...any) error }) (inbox.Message, error) {

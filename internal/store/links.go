@@ -298,16 +298,7 @@ func (db *DB) queryLinks(ctx context.Context, op, q string, args ...any) ([]shor
 	if err != nil {
 		return nil, mapErr(err, op)
 	}
-	defer rows.Close()
-	links := []shorten.Link{}
-	for rows.Next() {
-		l, err := scanLink(rows)
-		if err != nil {
-			return nil, mapErr(err, op)
-		}
-		links = append(links, l)
-	}
-	return links, mapErr(rows.Err(), op)
+	return appendRows([]shorten.Link{}, rows, op, scanLink)
 }
 
 // DeleteLink implements shorten.Store.

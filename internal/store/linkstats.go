@@ -295,14 +295,7 @@ func (db *DB) linkGroups(ctx context.Context, linkID, fromHour, toHour int64, di
 	if err != nil {
 		return nil, mapErr(err, "link groups")
 	}
-	defer rows.Close()
-	groups := []shorten.GroupCount{}
-	for rows.Next() {
-		var g shorten.GroupCount
-		if err := rows.Scan(&g.Value, &g.Humans, &g.Bots); err != nil {
-			return nil, mapErr(err, "link groups")
-		}
-		groups = append(groups, g)
-	}
-	return groups, mapErr(rows.Err(), "link groups")
+	return appendRows([]shorten.GroupCount{}, rows, "link groups", func(row rowScanner) (g shorten.GroupCount, err error) {
+		return g, row.Scan(&g.Value, &g.Humans, &g.Bots)
+	})
 }

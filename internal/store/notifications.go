@@ -371,29 +371,29 @@ func (db *DB) jobs(ctx context.Context, op, q string, args ...any) ([]notify.Job
 	if err != nil {
 		return nil, mapErr(err, op)
 	}
-	defer rows.Close()
-	var out []notify.Job
-	for rows.Next() {
-		var (
-			j        notify.Job
-			ch, cat  string
-			data     string
-			exp, due *int64
-			attempts int
-		)
-		if err := rows.Scan(&j.NotificationID, &ch, &j.UserID, &j.Type, &cat, &data, &exp, &j.CreatedAt, &attempts, &due); err != nil {
-			return nil, mapErr(err, op)
-		}
-		j.Channel, j.Category, j.Data, j.Attempt = notify.Channel(ch), notify.Category(cat), json.RawMessage(data), attempts
-		if exp != nil {
-			j.ExpiresAt = *exp
-		}
-		if due != nil {
-			j.Due = *due
-		}
-		out = append(out, j)
+	return appendRows(nil, rows, op, scanJob)
+}
+
+// scanJob reads a row of jobColumns.
+func scanJob(row rowScanner) (notify.Job, error) {
+	var (
+		j        notify.Job
+		ch, cat  string
+		data     string
+		exp, due *int64
+		attempts int
+	)
+	if err := row.Scan(&j.NotificationID, &ch, &j.UserID, &j.Type, &cat, &data, &exp, &j.CreatedAt, &attempts, &due); err != nil {
+		return j, err
 	}
-	return out, mapErr(rows.Err(), op)
+	j.Channel, j.Category, j.Data, j.Attempt = notify.Channel(ch), notify.Category(cat), json.RawMessage(data), attempts
+	if exp != nil {
+		j.ExpiresAt = *exp
+	}
+	if due != nil {
+		j.Due = *due
+	}
+	return j, nil
 }
 
 // MarkQueued implements notify.Store, group-committed.
