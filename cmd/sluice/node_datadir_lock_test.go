@@ -18,19 +18,7 @@ import (
 func TestSecondServeOnADataDirExits(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan bound, 1)
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(b bound) { addrs <- b }) }()
-	var first bound
-	select {
-	case first = <-addrs:
-	case err := <-done:
-		t.Fatalf("the first node ended before serving: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the first node did not serve within 2m")
-	}
+	first := runNode(t, cfg, slog.New(slog.DiscardHandler))
 
 	env := map[string]string{"SLUICE_DATA_DIR": cfg.DataDir, "SLUICE_HTTP_ADDR": "127.0.0.1:0", "SLUICE_GRPC_ADDR": "127.0.0.1:0"}
 	// Bounded: without the lock the second node might serve until this
@@ -53,14 +41,8 @@ func TestSecondServeOnADataDirExits(t *testing.T) {
 		t.Errorf("the first node's /readyz = %d after the second tried, want 200", c)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the first node stopped with %v", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the first node did not stop within 2m")
+	if err := first.stop(t, 2*time.Minute); err != nil {
+		t.Fatalf("the first node stopped with %v", err)
 	}
 	n := startNode(t, cfg) // the lock was released: a new node starts
 	if c, _ := get(t, n.httpURL+"/readyz"); c != 200 {

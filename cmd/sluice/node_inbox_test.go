@@ -217,33 +217,13 @@ func TestInboxStreamEndsAtShutdown(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.DrainDelay, cfg.ShutdownTimeout = 0, time.Minute
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(b bound) { addrs <- b.HTTP })
-	}()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a
-	case err := <-done:
-		t.Fatalf("serve ended before listening: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("serve did not start within 2m")
-	}
-	s := openInboxStream(t, base+"/v1/users/u1/inbox/stream", nil)
+	r := runNode(t, cfg, slog.New(slog.DiscardHandler))
+	s := openInboxStream(t, "http://"+r.HTTP+"/v1/users/u1/inbox/stream", nil)
 	s.next(t, "unread")
 	start := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve returned %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node did not stop within 20s with a stream open (its shutdown timeout is 1m)")
+	// Within 20s with a stream open: its shutdown timeout is 1m.
+	if err := r.stop(t, 20*time.Second); err != nil {
+		t.Errorf("serve returned %v", err)
 	}
 	for range s.events { // the stream has ended: its channel closes
 	}

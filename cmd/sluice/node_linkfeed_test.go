@@ -88,36 +88,17 @@ func TestLinkLiveStreamEndsAtShutdown(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.DrainDelay, cfg.ShutdownTimeout = 0, time.Minute
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(b bound) { addrs <- b.HTTP })
-	}()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a
-	case err := <-done:
-		t.Fatalf("serve ended before listening: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("serve did not start within 2m")
-	}
+	r := runNode(t, cfg, slog.New(slog.DiscardHandler))
+	base := "http://" + r.HTTP
 	code, raw := call(t, "POST", base+"/v1/links", `{"url":"https://example.com/live"}`)
 	var l struct{ Code string }
 	if code != 201 || json.Unmarshal(raw, &l) != nil {
 		t.Fatalf("POST /v1/links = %d %s", code, raw)
 	}
 	s := openInboxStream(t, base+"/v1/links/"+l.Code+"/stats/stream", nil)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve returned %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node did not stop within 20s with a live stream open (its shutdown timeout is 1m)")
+	// Within 20s with a live stream open: its shutdown timeout is 1m.
+	if err := r.stop(t, 20*time.Second); err != nil {
+		t.Errorf("serve returned %v", err)
 	}
 	for range s.events { // the stream has ended: its channel closes
 	}

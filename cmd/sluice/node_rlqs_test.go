@@ -171,34 +171,14 @@ func TestQuotaStreamsEndOnShutdown(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.ShutdownTimeout = 30 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(b bound) { addrs <- b.GRPC })
-	}()
-	var addr string
-	select {
-	case addr = <-addrs:
-	case err := <-done:
-		t.Fatalf("serve ended before listening: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("serve did not start within 2m")
-	}
-	q := openQuota(t, addr)
+	r := runNode(t, cfg, slog.New(slog.DiscardHandler))
+	q := openQuota(t, r.GRPC)
 	if _, err := q.report("edge", map[string]string{"remote_address": "203.0.113.9"}, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve returned %v", err)
-		}
-	case <-time.After(cfg.ShutdownTimeout):
-		t.Fatal("serve still stopping after --shutdown-timeout")
+	if err := r.stop(t, cfg.ShutdownTimeout); err != nil {
+		t.Errorf("serve returned %v", err)
 	}
 	if d := time.Since(stopped); d > 10*time.Second {
 		t.Errorf("serve took %v to stop with a quota stream open, want it not to wait on the stream", d)

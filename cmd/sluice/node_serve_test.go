@@ -54,30 +54,56 @@ func startTwoNodes(t *testing.T, cfg config.Config) (a, b *testNode) {
 // startNodeLogging is startNode with the node's logs going to log.
 func startNodeLogging(t *testing.T, cfg config.Config, log *slog.Logger) *testNode {
 	t.Helper()
+	r := runNode(t, cfg, log)
+	t.Cleanup(func() {
+		if err := r.stop(t, 2*time.Minute); err != nil {
+			t.Errorf("serve returned %v after shutdown", err)
+		}
+	})
+	return &testNode{httpURL: "http://" + r.HTTP, grpcAddr: r.GRPC, gatewayAddr: r.Gateway}
+}
+
+// runningNode is a node serving in this test process until the test stops
+// it, for tests of how a node stops.
+type runningNode struct {
+	bound  // where it listens
+	cancel context.CancelFunc
+	done   chan error // serve's return
+}
+
+// runNode runs serve with cfg, its logs going to log, and returns once it
+// listens; the test stops it with stop.
+func runNode(t *testing.T, cfg config.Config, log *slog.Logger) *runningNode {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a test that fails before stop leaves no node running
+	r := &runningNode{cancel: cancel, done: make(chan error, 1)}
 	addrs := make(chan bound, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, log, func(b bound) { addrs <- b })
-	}()
-	var n testNode
+	go func() { r.done <- serve(ctx, cfg, log, func(b bound) { addrs <- b }) }()
 	select {
-	case a := <-addrs:
-		n = testNode{httpURL: "http://" + a.HTTP, grpcAddr: a.GRPC, gatewayAddr: a.Gateway}
-	case err := <-done:
+	case r.bound = <-addrs:
+	case err := <-r.done:
 		cancel()
 		t.Fatalf("serve ended before listening: %v", err)
 	case <-time.After(2 * time.Minute): // a loaded machine running the race detector
 		cancel()
 		t.Fatal("serve did not start within 2m")
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve returned %v after shutdown", err)
-		}
-	})
-	return &n
+	return r
+}
+
+// stop ends the node's context and returns what serve returned; the test
+// fails if serve has not returned within the given time.
+func (r *runningNode) stop(t *testing.T, within time.Duration) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(within):
+		t.Fatalf("serve did not stop within %v", within)
+		return nil
+	}
 }
 
 func get(t *testing.T, url string) (int, []byte) {
