@@ -163,15 +163,18 @@ func workflowsRuns(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	return err
 }
 
-// waitingFor shows what a run waits for: "order.placed until T", or "".
+// waitingFor shows what a run waits for: "order.placed until T" (a
+// wait_for), "until T" (a wait), or "".
 func waitingFor(r client.WorkflowRun) string {
-	if r.WaitingFor == nil {
+	w := r.WaitingFor
+	switch {
+	case w == nil:
 		return ""
+	case w.Until.IsZero():
+		return w.Event
+	default:
+		return strings.TrimSpace(w.Event + " until " + cell(w.Until))
 	}
-	if r.WaitingFor.Until.IsZero() {
-		return r.WaitingFor.Event
-	}
-	return r.WaitingFor.Event + " until " + cell(r.WaitingFor.Until)
 }
 
 func workflowsRun(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
