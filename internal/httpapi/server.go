@@ -371,13 +371,13 @@ func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Durat
 	// notifications log at Debug when they succeed: they are frequent, and
 	// a redirect's record is its click, a check's its
 	// sluice_ratelimit_checks_total count, a notification's the
-	// notification itself (at 50,000 redirects a second the access log
-	// cost more than the redirect; at 9,000 notifications a second, 5% of
-	// the node's throughput).
+	// notification itself, an event's the event (at 50,000 redirects a
+	// second the access log cost more than the redirect; at 9,000
+	// notifications a second, 5% of the node's throughput).
 	switch route {
 	case "/healthz", "/readyz", "/metrics", "/{code}", "/v1/ratelimit/check":
 		level = slog.LevelDebug
-	case "/v1/notifications":
+	case "/v1/notifications", "/v1/events":
 		if method == http.MethodPost && rec.status < 400 {
 			level = slog.LevelDebug
 		}
