@@ -70,8 +70,12 @@ CREATE TABLE workflow_runs (
 
 CREATE INDEX workflow_runs_due ON workflow_runs (due_at) WHERE due_at IS NOT NULL;
 -- A user's live runs: those waiting for an event (the lookup every event
--- makes, with status = 'waiting') and their count (the per-user cap).
+-- makes, with status = 'waiting') and their count (the cap of live runs
+-- per user).
 CREATE INDEX workflow_runs_live ON workflow_runs (user_id, wait_event) WHERE status IN ('running', 'waiting');
+-- The live runs per workflow and status (the gauge), counted from this
+-- index alone rather than the table.
+CREATE INDEX workflow_runs_live_count ON workflow_runs (workflow, status) WHERE status IN ('running', 'waiting');
 -- Listing a workflow's runs newest first.
 CREATE INDEX workflow_runs_workflow ON workflow_runs (workflow, created_at, id);
 -- A user's runs of a workflow: listing, cancel by user, and entry.once_per.
