@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/workflow"
@@ -17,11 +18,13 @@ import (
 // workers, and after the HTTP server has drained.
 func (n *node) startWorkflows(ctx context.Context, notifier *notify.Service) *workflow.Service {
 	wc := n.cfg.Notify.Workflows
+	m := metrics.NewWorkflows(n.reg) // sluice_workflow_*
 	svc := workflow.New(workflow.Options{
 		Store:              n.db,
 		Sender:             notifier,
 		Templates:          notifier,
 		Profiles:           profiles{Service: notifier, db: n.db},
+		Metrics:            m.Hooks(),
 		Logger:             n.log,
 		Tick:               wc.Tick,
 		Lease:              wc.Lease,
@@ -30,6 +33,10 @@ func (n *node) startWorkflows(ctx context.Context, notifier *notify.Service) *wo
 		MaxWorkflows:       wc.MaxWorkflows,
 	})
 	n.goBackground(ctx, "workflow scheduler", svc.RunScheduler)
+	n.goBackground(ctx, "workflow runs gauge", func(ctx context.Context) error {
+		m.WatchRuns(ctx, n.db.CountRuns, 0)
+		return nil
+	})
 	return svc
 }
 
