@@ -12,29 +12,31 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice/internal/enginetest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 func envoyYAML(limit string) string {
 	return "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: " + limit + "}\n"
 }
 
-func TestServeEnvoyRateLimitService(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "edge.yaml")
-	if err := os.WriteFile(file, []byte(envoyYAML("2")), 0o644); err != nil {
+// envoyConfig writes envoyYAML(limit) to edge.yaml in a new dir, for
+// --envoy-config, and returns the dir and the file.
+func envoyConfig(t *testing.T, limit string) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	file = filepath.Join(dir, "edge.yaml")
+	if err := os.WriteFile(file, []byte(envoyYAML(limit)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir, file
+}
+
+func TestServeEnvoyRateLimitService(t *testing.T) {
+	t.Parallel()
+	dir, file := envoyConfig(t, "2")
 	cfg := testConfig(t)
 	cfg.EnvoyConfig = dir
 	n := startNode(t, cfg)
-	conn, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialGRPC(t, n.grpcAddr)
 	client := rlspb.NewRateLimitServiceClient(conn)
 	check := func(ip string) *rlspb.RateLimitResponse {
 		t.Helper()
@@ -87,10 +89,7 @@ func TestServeRefusesABadEnvoyConfig(t *testing.T) {
 // the requests through again.
 func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(envoyYAML("100")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := envoyConfig(t, "100")
 	cfg := sharedEngines(t)
 	cfg.Ratelimit.RefreshInterval = time.Hour // only the push path can make it in time
 	cfg.EnvoyConfig = dir
@@ -98,11 +97,7 @@ func TestEnvoyHonoursBlocksOfEveryNode(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	b := startNode(t, cfg)
 
-	conn, err := grpc.NewClient(a.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialGRPC(t, a.grpcAddr)
 	client := rlspb.NewRateLimitServiceClient(conn)
 	code := func(domain string) string {
 		t.Helper()

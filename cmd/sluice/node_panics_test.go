@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcstatus "google.golang.org/grpc/status"
 
@@ -150,11 +149,7 @@ func TestNodeSurvivesPanics(t *testing.T) {
 			t.Errorf("panicking gateway: %d %q, want 500 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 	})
-	conn, err := grpc.NewClient(b.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialGRPC(t, b.GRPC)
 	t.Run("grpc unary", func(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(ctx, time.Minute)
 		defer ccancel()

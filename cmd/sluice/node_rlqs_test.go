@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	grpcstatus "google.golang.org/grpc/status"
@@ -31,11 +29,7 @@ type quotaStream struct {
 
 func openQuota(t *testing.T, addr string) *quotaStream {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := dialGRPC(t, addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
@@ -107,19 +101,11 @@ func perMinute(r *rlqspb.RateLimitQuotaResponse) uint64 {
 // edit of the file removes its rule.
 func TestServeRateLimitQuotaService(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "edge.yaml")
-	if err := os.WriteFile(file, []byte(envoyYAML("120")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := envoyConfig(t, "120")
 	cfg := testConfig(t)
 	cfg.EnvoyConfig = dir
 	n := startNode(t, cfg)
-	conn, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialGRPC(t, n.grpcAddr)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 

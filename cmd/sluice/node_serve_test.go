@@ -63,6 +63,18 @@ func startNodeLogging(t *testing.T, cfg config.Config, log *slog.Logger) *testNo
 	return &testNode{httpURL: "http://" + r.HTTP, grpcAddr: r.GRPC, gatewayAddr: r.Gateway}
 }
 
+// dialGRPC dials a node's plaintext gRPC listener; the connection closes
+// when the test ends.
+func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // runningNode is a node serving in this test process until the test stops
 // it, for tests of how a node stops.
 type runningNode struct {
@@ -158,11 +170,7 @@ func TestServeEmbeddedDefaults(t *testing.T) {
 		t.Errorf("/openapi.json = %d, not an OpenAPI 3.1 document", code)
 	}
 
-	conn, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialGRPC(t, n.grpcAddr)
 	resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health = %v, %v; want SERVING", resp, err)

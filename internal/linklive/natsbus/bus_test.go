@@ -8,7 +8,6 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/linklive"
 	"github.com/sluicehq/sluice/internal/linklive/natsbus"
-	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
@@ -20,16 +19,7 @@ import (
 func TestBusPublishListenSince(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	q, err := queue.Open(ctx, queue.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, natsbus.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus := natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	bus, stream := openBus(t)
 	hub := linklive.NewHub(linklive.Options{Replay: bus.Since})
 	sub, err := hub.Subscribe(7, "k1")
 	if err != nil {

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/linklive"
-	"github.com/sluicehq/sluice/internal/linklive/natsbus"
 	"github.com/sluicehq/sluice/internal/panics"
-	"github.com/sluicehq/sluice/internal/queue"
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
@@ -20,16 +18,7 @@ import (
 func TestListenFuncRecoveredHit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	q, err := queue.Open(ctx, queue.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	stream, err := q.EnsureStream(ctx, natsbus.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus := natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	bus, _ := openBus(t)
 	var counted atomic.Int64
 	rep := &panics.Reporter{Logger: slog.New(slog.DiscardHandler), Count: func(string) { counted.Add(1) }}
 	got := make(chan int64, 10)

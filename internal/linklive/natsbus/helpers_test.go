@@ -1,0 +1,28 @@
+package natsbus_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/internal/linklive/natsbus"
+	"github.com/sluicehq/sluice/internal/queue"
+)
+
+// openBus starts an embedded NATS in a temporary dir, closed when the
+// test ends, and returns a Bus on its live hits stream (a minute of
+// replay) and the stream.
+func openBus(t *testing.T) (*natsbus.Bus, jetstream.Stream) {
+	t.Helper()
+	q, err := queue.Open(t.Context(), queue.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	stream, err := q.EnsureStream(t.Context(), natsbus.StreamConfig(q.Name("LINK_HITS"), q.Name("links.hits"), time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil), stream
+}
