@@ -11,11 +11,13 @@ import * as links from './links.js';
 import * as providers from './providers.js';
 import * as eventsubs from './events.js';
 import * as templates from './templates.js';
+import * as workflows from './workflows.js';
 
 const pages = {
   'overview': overview.render,
   'notifications': notifications.render,
   'dead-letters': notifications.renderDeadLetters,
+  'workflows': workflows.render,
   'templates': templates.render,
   'policies': ratelimit.renderPolicies,
   'blocks': ratelimit.renderBlocks,

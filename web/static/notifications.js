@@ -1,30 +1,37 @@
 // Notifications: search a user's notifications by delivery status, with
-// each delivery's timeline; dead letters, replayed one at a time or many.
+// each delivery's timeline and, beside them, the user's workflow runs
+// (?id= opens one notification's timeline); dead letters, replayed one at
+// a time or many.
 
 import {h, mount, problemBox, fmtTime, fmtNum, badge} from './dom.js';
 import {api, get, enc} from './api.js';
+import {runsPanel} from './workflows.js';
 
 const STATUSES = ['queued', 'sending', 'sent', 'delivered', 'failed', 'expired', 'dead', 'suppressed', 'canceled'];
 
-export async function render(main) {
+export async function render(main, ctx) {
   const params = new URLSearchParams(location.hash.split('?')[1] || '');
   const user = h('input', {name: 'user', id: 'search-user', required: true, value: params.get('user') || '', placeholder: 'u1', size: 18});
   const status = h('select', {name: 'status', id: 'search-status'},
     h('option', {value: ''}, 'any status'), STATUSES.map(s => h('option', {value: s, selected: params.get('status') === s}, s)));
   const results = h('div', {id: 'notification-results'});
-  const byID = h('input', {name: 'id', placeholder: 'notification id', size: 30});
+  const byID = h('input', {name: 'id', placeholder: 'notification id', size: 30, value: params.get('id') || ''});
+  const open = async id => {
+    try { const n = await get('/v1/notifications/' + enc(id)); mount(results, table([n])); expand(results.querySelector('tbody tr'), n); }
+    catch (err) { mount(results, problemBox(err)); }
+  };
+  const runs = params.get('user') ? h('section', {class: 'card', id: 'user-runs', 'aria-label': 'Workflow runs'}) : null;
   mount(main, h('h1', {}, 'Notifications'),
     h('div', {class: 'card'},
       h('form', {class: 'row', id: 'search', onsubmit: e => {
         e.preventDefault();
         location.hash = `#/notifications?user=${enc(user.value.trim())}${status.value ? '&status=' + enc(status.value) : ''}`;
       }}, h('label', {}, 'user id', user), h('label', {}, 'delivery status', status), h('button', {type: 'submit'}, 'Search')),
-      h('form', {class: 'row', onsubmit: async e => {
-        e.preventDefault();
-        try { const n = await get('/v1/notifications/' + enc(byID.value.trim())); mount(results, table([n])); expand(results.querySelector('tbody tr'), n); }
-        catch (err) { mount(results, problemBox(err)); }
-      }}, h('label', {}, 'or open one by id', byID), h('button', {type: 'submit', class: 'secondary'}, 'Open'))),
-    h('div', {class: 'card'}, results));
+      h('form', {class: 'row', onsubmit: e => { e.preventDefault(); open(byID.value.trim()); }},
+        h('label', {}, 'or open one by id', byID), h('button', {type: 'submit', class: 'secondary'}, 'Open'))),
+    h('div', {class: runs ? 'with-side' : null}, h('div', {class: 'card'}, results), runs));
+  if (runs) runsPanel(runs, params.get('user'), ctx);
+  if (params.get('id')) return open(params.get('id'));
   if (!params.get('user')) {
     mount(results, h('p', {class: 'muted'}, 'Search for a user\'s notifications of the last 90 days, newest first.'));
     return;
