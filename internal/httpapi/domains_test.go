@@ -277,20 +277,12 @@ func TestDomainsBadDomainQuery(t *testing.T) {
 func TestDomainsClickNamesTheDomain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	codec, err := shorten.NewCodec([]byte("test key"), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
 	heard := make(chan shorten.Click, 4)
-	svc, err := shorten.New(shorten.Options{Store: b.db, Codec: codec, BaseURL: "https://sho.rt", Logger: slog.New(slog.DiscardHandler),
-		OnClicks: func(_ context.Context, cs []shorten.Click) {
-			for _, c := range cs {
-				heard <- c
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newLinks(t, shorten.Options{Store: b.db, OnClicks: func(_ context.Context, cs []shorten.Click) {
+		for _, c := range cs {
+			heard <- c
+		}
+	}})
 	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc})
 	for _, body := range []string{`{"domain":"go.example.com"}`} {
 		if r := b.do(call{method: "POST", path: "/v1/domains", body: body}); r.StatusCode != http.StatusCreated {

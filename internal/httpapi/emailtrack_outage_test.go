@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	neturl "net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	notifyoutbox "github.com/sluicehq/sluice/internal/notify/outbox"
-	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -57,22 +55,8 @@ func (q *jobQueue) take() []notify.Job {
 // lifts it.
 func TestUnknownEmailTokenLimitHoldsDuringAStoreOutage(t *testing.T) {
 	t.Parallel()
-	base := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	u, err := neturl.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newCutProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
+	db, proxy := cutStore(t)
 	log := slog.New(slog.DiscardHandler)
-	db, err := store.Open(t.Context(), store.Options{URL: u.String(), MaxOpenConns: 4, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	q := &jobQueue{}
 	ob := &notifyoutbox.Provider{}
 	ns := notify.NewService(notify.Options{Store: db, Queue: q, Logger: log,

@@ -8,24 +8,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/inbox"
+	"github.com/sluicehq/sluice/internal/inbox/ssetest"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 )
-
-// streamEnds reports whether the stream's events end within d (heartbeats
-// and other events are read and dropped meanwhile).
-func streamEnds(s *sseReader, d time.Duration) bool {
-	deadline := time.After(d)
-	for {
-		select {
-		case _, ok := <-s.events:
-			if !ok {
-				return true
-			}
-		case <-deadline:
-			return false
-		}
-	}
-}
 
 // TestInboxStreamEndsAtTokenExpiry: an attacker holding a 1-minute inbox
 // token opens a stream and keeps it: the stream ends at the first
@@ -51,7 +36,7 @@ func TestInboxStreamEndsAtTokenExpiry(t *testing.T) {
 	if resp := b.do(call{method: "GET", path: "/v1/users/u1/inbox", key: tok}); resp.StatusCode != 401 {
 		t.Errorf("the expired token on a new request: %d, want 401", resp.StatusCode)
 	}
-	if !streamEnds(s, 5*time.Second) {
+	if !ssetest.Ends(s.events, 5*time.Second) {
 		t.Fatal("the stream outlived its token's expiry by 5s")
 	}
 }
@@ -71,7 +56,7 @@ func TestInboxStreamEndsWithItsKey(t *testing.T) {
 	keyless.next(t, "unread")
 	keyless.next(t, ":")
 	admin := b.addKey(t, auth.ScopeAdmin)
-	if !streamEnds(keyless, 5*time.Second) {
+	if !ssetest.Ends(keyless.events, 5*time.Second) {
 		t.Error("a keyless stream outlived the creation of the first key by 5s")
 	}
 
@@ -90,10 +75,10 @@ func TestInboxStreamEndsWithItsKey(t *testing.T) {
 			t.Fatalf("revoke: %d", resp.StatusCode)
 		}
 	}
-	if !streamEnds(byKey, 5*time.Second) {
+	if !ssetest.Ends(byKey.events, 5*time.Second) {
 		t.Error("a stream outlived its revoked API key by 5s")
 	}
-	if !streamEnds(bySession, 5*time.Second) {
+	if !ssetest.Ends(bySession.events, 5*time.Second) {
 		t.Error("a session's stream outlived its revoked API key by 5s")
 	}
 	// The admin's stream, whose key stands, goes on.

@@ -64,15 +64,7 @@ func setupLiveBeat(t *testing.T, opts linklive.Options, heartbeat time.Duration)
 	ran := make(chan error, 1)
 	go func() { ran <- bus.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-ran })
-	codec, err := shorten.NewCodec([]byte("test key"), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := shorten.New(shorten.Options{Store: b.db, Codec: codec, BaseURL: "https://sho.rt",
-		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, Logger: slog.New(slog.DiscardHandler), OnRecorded: bus.Publish})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newLinks(t, shorten.Options{Store: b.db, Targets: ownHost, OnRecorded: bus.Publish})
 	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, LinkLive: hub, LinkLiveHeartbeat: heartbeat})
 	// A write timeout far shorter than the streams' lives: each write of
 	// a stream has a deadline of its own instead.
@@ -279,7 +271,7 @@ func TestLinkLiveStreamEndsWithItsKey(t *testing.T) {
 	s := b.open(t, keyless.Code, "", nil)
 	ssetest.Next(t, s.events, ":", 5*time.Second)
 	admin := b.addKey(t, auth.ScopeAdmin)
-	if !streamEnded(s, 5*time.Second) {
+	if !ssetest.Ends(s.events, 5*time.Second) {
 		t.Error("a keyless stream outlived the creation of the first key by 5s")
 	}
 
@@ -291,7 +283,7 @@ func TestLinkLiveStreamEndsWithItsKey(t *testing.T) {
 	if resp := b.do(call{method: "DELETE", path: "/v1/keys/" + keyID(t, b.bundle, key), key: admin}); resp.StatusCode != 204 {
 		t.Fatalf("revoke: %d", resp.StatusCode)
 	}
-	if !streamEnded(byKey, 5*time.Second) {
+	if !ssetest.Ends(byKey.events, 5*time.Second) {
 		t.Fatal("the stream outlived its revoked key by 5s")
 	}
 	// Past the server's write timeout, the admin's stream goes on.
@@ -299,22 +291,6 @@ func TestLinkLiveStreamEndsWithItsKey(t *testing.T) {
 		ssetest.Next(t, byAdmin.events, ":", 5*time.Second)
 	}
 	enginetest.Eventually(t, 5*time.Second, "only the admin's stream open", func() bool { return b.hub.Streams() == 1 })
-}
-
-// streamEnded reports whether s's events end within d (others are read
-// and dropped meanwhile).
-func streamEnded(s *liveStream, d time.Duration) bool {
-	deadline := time.After(d)
-	for {
-		select {
-		case _, ok := <-s.events:
-			if !ok {
-				return true
-			}
-		case <-deadline:
-			return false
-		}
-	}
 }
 
 // TestLinkLiveStreamEndsWithItsLink: a stream ends at the next heartbeat
@@ -329,7 +305,7 @@ func TestLinkLiveStreamEndsWithItsLink(t *testing.T) {
 	if resp := b.do(call{method: "DELETE", path: "/v1/links/" + l.Code, key: key}); resp.StatusCode != 204 {
 		t.Fatalf("delete: %d", resp.StatusCode)
 	}
-	if !streamEnded(s, 5*time.Second) {
+	if !ssetest.Ends(s.events, 5*time.Second) {
 		t.Fatal("the stream outlived its deleted link by 5s")
 	}
 	if again := b.open(t, l.Code, key, nil); again.resp.StatusCode != http.StatusNotFound {

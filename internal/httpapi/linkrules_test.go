@@ -27,15 +27,7 @@ func (g tableGeo) Locate(a netip.Addr) (string, string) { return g[a], "" }
 func setupRuledLinks(t *testing.T, geo shorten.Geo) (*bundle, *shorten.Service) {
 	t.Helper()
 	b := setup(t)
-	codec, err := shorten.NewCodec([]byte("test key"), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := shorten.New(shorten.Options{Store: b.db, Codec: codec, BaseURL: "https://sho.rt", Geo: geo,
-		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newLinks(t, shorten.Options{Store: b.db, Geo: geo, Targets: ownHost})
 	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	return b, svc

@@ -20,7 +20,6 @@ import (
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/shorten"
 	"github.com/sluicehq/sluice/internal/store"
-	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // cutProxy forwards TCP connections to a PostgreSQL server until cut:
@@ -34,6 +33,27 @@ type cutProxy struct {
 	mu      sync.Mutex
 	down    bool
 	conns   map[net.Conn]struct{}
+}
+
+// cutStore opens a store on a fresh schema of the test PostgreSQL,
+// migrated, through a cutProxy the test cuts to make an outage.
+func cutStore(t *testing.T) (*store.DB, *cutProxy) {
+	t.Helper()
+	u, err := neturl.Parse(enginetest.PostgresSchema(t, enginetest.PostgresURL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newCutProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	db, err := store.Open(t.Context(), store.Options{URL: u.String(), MaxOpenConns: 4, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return db, proxy
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -111,35 +131,8 @@ func (p *cutProxy) restore() {
 // limited.
 func TestUnknownCodeLimitHoldsDuringAStoreOutage(t *testing.T) {
 	t.Parallel()
-	base := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
-	u, err := neturl.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newCutProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	db, err := store.Open(t.Context(), store.Options{URL: u.String(), MaxOpenConns: 4, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	codec, err := shorten.NewCodec([]byte("test key"), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := ratelimit.NewPolicyLimiter(ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}),
-		ratelimit.Policy{Name: "u", Algorithm: ratelimit.TokenBucket, Limit: 5, Period: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt", Limiter: lim,
-		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, proxy := cutStore(t)
+	svc := newLinks(t, shorten.Options{Store: db, Limiter: unknownCodeLimiter(t), Targets: ownHost})
 	srv := New(Options{Logger: slog.New(slog.DiscardHandler), Keys: db, Links: svc,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	hs := httptest.NewServer(srv)

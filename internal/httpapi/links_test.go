@@ -18,22 +18,40 @@ import (
 func setupLinks(t testing.TB, trusted ...netip.Prefix) (*bundle, *shorten.Service) {
 	t.Helper()
 	b := setup(t)
+	svc := newLinks(t, shorten.Options{Store: b.db, Limiter: unknownCodeLimiter(t), Targets: ownHost})
+	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, TrustedProxies: trusted})
+	return b, svc
+}
+
+// ownHost is the link targets' policy of the tests: links lead anywhere
+// but to the shortener's own host, sho.rt.
+var ownHost = shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}
+
+// newLinks is a shortener on opts with the tests' code key, the base URL
+// https://sho.rt and no logs.
+func newLinks(t testing.TB, opts shorten.Options) *shorten.Service {
+	t.Helper()
 	codec, err := shorten.NewCodec([]byte("test key"), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.Codec, opts.BaseURL, opts.Logger = codec, "https://sho.rt", slog.New(slog.DiscardHandler)
+	svc, err := shorten.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// unknownCodeLimiter allows a client 5 unknown codes a minute.
+func unknownCodeLimiter(t testing.TB) *ratelimit.PolicyLimiter {
+	t.Helper()
 	lim, err := ratelimit.NewPolicyLimiter(ratelimit.NewMemoryStore(ratelimit.MemoryOptions{}),
 		ratelimit.Policy{Name: "u", Algorithm: ratelimit.TokenBucket, Limit: 5, Period: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := shorten.New(shorten.Options{Store: b.db, Codec: codec, BaseURL: "https://sho.rt", Limiter: lim,
-		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.srv = New(Options{Logger: slog.New(slog.DiscardHandler), Keys: b.db, Links: svc, TrustedProxies: trusted})
-	return b, svc
+	return lim
 }
 
 func decodeLink(t *testing.T, resp *http.Response) linkResponse {

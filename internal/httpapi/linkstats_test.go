@@ -26,15 +26,7 @@ import (
 // service and server, on a database other nodes may share.
 func linkNode(t *testing.T, db *store.DB, shared shorten.SharedCache) (*bundle, *shorten.Service) {
 	t.Helper()
-	codec, err := shorten.NewCodec([]byte("test key"), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := shorten.New(shorten.Options{Store: db, Codec: codec, BaseURL: "https://sho.rt", Shared: shared,
-		Targets: shorten.TargetPolicy{OwnHosts: []string{"sho.rt"}}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newLinks(t, shorten.Options{Store: db, Shared: shared, Targets: ownHost})
 	b := &bundle{t: t, db: db, srv: New(Options{Logger: slog.New(slog.DiscardHandler), Keys: db, Links: svc})}
 	return b, svc
 }

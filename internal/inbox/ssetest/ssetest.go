@@ -64,3 +64,19 @@ func Next(t testing.TB, events <-chan Event, event string, d time.Duration) Even
 		}
 	}
 }
+
+// Ends reports whether events ends (its channel closes) within d; the
+// events read meanwhile, heartbeats too, are dropped.
+func Ends(events <-chan Event, d time.Duration) bool {
+	deadline := time.After(d)
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
