@@ -15,14 +15,8 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-// Every client command prints its answer one of two ways: with --json, the
-// API's JSON answer as the server sent it (one document on stdout; a
-// command whose call answers no body, a delete, prints a small document
-// naming what it did), and otherwise a readable table or line. Errors go
-// to stderr (run prints them). clientFlags registers --json; its value,
-// an *answer, also keeps the body of the last answer the command's client
-// received, so --json prints the server's document, not the client
-// package's reading of it.
+// How client commands print, with --json and without: see the package
+// doc, "Output".
 
 // answer is the --json flag of a client command and the last JSON body
 // its client received. It is safe for concurrent use.

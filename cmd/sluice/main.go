@@ -6,6 +6,17 @@
 // configuration, builds the adapters (record store, queue, Redis, providers,
 // HTTP and gRPC servers) and wires them to the domain services of
 // internal/limits, internal/notify and internal/shorten.
+//
+// # Output
+//
+// Every client command prints its answer one of two ways (cmd_output.go):
+// with --json, the API's JSON answer as the server sent it (one document
+// on stdout; a command whose call answers no body, a delete, prints a
+// small document naming what it did), and otherwise a readable table or
+// line. Errors go to stderr (run prints them). clientFlags registers
+// --json; its value, an *answer, also keeps the body of the last answer
+// the command's client received, so --json prints the server's document,
+// not the client package's reading of it.
 package main
 
 import (

@@ -13,23 +13,8 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Failed authentications are limited per client, against guessing API
-// keys (they carry 256 random bits, so guessing is hopeless anyway; the
-// limit keeps a guesser from costing a database lookup per try and makes
-// the attempt visible). A failure is a bearer key that is unknown or
-// revoked, or such a key pasted into the dashboard's sign-in; a missing
-// key, a wrong scope or a stale session cookie is not. Each failure
-// charges 1 to the client's count in Options.AuthFailures (on the node's
-// counter store, so the count is shared by every node with Redis). Once
-// a failure is refused, every request of that client presenting a key,
-// a valid one too, answers 429 with Retry-After until the limiter's
-// retry time: if a valid key still went through, 429 would only mean
-// "wrong key" and guessing would go on. That refusal is remembered in
-// this process (blockedClients), so it costs no store call; another
-// node refuses the client after its next failure there. Requests without
-// a key, public routes included, are not affected. The client is its IP
-// address (behind --trusted-proxies, the one they name); an IPv6 client
-// is its /64, which one subscriber usually holds whole.
+// Failed authentications are limited per client: see the package doc,
+// "Failed authentications".
 
 // AuthFailureLimiter counts failed authentications per client; a
 // ratelimit.PolicyLimiter is one.

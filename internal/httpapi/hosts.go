@@ -10,15 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apperr"
 )
 
-// The DNS rebinding guard. While no API key is configured, a loopback
-// client is trusted like an admin (authorize). A web page on a domain the
-// attacker controls can make that domain resolve to 127.0.0.1 after the
-// page loaded: the browser then sends the page's requests to Sluice as
-// same-origin ones, from a loopback peer, but with the attacker's name in
-// Host. So keyless trust also needs a Host that is a loopback name or
-// address (localhost, 127.0.0.0/8, ::1) or one of Options.AllowedHosts;
-// anything else is refused with 403 (errForeignHost). With keys
-// configured, Host is not looked at: the key decides.
+// The DNS rebinding guard: see the package doc, "The DNS rebinding guard".
 
 // maxHostInDetail bounds how much of a refused Host the problem repeats.
 const maxHostInDetail = 100

@@ -21,7 +21,7 @@ type LinkStats interface {
 	Stats(ctx context.Context, caller shorten.Caller, code string, from, to time.Time, by time.Duration, group shorten.Dim) (shorten.LinkStats, error)
 }
 
-func (s *Server) registerLinkStats() {
+func (s *Server) registerLinkClicks() {
 	s.Handle("GET /v1/links/{code}/clicks", auth.ScopeLinksWrite, s.linkClicks)
 }
 

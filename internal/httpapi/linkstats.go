@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/shorten"
 )
 
-func (s *Server) registerLinkAnalytics() {
+func (s *Server) registerLinkStats() {
 	s.Handle("GET /v1/links/{code}/stats", auth.ScopeLinksWrite, s.linkDimStats)
 	s.Handle("GET /v1/links/{code}/qr", auth.ScopeLinksWrite, s.linkQR)
 	s.Handle("POST /v1/conversions", auth.ScopeLinksWrite, s.createConversion)

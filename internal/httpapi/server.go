@@ -8,6 +8,37 @@
 //
 // Domain services reach it through small interfaces declared here, next to
 // the handlers that use them; only cmd/sluice wires concrete types in.
+//
+// # Failed authentications
+//
+// Failed authentications are limited per client (authlimit.go), against
+// guessing API keys (they carry 256 random bits, so guessing is hopeless
+// anyway; the limit keeps a guesser from costing a database lookup per
+// try and makes the attempt visible). A failure is a bearer key that is
+// unknown or revoked, or such a key pasted into the dashboard's sign-in; a
+// missing key, a wrong scope or a stale session cookie is not. Each
+// failure charges 1 to the client's count in Options.AuthFailures (on the
+// node's counter store, so the count is shared by every node with Redis).
+// Once a failure is refused, every request of that client presenting a
+// key, a valid one too, answers 429 with Retry-After until the limiter's
+// retry time: if a valid key still went through, 429 would only mean
+// "wrong key" and guessing would go on. That refusal is remembered in this
+// process, so it costs no store call; another node refuses the client
+// after its next failure there. Requests without a key, public routes
+// included, are not affected. The client is its IP address (behind
+// Options.TrustedProxies, the one they name); an IPv6 client is its /64,
+// which one subscriber usually holds whole.
+//
+// # The DNS rebinding guard
+//
+// While no API key is configured, a loopback client is trusted like an
+// admin. A web page on a domain the attacker controls can make that domain
+// resolve to 127.0.0.1 after the page loaded: the browser then sends the
+// page's requests to Sluice as same-origin ones, from a loopback peer, but
+// with the attacker's name in Host. So keyless trust also needs a Host
+// that is a loopback name or address (localhost, 127.0.0.0/8, ::1) or one
+// of Options.AllowedHosts; anything else is refused with 403 (hosts.go).
+// With keys configured, Host is not looked at: the key decides.
 package httpapi
 
 import (
@@ -198,8 +229,8 @@ func New(opts Options) *Server {
 	s.registerLinks()
 	s.registerUI()
 	s.registerStats()
+	s.registerLinkClicks()
 	s.registerLinkStats()
-	s.registerLinkAnalytics()
 	s.registerLinkLive()
 	s.registerPreferences()
 	s.registerNotify()
@@ -371,9 +402,9 @@ func (s *Server) observe(r *http.Request, rec *recorder, id string, d time.Durat
 	// notifications log at Debug when they succeed: they are frequent, and
 	// a redirect's record is its click, a check's its
 	// sluice_ratelimit_checks_total count, a notification's the
-	// notification itself, an event's the event (at 50,000 redirects a
-	// second the access log cost more than the redirect; at 9,000
-	// notifications a second, 5% of the node's throughput).
+	// notification itself, an event's the event (what their access log
+	// cost at Info: docs/benchmarks.md, "The access log of frequent
+	// routes").
 	switch route {
 	case "/healthz", "/readyz", "/metrics", "/{code}", "/v1/ratelimit/check":
 		level = slog.LevelDebug
