@@ -2,8 +2,9 @@
 // domain: API keys (internal/auth), notifications, settings, templates and
 // the outbox (notify.Store), digests (notify.DigestStore), the in-app inbox
 // (inbox.Store), status event subscriptions and their log (events.Store),
-// rate limit rules (limits.RuleStore) and links (shorten.Store,
-// shorten.StatsStore). One
+// rate limit rules (limits.RuleStore), links (shorten.Store,
+// shorten.StatsStore), and workflows with their events and runs
+// (workflow.Store) and the user attributes their branches read. One
 // implementation over database/sql serves both engines, so embedded and
 // external share all code above the connection:
 //
