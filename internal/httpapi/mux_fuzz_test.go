@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/notify"
 	notifyoutbox "github.com/sluicehq/sluice/internal/notify/outbox"
 	"github.com/sluicehq/sluice/internal/shorten"
+	"github.com/sluicehq/sluice/internal/workflow"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -64,7 +65,9 @@ func setupFull(tb testing.TB) *fullAPI {
 	ns := notify.NewService(notify.Options{Store: b.db, Queue: discardQueue{}, Logger: log,
 		Providers: map[notify.Channel]notify.Provider{notify.Email: ob, notify.SMS: ob, notify.Push: ob, notify.Webhook: ob}})
 	ev := events.NewService(events.Options{Store: b.db, Notifier: ns})
+	wf := workflow.New(workflow.Options{Store: b.db, Sender: ns, Templates: ns, Profiles: profiles{ns, b.db}, Logger: log})
 	b.srv = New(Options{Logger: log, Keys: b.db, Ratelimit: rl, Links: links, Notify: ns, Preferences: ns, Events: ev,
+		Workflows: wf, Attributes: b.db,
 		Inbox:    inbox.New(inbox.Options{Store: b.db}),
 		LinkLive: linklive.NewHub(linklive.Options{}),
 		Checks:   []Check{{Name: "database", Ping: b.db.Ping}},
@@ -131,6 +134,8 @@ func FuzzAPI(f *testing.F) {
 		`{"channels":{"email":false},"categories":{"marketing":false},"contacts":{"email":"a@b.c","webhook_url":"https://example.com/h"}}`,
 		`{"category":"orders","subject":{"en":"Hi {{.name}}"},"body":{"en":"Body"}}`,
 		`MessageSid=SM1&MessageStatus=delivered`,
+		`{"name":"cart.abandoned","user_id":"u1","data":{"cart_id":"c1"}}`, `{"events":[{"name":"e","user_id":"u1"}]}`,
+		`{"trigger":{"event":"cart.abandoned"},"steps":[{"send":"abandoned_cart"},{"wait_for":{"event":"order.placed","match":{"cart_id":"{cart_id}"},"timeout":"1h"}}]}`,
 	}
 	for i := range a.routes {
 		for _, body := range bodies {
