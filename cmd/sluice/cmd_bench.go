@@ -94,7 +94,10 @@ func benchFlagSet(env *environment, b *bench.Session) (*flag.FlagSet, *benchFlag
 	fs.IntVar(&b.Rounds, "rounds", 1, "with --compare: run check-http and redirect this many times on each side, alternating")
 	fs.IntVar(&b.Campaign, "campaign", 10_000, "users the campaign scenario sends a marketing notification to")
 	fs.StringVar(&b.NotifyMix, "notify-mix", "all", "channels of the notify scenario: all (email, sms and push each) or seeds (1.75 per notification)")
-	fs.DurationVar(&b.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for notifications to be delivered")
+	fs.DurationVar(&b.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for notifications to be delivered, and workflow runs to wait or end")
+	fs.IntVar(&b.Workflows.WaitingRuns, "waiting-runs", 10_000, "runs workflow-resume keeps waiting for an event (started through POST /v1/events/batch)")
+	fs.Float64Var(&b.Workflows.ResumeRate, "resume-rate", 200, "events a second workflow-resume sends to resume its waiting runs (one each, for --duration or --requests)")
+	fs.IntVar(&b.Workflows.CartUsers, "cart-users", 100_000, "users the cart scenario takes through the abandoned cart")
 	f.cpuProfile = fs.String("cpuprofile", "", "write a pprof CPU profile of this process (load generator and in-process node) to this file")
 	f.blockProfile = fs.String("blockprofile", "", "write a pprof block profile (where goroutines waited) to this file")
 	f.compare = fs.String("compare", "", "also drive another implementation with the same load: an HTTP URL (plain endpoint),\n"+
@@ -102,9 +105,10 @@ func benchFlagSet(env *environment, b *bench.Session) (*flag.FlagSet, *benchFlag
 	var about strings.Builder
 	about.WriteString("Drives load at a Sluice server (or a node it starts in process) and prints one table.\n" +
 		"A TLS node: --server https://... (--ca-file for a private CA), and for check-grpc --grpc-tls\n" +
-		"(--grpc-ca-file, --grpc-cert-file/--grpc-key-file for mutual TLS, --api-key for --grpc-require-key).\n\nScenarios (default: all):")
+		"(--grpc-ca-file, --grpc-cert-file/--grpc-key-file for mutual TLS, --api-key for --grpc-require-key).\n\n" +
+		"Scenarios (default: all but events, workflow-resume and cart, which run when named):")
 	for _, s := range bench.Scenarios() {
-		fmt.Fprintf(&about, "\n  %-11s %s", s.Name, s.Summary)
+		fmt.Fprintf(&about, "\n  %-15s %s", s.Name, s.Summary)
 	}
 	setUsage(fs, "bench [flags] [SCENARIO...]", about.String())
 	return fs, f
@@ -131,7 +135,11 @@ func (f *benchFlags) settle(env *environment, fs *flag.FlagSet, b *bench.Session
 	if b.Options.Duration <= 0 && b.Options.Requests <= 0 {
 		return nil, errors.New("--duration or --requests must be positive")
 	}
+	if b.Workflows.ResumeRate <= 0 {
+		return nil, fmt.Errorf("--resume-rate %g: want a positive rate", b.Workflows.ResumeRate)
+	}
 	b.Keys, b.Links, b.PerCall, b.Campaign = max(1, b.Keys), max(1, b.Links), max(1, b.PerCall), max(1, b.Campaign)
+	b.Workflows.WaitingRuns, b.Workflows.CartUsers = max(1, b.Workflows.WaitingRuns), max(1, b.Workflows.CartUsers)
 	b.APIKey = cmp.Or(*f.apiKey, env.getenv("SLUICE_API_KEY"))
 	return scenarios, nil
 }

@@ -6,7 +6,8 @@
 // latency histogram with p50, p90, p99 and max; WriteTable prints results.
 //
 // A Session drives Scenarios at a Sluice server: rate limit checks (HTTP
-// and Envoy gRPC), redirects, notifications and a campaign, and can point
+// and Envoy gRPC), redirects, notifications and a campaign, workflow
+// events, resumes and the abandoned cart, and can point
 // the same load at another implementation, such as StartBare's servers
 // that answer at once.
 package bench

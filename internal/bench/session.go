@@ -81,8 +81,11 @@ type Session struct {
 	// NotifyMix is the channels of the notify scenario: "all" (email, sms
 	// and push each) or "seeds" (1.75 deliveries per notification).
 	NotifyMix string
-	// DrainTimeout bounds the wait for notifications to be delivered.
+	// DrainTimeout bounds the wait for notifications to be delivered, and
+	// for workflow runs to reach their waits and ends.
 	DrainTimeout time.Duration
+	// Workflows sizes the workflow scenarios.
+	Workflows WorkflowOptions
 	// CompareHTTP and CompareGRPC are another implementation's HTTP
 	// endpoint and Envoy RLS address; empty ones are not driven.
 	CompareHTTP, CompareGRPC string
@@ -115,6 +118,9 @@ var scenarios = []Scenario{
 	{Name: "redirect", Summary: "GET /{code} over --links links made first", run: redirect},
 	{Name: "notify", Summary: "POST /v1/notifications (accept rate), then the time until all are sent to the outbox", run: notify},
 	{Name: "campaign", Summary: "--campaign marketing notifications in batches while an OTP is sent every 10ms: OTP latency", run: campaign},
+	{Name: "events", Summary: "POST /v1/events, each starting a run of one send: accept rate, then the runs' drain", run: events, notDefault: true},
+	{Name: "workflow-resume", Summary: "--waiting-runs runs wait for an event; events at --resume-rate resume them: resume and deadline lateness", run: resume, notDefault: true},
+	{Name: "cart", Summary: "--cart-users users through the 5-step abandoned cart, half ordering: first event to last run ended", run: cart, notDefault: true},
 }
 
 // Scenarios returns every scenario, in the order they run and print.
