@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 
 	"github.com/sluicehq/sluice/client"
 )
@@ -69,18 +68,6 @@ func domainsUpdate(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	return show(env, fs, d, domainTable(d))
 }
 
-func domainsDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the links:write scope")
-	pos, err := parseArgs(env, fs, args, "DOMAIN")
-	if err != nil {
-		return err
-	}
-	if err := newClient().DeleteDomain(ctx, pos[0]); err != nil {
-		return err
-	}
-	return showValue(env, fs, map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", pos[0]) })
-}
-
 func domainsVerify(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env, "API key with the links:write scope")
 	pos, err := parseArgs(env, fs, args, "DOMAIN")
@@ -99,3 +86,7 @@ func domainsVerify(ctx context.Context, env *environment, fs *flag.FlagSet, args
 	}
 	return nil
 }
+
+// domainsDelete is `domains delete`.
+var domainsDelete = deleteRun("links:write", "DOMAIN", (*client.Client).DeleteDomain,
+	func(domain string) string { return "deleted " + domain })

@@ -136,24 +136,9 @@ func linksRules(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	if *file == "" {
-		return errors.New("--file is required")
-	}
-	var in io.Reader = os.Stdin
-	if *file != "-" {
-		f, err := os.Open(*file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
-	}
-	raw, err := io.ReadAll(io.LimitReader(in, maxRulesFile+1))
+	raw, err := readInput(*file, maxRulesFile)
 	if err != nil {
 		return err
-	}
-	if len(raw) > maxRulesFile {
-		return fmt.Errorf("%s: over %d bytes", *file, maxRulesFile)
 	}
 	rules, err := decodeRules(raw)
 	if err != nil {

@@ -130,14 +130,6 @@ func policiesPut(ctx context.Context, env *environment, fs *flag.FlagSet, args [
 	return show(env, fs, stored, policyTable(stored))
 }
 
-func policiesDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the admin scope")
-	pos, err := parseArgs(env, fs, args, "NAME")
-	if err != nil {
-		return err
-	}
-	if err := newClient().DeletePolicy(ctx, pos[0]); err != nil {
-		return err
-	}
-	return showValue(env, fs, map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted policy %s\n", pos[0]) })
-}
+// policiesDelete is `policies delete`.
+var policiesDelete = deleteRun("admin", "NAME", (*client.Client).DeletePolicy,
+	func(name string) string { return "deleted policy " + name })

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,15 +123,11 @@ func campaignSend(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	if *campaign == "" {
 		*campaign = *typ + "-" + time.Now().UTC().Format("20060102")
 	}
-	var in io.Reader = os.Stdin
-	if *users != "-" {
-		f, err := os.Open(*users)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
+	in, done, err := openInput(*users)
+	if err != nil {
+		return err
 	}
+	defer done()
 	ns, err := client.ReadCampaignCSV(in, *typ, *campaign, data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *users, err)

@@ -120,18 +120,16 @@ func templatesPut(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	return show(env, fs, stored, templateTable(stored))
 }
 
-func templatesDelete(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the admin scope")
-	pos, err := parseArgs(env, fs, args, "TYPE")
+// openInput opens file for reading, or stdin for "-"; done closes it.
+func openInput(file string) (in io.Reader, done func(), err error) {
+	if file == "-" {
+		return os.Stdin, func() {}, nil
+	}
+	f, err := os.Open(file)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := newClient().DeleteTemplate(ctx, pos[0]); err != nil {
-		return err
-	}
-	return showValue(env, fs, map[string]string{"deleted": pos[0]}, func(w io.Writer) {
-		fmt.Fprintf(w, "deleted the stored template of %s (a shipped type is back to its shipped template)\n", pos[0])
-	})
+	return f, func() { f.Close() }, nil
 }
 
 // readInput reads file (- for stdin), at most limit bytes; file is
@@ -140,15 +138,11 @@ func readInput(file string, limit int64) ([]byte, error) {
 	if file == "" {
 		return nil, errors.New("--file is required")
 	}
-	var in io.Reader = os.Stdin
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		in = f
+	in, done, err := openInput(file)
+	if err != nil {
+		return nil, err
 	}
+	defer done()
 	raw, err := io.ReadAll(io.LimitReader(in, limit+1))
 	if err != nil {
 		return nil, err
@@ -158,3 +152,9 @@ func readInput(file string, limit int64) ([]byte, error) {
 	}
 	return raw, nil
 }
+
+// templatesDelete is `templates delete`.
+var templatesDelete = deleteRun("admin", "TYPE", (*client.Client).DeleteTemplate,
+	func(typ string) string {
+		return "deleted the stored template of " + typ + " (a shipped type is back to its shipped template)"
+	})

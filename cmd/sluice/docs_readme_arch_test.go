@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,20 +48,7 @@ func indexModule(t *testing.T, root string) *moduleIndex {
 	t.Helper()
 	idx := &moduleIndex{root: root, byDir: map[string]*goPackage{}, byName: map[string][]*goPackage{}}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			name := d.Name()
-			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkSources(t, root, func(path string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
@@ -78,9 +64,6 @@ func indexModule(t *testing.T, root string) *moduleIndex {
 		p.add(filepath.Base(path), f)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(idx.byDir) < 5 {
 		t.Fatalf("found only %d packages under %s; is the walk rooted right?", len(idx.byDir), root)
 	}

@@ -11,13 +11,11 @@ import (
 	"testing"
 )
 
-// TestEveryPackageHasDocComment walks the module and fails for a package
-// whose files carry no package doc comment: a newcomer reads those first.
-func TestEveryPackageHasDocComment(t *testing.T) {
-	t.Parallel()
-	root := filepath.Join("..", "..")
-	documented := map[string]bool{}
-	seen := map[string]bool{}
+// walkSources calls fn with the path of every Go file of the module below
+// root but tests, skipping hidden dirs, testdata and node_modules; the
+// test fails on the walk's first error.
+func walkSources(t *testing.T, root string, fn func(path string) error) {
+	t.Helper()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -32,6 +30,21 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
+		return fn(path)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEveryPackageHasDocComment walks the module and fails for a package
+// whose files carry no package doc comment: a newcomer reads those first.
+func TestEveryPackageHasDocComment(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	documented := map[string]bool{}
+	seen := map[string]bool{}
+	walkSources(t, root, func(path string) error {
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
 		if err != nil {
 			return err
@@ -43,9 +56,6 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(seen) < 5 {
 		t.Fatalf("found only %d packages under %s; is the walk rooted right?", len(seen), root)
 	}
