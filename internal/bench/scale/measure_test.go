@@ -133,13 +133,15 @@ type node struct {
 }
 
 // startNode runs `sluice serve` on dir (and dbURL when set) on spare
-// ports, and returns once it logs that it serves, with how long that took.
-func startNode(t *testing.T, bin, dbURL, dir string) (*node, time.Duration) {
+// ports, with extra flags, and returns once it logs that it serves, with
+// how long that took.
+func startNode(t *testing.T, bin, dbURL, dir string, extra ...string) (*node, time.Duration) {
 	t.Helper()
 	args := []string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--data-dir", dir, "--log-format", "json"}
 	if dbURL != "" {
 		args = append(args, "--database-url", dbURL)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SLUICE_DATABASE_URL=", "SLUICE_NATS_URL=", "SLUICE_REDIS_URL=")
 	stderr, err := cmd.StderrPipe()
