@@ -19,6 +19,7 @@ import (
 // counts and user attributes (this file and workflowruns.go).
 func (s suite) workflows(t *testing.T) {
 	t.Run("Versions", s.wfVersions)
+	t.Run("DeleteWhileEventsStart", s.wfDeleteRace)
 	t.Run("TriggeredBy", s.wfTriggeredBy)
 	t.Run("EventIdempotency", s.wfEventIdempotency)
 	t.Run("OncePer", s.wfOncePer)
@@ -196,6 +197,43 @@ func (s suite) wfVersions(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// wfDeleteRace: events starting runs of a workflow while it is deleted
+// leave none of its runs live: each event either started its run before
+// the delete (which cancels it) or starts none.
+func (s suite) wfDeleteRace(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := s.migrated(t)
+	for round := range 5 {
+		key := fmt.Sprintf("w%d", round)
+		putWF(t, db, key, "cart.abandoned", t0)
+		var (
+			wg   sync.WaitGroup
+			gate = make(chan struct{})
+		)
+		for i := range 20 {
+			wg.Go(func() {
+				<-gate
+				id := fmt.Sprintf("%s_%d", key, i)
+				if _, _, err := db.RecordEvent(ctx, wfEvent("evt_"+id, "", "u1", t0), []workflow.Run{newRun("run_"+id, key, "u1", t0)}, nil, nil); err != nil {
+					t.Errorf("RecordEvent: %v", err)
+				}
+			})
+		}
+		wg.Go(func() {
+			<-gate
+			if _, err := db.DeleteWorkflow(ctx, key, t0); err != nil {
+				t.Errorf("DeleteWorkflow: %v", err)
+			}
+		})
+		close(gate)
+		wg.Wait()
+		if live, _, err := db.Runs(ctx, workflow.RunFilter{Workflow: key, Status: workflow.StatusRunning}, "", 100); err != nil || len(live) != 0 {
+			t.Errorf("runs of %s live after its delete: %d, %v; want none", key, len(live), err)
+		}
+	}
+}
 
 // wfTriggeredBy: the lookup follows each key's current version.
 func (s suite) wfTriggeredBy(t *testing.T) {
