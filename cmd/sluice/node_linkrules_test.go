@@ -44,6 +44,13 @@ func writeGeoDB(t *testing.T, country string) string {
 // sendNoFollow makes a request without following redirects.
 func sendNoFollow(t *testing.T, method, url, body string) *http.Response {
 	t.Helper()
+	return sendThrough(t, noFollow, method, url, body)
+}
+
+// sendThrough sends method url with body (JSON unless empty) through c;
+// the answer's body is closed when the test ends.
+func sendThrough(t *testing.T, c *http.Client, method, url, body string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func sendNoFollow(t *testing.T, method, url, body string) *http.Response {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := noFollow.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}

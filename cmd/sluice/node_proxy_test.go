@@ -38,17 +38,7 @@ func status(t *testing.T, c *http.Client, method, url, body string) int {
 // returns the status and the body, read whole.
 func roundTrip(t *testing.T, c *http.Client, method, url, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
+	resp := sendThrough(t, c, method, url, body)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, raw

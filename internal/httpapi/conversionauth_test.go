@@ -14,11 +14,11 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 )
 
-// wire makes one request to a real listener with a deadline and returns
-// its status and body.
+// wire makes one request to a real listener with a deadline (generous:
+// the machine may be loaded) and returns its status and body.
 func wire(t *testing.T, method, url, key, body string, header http.Header) (int, http.Header, []byte) {
 	t.Helper()
-	client := &http.Client{Timeout: 5 * time.Second,
+	client := &http.Client{Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {

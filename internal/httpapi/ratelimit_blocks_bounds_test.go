@@ -2,13 +2,11 @@ package httpapi
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/limits"
@@ -35,21 +33,10 @@ func TestBlocksFillTheirCap(t *testing.T) {
 	admin := b.addKey(t, auth.ScopeAdmin)
 	ts := httptest.NewServer(b.srv)
 	t.Cleanup(ts.Close)
-	client := &http.Client{Timeout: 30 * time.Second}
 	send := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+admin)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		code, _, out := wire(t, method, ts.URL+path, admin, body, nil)
+		return code, string(out)
 	}
 	block := func(key string) (int, string) {
 		return send("POST", "/v1/ratelimit/blocks", `{"key":"`+key+`","duration":"1h","reason":"credential stuffing from this address"}`)

@@ -3,13 +3,11 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/limits"
@@ -42,26 +40,16 @@ func TestHoldsFillTheirCaps(t *testing.T) {
 	keyA, keyB := b.addKey(t, auth.ScopeRatelimitCheck), b.addKey(t, auth.ScopeRatelimitCheck)
 	ts := httptest.NewServer(b.srv)
 	t.Cleanup(ts.Close)
-	client := &http.Client{Timeout: 30 * time.Second}
 	reserve := func(key, k string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", ts.URL+"/v1/ratelimit/check",
-			strings.NewReader(`{"policy":"big","key":"`+k+`","reserve":true}`))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode == http.StatusOK {
+		code, _, body := wire(t, "POST", ts.URL+"/v1/ratelimit/check", key, `{"policy":"big","key":"`+k+`","reserve":true}`, nil)
+		if code == http.StatusOK {
 			var a struct{ Allowed bool }
 			if json.Unmarshal(body, &a) != nil || !a.Allowed {
 				t.Fatalf("reservation on %s: %s", k, body)
 			}
 		}
-		return resp.StatusCode, string(body)
+		return code, string(body)
 	}
 	refused := func(what, setting string, code int, body string) {
 		t.Helper()
