@@ -1,4 +1,4 @@
--- Workflows (docs/workflows.md): definitions kept by version, the events
+-- Workflows (docs/notifications.md "Workflows"): definitions kept by version, the events
 -- taken in, the runs they start and resume, and the user attributes a
 -- branch reads. Runs live only here: every node's scheduler claims the due
 -- ones (due_at), an event finds the runs waiting for it (user_id,
