@@ -1,8 +1,9 @@
--- Workflows (docs/notifications.md "Workflows"): definitions kept by version, the events
--- taken in, the runs they start and resume, and the user attributes a
--- branch reads. Runs live only here: every node's scheduler claims the due
--- ones (due_at), an event finds the runs waiting for it (user_id,
--- wait_event), and seq is the token of every conditional write.
+-- Workflows (docs/notifications.md, "Workflows"): definitions kept by
+-- version, the events taken in, the runs they start and resume, and the
+-- user attributes a branch reads. Runs live only here: every node's
+-- scheduler claims the due ones (due_at), an event finds the runs waiting
+-- for it (user_id, wait_event), and seq is the token of every conditional
+-- write.
 
 -- One row per version of a workflow, kept while runs may use it (deleting
 -- a workflow keeps them).
