@@ -29,17 +29,10 @@ func blockRows(w io.Writer, bs ...client.Block) {
 	}
 }
 
-func blocksList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the admin scope")
-	if _, err := parseArgs(env, fs, args); err != nil {
-		return err
-	}
-	bs, err := newClient().Blocks(ctx)
-	if err != nil {
-		return err
-	}
-	return show(env, fs, bs, func(w io.Writer) { blockRows(w, bs...) })
-}
+// blocksList is `blocks list`.
+var blocksList = listRun("admin", (*client.Client).Blocks, func(bs []client.Block) func(io.Writer) {
+	return func(w io.Writer) { blockRows(w, bs...) }
+})
 
 func blocksAdd(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env, "API key with the admin scope")

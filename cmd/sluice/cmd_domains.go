@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 
 	"github.com/sluicehq/sluice/client"
 )
@@ -36,17 +37,8 @@ func domainsAdd(ctx context.Context, env *environment, fs *flag.FlagSet, args []
 	return show(env, fs, d, domainTable(d))
 }
 
-func domainsList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the links:write scope")
-	if _, err := parseArgs(env, fs, args); err != nil {
-		return err
-	}
-	ds, err := newClient().Domains(ctx)
-	if err != nil {
-		return err
-	}
-	return show(env, fs, ds, domainTable(ds...))
-}
+// domainsList is `domains list`.
+var domainsList = listRun("links:write", (*client.Client).Domains, func(ds []client.Domain) func(io.Writer) { return domainTable(ds...) })
 
 func domainsUpdate(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
 	newClient := clientFlags(fs, env, "API key with the links:write scope")

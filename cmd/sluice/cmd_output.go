@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -226,23 +225,5 @@ func cell(v any) string {
 func nextPage(env *environment, fs *flag.FlagSet, cursor string) {
 	if cursor != "" && !wantJSON(fs) {
 		fmt.Fprintf(env.stderr, "more: --cursor %s\n", cursor)
-	}
-}
-
-// deleteRun is the run of a `delete NAME` subcommand, arg naming NAME in
-// its usage: it calls del with NAME, with an API key of scope, and prints
-// {"deleted": NAME} with --json, else the line said returns.
-func deleteRun(scope, arg string, del func(c *client.Client, ctx context.Context, name string) error,
-	said func(name string) string) func(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	return func(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-		newClient := clientFlags(fs, env, "API key with the "+scope+" scope")
-		pos, err := parseArgs(env, fs, args, arg)
-		if err != nil {
-			return err
-		}
-		if err := del(newClient(), ctx, pos[0]); err != nil {
-			return err
-		}
-		return showValue(env, fs, map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintln(w, said(pos[0])) })
 	}
 }

@@ -27,35 +27,18 @@ func policyRow(w io.Writer, p client.Policy) {
 
 const policyHeader = "NAME\tALGORITHM\tLIMIT\tPERIOD\tBURST\tMODE\tSOURCE\tDESCRIPTION\n"
 
-func policiesList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the ratelimit:check scope")
-	if _, err := parseArgs(env, fs, args); err != nil {
-		return err
-	}
-	ps, err := newClient().Policies(ctx)
-	if err != nil {
-		return err
-	}
-	return show(env, fs, ps, func(w io.Writer) {
+// policiesList is `policies list`.
+var policiesList = listRun("ratelimit:check", (*client.Client).Policies, func(ps []client.Policy) func(io.Writer) {
+	return func(w io.Writer) {
 		io.WriteString(w, policyHeader)
 		for _, p := range ps {
 			policyRow(w, p)
 		}
-	})
-}
+	}
+})
 
-func policiesGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the ratelimit:check scope")
-	pos, err := parseArgs(env, fs, args, "NAME")
-	if err != nil {
-		return err
-	}
-	p, err := newClient().GetPolicy(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return show(env, fs, p, policyTable(p))
-}
+// policiesGet is `policies get`.
+var policiesGet = getRun("ratelimit:check", "NAME", (*client.Client).GetPolicy, policyTable)
 
 // policyTable shows one policy, a field a line.
 func policyTable(p client.Policy) func(io.Writer) {

@@ -24,22 +24,15 @@ var templateSubcommands = map[string]subcommand{
 	"delete": {usage: "TYPE: put a shipped type back to its shipped template, or remove a custom type", run: templatesDelete},
 }
 
-func templatesList(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the notify:read scope")
-	if _, err := parseArgs(env, fs, args); err != nil {
-		return err
-	}
-	ts, err := newClient().Templates(ctx)
-	if err != nil {
-		return err
-	}
-	return show(env, fs, ts, func(w io.Writer) {
+// templatesList is `templates list`.
+var templatesList = listRun("notify:read", (*client.Client).Templates, func(ts []client.TemplateSummary) func(io.Writer) {
+	return func(w io.Writer) {
 		row(w, "TYPE", "CATEGORY", "DEFAULT", "CHANNELS", "LOCALES", "UPDATED")
 		for _, t := range ts {
 			row(w, t.Type, t.Category, t.Default, t.Channels, t.Locales, t.UpdatedAt)
 		}
-	})
-}
+	}
+})
 
 // templateTable shows a template: its type, then one row per channel and
 // locale.
@@ -76,18 +69,8 @@ func templateTable(t client.Template) func(io.Writer) {
 	}
 }
 
-func templatesGet(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
-	newClient := clientFlags(fs, env, "API key with the notify:read scope")
-	pos, err := parseArgs(env, fs, args, "TYPE")
-	if err != nil {
-		return err
-	}
-	t, err := newClient().Template(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return show(env, fs, t, templateTable(t))
-}
+// templatesGet is `templates get`.
+var templatesGet = getRun("notify:read", "TYPE", (*client.Client).Template, templateTable)
 
 // maxTemplateFile bounds a template file; the server takes at most 1 MiB.
 const maxTemplateFile = 1 << 20
