@@ -99,8 +99,7 @@ func jsonDoc(t *testing.T, name, out string, v any) {
 // commands against a node: a table by default, the API's answer with --json.
 func TestAdminCLI(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t))
-	env := map[string]string{"SLUICE_SERVER": n.httpURL}
+	_, env := startCLINode(t)
 	dir := t.TempDir()
 	cli := func(args ...string) string {
 		t.Helper()

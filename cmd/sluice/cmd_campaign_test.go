@@ -14,8 +14,7 @@ import (
 // they say.
 func TestCampaignSendRefusesBadFiles(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t))
-	env := map[string]string{"SLUICE_SERVER": n.httpURL}
+	n, env := startCLINode(t)
 	dir := t.TempDir()
 	type record struct{ Data map[string]any }
 	history := func(user string) []record {

@@ -7,6 +7,14 @@ import (
 	"testing"
 )
 
+// startCLINode starts a node for client commands and returns it with the
+// environment that points them at it (SLUICE_SERVER).
+func startCLINode(t *testing.T) (*testNode, map[string]string) {
+	t.Helper()
+	n := startNode(t, testConfig(t))
+	return n, map[string]string{"SLUICE_SERVER": n.httpURL}
+}
+
 // runCLI runs one command line in-process with env as the environment.
 func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

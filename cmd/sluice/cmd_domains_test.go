@@ -15,8 +15,7 @@ import (
 // through the CLI against a running node.
 func TestDomainsCLI(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t))
-	env := map[string]string{"SLUICE_SERVER": n.httpURL}
+	n, env := startCLINode(t)
 	code, out, errs := runCLI(t, env, "domains", "add", "Go.Example.com", "--fallback-url", "https://example.com/home", "--json")
 	var d client.Domain
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Domain != "go.example.com" || d.FallbackURL != "https://example.com/home" {

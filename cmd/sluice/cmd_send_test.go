@@ -13,8 +13,7 @@ import (
 
 func TestSendAndCampaignCommands(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t))
-	env := map[string]string{"SLUICE_SERVER": n.httpURL}
+	n, env := startCLINode(t)
 	code, out, errOut := runCLI(t, env, "send", "--user", "u1", "--type", "otp", "--data", "code=123456", "--request-id", "cli-1")
 	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "ntf_") {
 		t.Fatalf("sluice send = %d %q %q", code, out, errOut)

@@ -21,8 +21,7 @@ import (
 // empty ("Track it: " with nothing after it).
 func TestReadmeNotificationsReadWell(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t))
-	env := map[string]string{"SLUICE_SERVER": n.httpURL}
+	n, env := startCLINode(t)
 	type sent struct {
 		id, typ string
 		data    map[string]json.RawMessage
