@@ -7,17 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
-type outboxBody struct {
-	Items []struct {
-		NotificationID string `json:"notification_id"`
-		Channel        string
-		Subject, Body  string
-		CreatedAt      time.Time `json:"created_at"`
-	}
-}
+// outboxBody is a page of GET /v1/outbox.
+type outboxBody struct{ Items []client.OutboxEntry }
 
 func outboxOf(t *testing.T, base, user string) outboxBody {
 	t.Helper()

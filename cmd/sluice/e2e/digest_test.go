@@ -8,18 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/enginetest"
 )
 
 // outboxBody is a page of GET /v1/outbox.
-type outboxBody struct {
-	Items []struct {
-		NotificationID string `json:"notification_id"`
-		Channel        string
-		Subject, Body  string
-		CreatedAt      time.Time `json:"created_at"`
-	}
-}
+type outboxBody struct{ Items []client.OutboxEntry }
 
 // TestKillNineInsideDigestWindowAndEscalation kills a process with SIGKILL
 // while a digest's window is open and an escalation's timer is pending,

@@ -1,7 +1,6 @@
 package natsbus_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -34,10 +33,6 @@ func TestBusPublishListenSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	runCtx, cancel := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- bus.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-ran })
 
 	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	bus.Publish([]shorten.Click{

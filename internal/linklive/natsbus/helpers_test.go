@@ -1,6 +1,7 @@
 package natsbus_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,9 +11,9 @@ import (
 	"github.com/sluicehq/sluice/internal/queue"
 )
 
-// openBus starts an embedded NATS in a temporary dir, closed when the
-// test ends, and returns a Bus on its live hits stream (a minute of
-// replay) and the stream.
+// openBus starts an embedded NATS in a temporary dir and returns a Bus on
+// its live hits stream (a minute of replay), publishing (Run), and the
+// stream; all of it stops when the test ends.
 func openBus(t *testing.T) (*natsbus.Bus, jetstream.Stream) {
 	t.Helper()
 	q, err := queue.Open(t.Context(), queue.Options{DataDir: t.TempDir()})
@@ -24,5 +25,10 @@ func openBus(t *testing.T) (*natsbus.Bus, jetstream.Stream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil), stream
+	bus := natsbus.NewBus(q.NATS(), stream, q.Name("links.hits"), nil)
+	runCtx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- bus.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	return bus, stream
 }

@@ -1,7 +1,6 @@
 package natsbus_test
 
 import (
-	"context"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -32,10 +31,6 @@ func TestListenFuncRecoveredHit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	runCtx, cancel := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- bus.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-ran })
 
 	at := time.Now()
 	bus.Publish([]shorten.Click{{LinkID: 666, At: at}})
