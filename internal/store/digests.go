@@ -29,16 +29,12 @@ func (db *DB) CreateDigested(ctx context.Context, n notify.Notification, ds []no
 		if err != nil {
 			return err
 		}
-		if rows, err := res.RowsAffected(); err != nil || rows == 0 {
-			if err != nil {
-				return err
-			}
-			q, arg := takenQuery(n)
-			existing, err = scanNotification(tx.QueryRowContext(ctx, db.Rebind(q), arg))
-			existing, created = takenBy(n, existing) // ours: its digest items went in with it
+		// A notification of ours that is taken already had its digest
+		// items go in with it.
+		var inserted bool
+		if existing, created, inserted, err = db.readInsert(ctx, tx, n, res); err != nil || !inserted {
 			return err
 		}
-		created = true
 		if len(ds) > 0 {
 			values, args := deliveryValues(ds, deliveryRow)
 			if _, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+values), args...); err != nil {

@@ -69,16 +69,10 @@ func (db *DB) CreateNotification(ctx context.Context, n notify.Notification, ds 
 		if err != nil {
 			return err
 		}
-		if rows, err := res.RowsAffected(); err != nil || rows == 0 {
-			if err != nil {
-				return err
-			}
-			q, arg := takenQuery(n)
-			existing, err = scanNotification(tx.QueryRowContext(ctx, db.Rebind(q), arg))
-			existing, created = takenBy(n, existing)
+		var inserted bool
+		if existing, created, inserted, err = db.readInsert(ctx, tx, n, res); err != nil || !inserted {
 			return err
 		}
-		created = true
 		if len(ds) > 0 {
 			_, err = insertD.exec(ctx, tx, dArgs...)
 		}
@@ -131,6 +125,23 @@ func takenBy(n, existing notify.Notification) (notify.Notification, bool) {
 		return notify.Notification{}, true
 	}
 	return existing, false
+}
+
+// readInsert reads res, the result of n's INSERT ... ON CONFLICT DO
+// NOTHING in tx: inserted when n went in (then created too), else the
+// notification that holds its place and created as takenBy says.
+func (db *DB) readInsert(ctx context.Context, tx *sql.Tx, n notify.Notification, res sql.Result) (existing notify.Notification, created, inserted bool, err error) {
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return notify.Notification{}, false, false, err
+	}
+	if rows > 0 {
+		return notify.Notification{}, true, true, nil
+	}
+	q, arg := takenQuery(n)
+	existing, err = scanNotification(tx.QueryRowContext(ctx, db.Rebind(q), arg))
+	existing, created = takenBy(n, existing)
+	return existing, created, false, err
 }
 
 // Rows of deliveryColumns in a VALUES list. Outside an INSERT's own VALUES
