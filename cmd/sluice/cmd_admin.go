@@ -37,16 +37,26 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store
 // database, shown in their help (they accept every serve flag).
 var storeFlags = []string{"config", "data-dir", "database-url", "log-format", "log-level"}
 
-func runMigrate(ctx context.Context, env *environment, args []string) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	setUsage(fs, "migrate [flags]", "Applies the pending migrations to the node's database (SQLite in --data-dir, or --database-url) and exits; serve does it at start too.", storeFlags...)
+// loadConfigOnly is loadConfig for a command that takes flags and no
+// arguments.
+func loadConfigOnly(env *environment, fs *flag.FlagSet, args []string) (config.Config, error) {
 	cfg, rest, err := loadConfig(env, fs, args)
 	if err != nil {
-		return err
+		return config.Config{}, err
 	}
 	if len(rest) > 0 {
 		fs.Usage()
-		return errors.New("want no arguments")
+		return config.Config{}, errors.New("want no arguments")
+	}
+	return cfg, nil
+}
+
+func runMigrate(ctx context.Context, env *environment, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	setUsage(fs, "migrate [flags]", "Applies the pending migrations to the node's database (SQLite in --data-dir, or --database-url) and exits; serve does it at start too.", storeFlags...)
+	cfg, err := loadConfigOnly(env, fs, args)
+	if err != nil {
+		return err
 	}
 	db, err := store.Open(ctx, store.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: newLogger(env.stderr, cfg)})
 	if err != nil {

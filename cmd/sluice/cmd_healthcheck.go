@@ -53,13 +53,9 @@ func runHealthcheck(ctx context.Context, env *environment, args []string) (err e
 		"an unreachable node included. The node is found like every client command's server; the local\n"+
 		"one is read from the same flags, SLUICE_* variables and --config file as `sluice serve`.",
 		"live", "timeout", "server", "ca-file", "server-name", "insecure-skip-verify", "config", "http-addr", "tls-cert-file")
-	cfg, rest, err := loadConfig(env, fs, args)
+	cfg, err := loadConfigOnly(env, fs, args)
 	if err != nil {
 		return err
-	}
-	if len(rest) > 0 {
-		fs.Usage()
-		return errors.New("want no arguments")
 	}
 	path := "/readyz"
 	if *live {
