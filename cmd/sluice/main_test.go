@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -29,7 +28,4 @@ var apiClient = &http.Client{Transport: apiTransport, Timeout: time.Minute}
 var noFollow = &http.Client{Transport: apiTransport, Timeout: time.Minute,
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-func TestMain(m *testing.M) {
-	http.DefaultClient.Transport = apiTransport
-	os.Exit(apiValidator.Report(os.Stderr, "cmd/sluice", m.Run()))
-}
+func TestMain(m *testing.M) { apiValidator.Main(m, apiTransport, "cmd/sluice") }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -24,7 +23,4 @@ var apiTransport = apiValidator.Transport(http.DefaultTransport)
 // instead of hanging it.
 var apiClient = &http.Client{Transport: apiTransport, Timeout: time.Minute}
 
-func TestMain(m *testing.M) {
-	http.DefaultClient.Transport = apiTransport
-	os.Exit(apiValidator.Report(os.Stderr, "cmd/sluice/e2e", m.Run()))
-}
+func TestMain(m *testing.M) { apiValidator.Main(m, apiTransport, "cmd/sluice/e2e") }

@@ -3,6 +3,9 @@ package apitest
 import (
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"testing"
 )
 
 // Report writes the counts so far to w, headed by name (the package), and
@@ -19,4 +22,13 @@ func (v *Validator) Report(w io.Writer, name string, code int) int {
 		fmt.Fprintln(w, "  "+f)
 	}
 	return 1
+}
+
+// Main is a TestMain's body: it runs the package's tests with
+// http.DefaultClient's exchanges validated too (through transport, the
+// package's validating transport), reports as Report does under name, and
+// exits.
+func (v *Validator) Main(m *testing.M, transport http.RoundTripper, name string) {
+	http.DefaultClient.Transport = transport
+	os.Exit(v.Report(os.Stderr, name, m.Run()))
 }
