@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 	t.Run("Inbox", s.inbox)
 	t.Run("EmailLinks", s.emailLinks)
 	t.Run("Workflows", s.workflows)
+	t.Run("Audiences", s.audiences)
 }
 
 type suite struct {
