@@ -374,40 +374,7 @@ func testSeparate(t *testing.T, h Harness) {
 }
 
 func testMulti(t *testing.T, h Harness) {
-	t.Run("two keys", func(t *testing.T) {
-		t.Parallel()
-		b := h.setup(t)
-		ip := &ratelimit.Policy{Name: "login_ip", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Period: time.Minute}
-		acct := &ratelimit.Policy{Name: "login_account", Algorithm: ratelimit.TokenBucket, Limit: 2, Period: time.Minute}
-		checks := func(ipKey, user string) []ratelimit.Check {
-			return []ratelimit.Check{{Policy: ip, Key: ipKey, Cost: 1}, {Policy: acct, Key: user, Cost: 1}}
-		}
-		want := []bool{true, true, false}
-		for i, w := range want {
-			ok, ds, err := ratelimit.AllowAll(b.Ctx, b.Store, checks("203.0.113.9", "ann"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok != w {
-				t.Errorf("attempt %d: AllowAll = %v %+v, want %v", i, ok, ds, w)
-			}
-		}
-		// The refused third attempt did not charge the IP: it has 1 left.
-		if d := b.Peek(t, ip, "203.0.113.9"); d.Remaining != 1 {
-			t.Errorf("IP after a refused multi-key check: Peek = %+v, want 1 remaining", d)
-		}
-		// Another account from the same IP passes, then the IP is spent.
-		if ok, ds, _ := ratelimit.AllowAll(b.Ctx, b.Store, checks("203.0.113.9", "bob")); !ok {
-			t.Errorf("AllowAll(bob) = %+v, want allowed", ds)
-		}
-		ok, ds, _ := ratelimit.AllowAll(b.Ctx, b.Store, checks("203.0.113.9", "cy"))
-		if ok || !ds[1].Allowed || ds[0].Allowed {
-			t.Errorf("AllowAll(cy) with the IP spent = %v %+v, want refused by the IP only", ok, ds)
-		}
-		if d := b.Peek(t, acct, "cy"); d.Remaining != 2 {
-			t.Errorf("account cy after a refused check: Peek = %+v, want 2 remaining", d)
-		}
-	})
+	t.Run("two keys", func(t *testing.T) { testMultiTwoKeys(t, h) })
 	t.Run("two policies on one key", func(t *testing.T) {
 		t.Parallel()
 		b := h.setup(t)
@@ -460,38 +427,76 @@ func testMulti(t *testing.T, h Harness) {
 			}
 		}
 	})
-	// A refusal reports, for the policies it did not charge, what remains
-	// of them: 3 a minute and 1,000 a day, four requests, the fourth
-	// refused by the minute; the day has 997 left, in the refusal's
-	// decision as in the key's state.
-	t.Run("refusal reports what remains", func(t *testing.T) {
-		t.Parallel()
-		b := h.setup(t)
-		for _, alg := range ratelimit.Algorithms() {
-			if alg == ratelimit.Concurrency {
-				continue // leases, not a rate
-			}
-			tiny := &ratelimit.Policy{Name: "tiny_" + string(alg), Algorithm: alg, Limit: 3, Period: time.Minute}
-			daily := &ratelimit.Policy{Name: "daily_" + string(alg), Algorithm: alg, Limit: 1000, Period: 24 * time.Hour}
-			cs := []ratelimit.Check{{Policy: tiny, Key: "k", Cost: 1}, {Policy: daily, Key: "k", Cost: 1}}
-			var ds []ratelimit.Decision
-			for i := range 4 {
-				var ok bool
-				var err error
-				ok, ds, err = ratelimit.AllowAll(b.Ctx, b.Store, cs)
-				if err != nil || ok != (i < 3) {
-					t.Fatalf("%s: attempt %d = %v, %v; want allowed only the first 3", alg, i+1, ok, err)
-				}
-			}
-			peek := b.Peek(t, daily, "k")
-			if d := ds[1]; !d.Allowed || d.Remaining != 997 || peek.Remaining != 997 || d.ResetAfter != peek.ResetAfter {
-				t.Errorf("%s: the refusal's daily decision = %+v, its state %+v; want allowed, 997 remaining in both, the same reset", alg, d, peek)
-			}
-			if d := ds[0]; d.Allowed || d.Remaining != 0 {
-				t.Errorf("%s: the refusal's tiny decision = %+v, want refused with 0 remaining", alg, d)
+	t.Run("refusal reports what remains", func(t *testing.T) { testMultiRefusalRemains(t, h) })
+}
+
+// testMultiTwoKeys: a refused multi-key check charges neither key.
+func testMultiTwoKeys(t *testing.T, h Harness) {
+	t.Parallel()
+	b := h.setup(t)
+	ip := &ratelimit.Policy{Name: "login_ip", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Period: time.Minute}
+	acct := &ratelimit.Policy{Name: "login_account", Algorithm: ratelimit.TokenBucket, Limit: 2, Period: time.Minute}
+	checks := func(ipKey, user string) []ratelimit.Check {
+		return []ratelimit.Check{{Policy: ip, Key: ipKey, Cost: 1}, {Policy: acct, Key: user, Cost: 1}}
+	}
+	want := []bool{true, true, false}
+	for i, w := range want {
+		ok, ds, err := ratelimit.AllowAll(b.Ctx, b.Store, checks("203.0.113.9", "ann"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != w {
+			t.Errorf("attempt %d: AllowAll = %v %+v, want %v", i, ok, ds, w)
+		}
+	}
+	// The refused third attempt did not charge the IP: it has 1 left.
+	if d := b.Peek(t, ip, "203.0.113.9"); d.Remaining != 1 {
+		t.Errorf("IP after a refused multi-key check: Peek = %+v, want 1 remaining", d)
+	}
+	// Another account from the same IP passes, then the IP is spent.
+	if ok, ds, _ := ratelimit.AllowAll(b.Ctx, b.Store, checks("203.0.113.9", "bob")); !ok {
+		t.Errorf("AllowAll(bob) = %+v, want allowed", ds)
+	}
+	ok, ds, _ := ratelimit.AllowAll(b.Ctx, b.Store, checks("203.0.113.9", "cy"))
+	if ok || !ds[1].Allowed || ds[0].Allowed {
+		t.Errorf("AllowAll(cy) with the IP spent = %v %+v, want refused by the IP only", ok, ds)
+	}
+	if d := b.Peek(t, acct, "cy"); d.Remaining != 2 {
+		t.Errorf("account cy after a refused check: Peek = %+v, want 2 remaining", d)
+	}
+}
+
+// testMultiRefusalRemains: a refusal reports, for the policies it did not
+// charge, what remains of them: 3 a minute and 1,000 a day, four
+// requests, the fourth refused by the minute; the day has 997 left, in
+// the refusal's decision as in the key's state.
+func testMultiRefusalRemains(t *testing.T, h Harness) {
+	t.Parallel()
+	b := h.setup(t)
+	for _, alg := range ratelimit.Algorithms() {
+		if alg == ratelimit.Concurrency {
+			continue // leases, not a rate
+		}
+		tiny := &ratelimit.Policy{Name: "tiny_" + string(alg), Algorithm: alg, Limit: 3, Period: time.Minute}
+		daily := &ratelimit.Policy{Name: "daily_" + string(alg), Algorithm: alg, Limit: 1000, Period: 24 * time.Hour}
+		cs := []ratelimit.Check{{Policy: tiny, Key: "k", Cost: 1}, {Policy: daily, Key: "k", Cost: 1}}
+		var ds []ratelimit.Decision
+		for i := range 4 {
+			var ok bool
+			var err error
+			ok, ds, err = ratelimit.AllowAll(b.Ctx, b.Store, cs)
+			if err != nil || ok != (i < 3) {
+				t.Fatalf("%s: attempt %d = %v, %v; want allowed only the first 3", alg, i+1, ok, err)
 			}
 		}
-	})
+		peek := b.Peek(t, daily, "k")
+		if d := ds[1]; !d.Allowed || d.Remaining != 997 || peek.Remaining != 997 || d.ResetAfter != peek.ResetAfter {
+			t.Errorf("%s: the refusal's daily decision = %+v, its state %+v; want allowed, 997 remaining in both, the same reset", alg, d, peek)
+		}
+		if d := ds[0]; d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: the refusal's tiny decision = %+v, want refused with 0 remaining", alg, d)
+		}
+	}
 }
 
 // A key back to its full allowance holds no memory.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // notificationClaims pins the delivery claim: queued -> sending under one
@@ -103,9 +104,15 @@ func (s suite) notificationClaims(t *testing.T) {
 		t.Error("claimed a sent delivery")
 	}
 	checkPipelined(t, db)
+	claimLapsed(t, db, sms, claim)
+}
 
-	// A worker that crashed holding its claim: the sweep finds the
-	// delivery once the claim has lapsed, and MarkQueued queues it again.
+// claimLapsed: a worker that crashed holding its claim of sms (a retry
+// due at t0+1m): the sweep finds the delivery once the claim has lapsed,
+// and MarkQueued queues it again, unless a worker rescheduled it first.
+func claimLapsed(t *testing.T, db *store.DB, sms notify.DeliveryKey, claim func(key notify.DeliveryKey, owner string, prev int, at time.Time) bool) {
+	t.Helper()
+	ctx := t.Context()
 	if !claim(sms, "d", 0, t0.Add(time.Minute)) {
 		t.Fatal("could not claim the due retry")
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/shorten"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // linkClickStore covers how the click flusher's batches are written
@@ -198,25 +199,7 @@ func (s suite) linkClickRetention(t *testing.T) {
 	}
 	before := snap()
 	// A small limit, so the walk resumes inside a link and across links.
-	var total int64
-	calls := 0
-	for next := int64(0); ; calls++ {
-		if calls > 100 {
-			t.Fatal("PurgeClicks walk did not end")
-		}
-		n, nx, err := db.PurgeClicks(ctx, cutoff, next, 4)
-		if err != nil {
-			t.Fatalf("PurgeClicks: %v", err)
-		}
-		if n > 4+2 { // ties at one instant may go together
-			t.Errorf("PurgeClicks(limit 4) deleted %d", n)
-		}
-		total += int64(n)
-		if nx == 0 {
-			break
-		}
-		next = nx
-	}
+	total := purgeWalk(t, db, cutoff, 4)
 	var want int64
 	for _, n := range old {
 		want += n
@@ -237,5 +220,31 @@ func (s suite) linkClickRetention(t *testing.T) {
 	}
 	if n, next, err := db.PurgeClicks(ctx, cutoff, 0, 1000); n != 0 || next != 0 || err != nil {
 		t.Errorf("PurgeClicks again = %d, %d, %v; want nothing left", n, next, err)
+	}
+}
+
+// purgeWalk purges the clicks before cutoff, limit a call, until the walk
+// ends, and returns how many went; a call may delete more than limit only
+// by the ties at its last instant.
+func purgeWalk(t *testing.T, db *store.DB, cutoff time.Time, limit int) int64 {
+	t.Helper()
+	var total int64
+	calls := 0
+	for next := int64(0); ; calls++ {
+		if calls > 100 {
+			t.Fatal("PurgeClicks walk did not end")
+		}
+		n, nx, err := db.PurgeClicks(t.Context(), cutoff, next, limit)
+		if err != nil {
+			t.Fatalf("PurgeClicks: %v", err)
+		}
+		if n > limit+2 { // ties at one instant may go together
+			t.Errorf("PurgeClicks(limit %d) deleted %d", limit, n)
+		}
+		total += int64(n)
+		if nx == 0 {
+			return total
+		}
+		next = nx
 	}
 }
