@@ -24,6 +24,8 @@ type Notifier interface {
 	// a batch of sends reads them one by one.
 	PrefetchSettings(ctx context.Context, users []string) error
 	Settings(ctx context.Context, user string) (notify.Settings, error)
+	// Template answers NotFound for a type without one.
+	Template(ctx context.Context, typ string) (notify.Template, error)
 }
 
 // The defaults of Options.
@@ -172,6 +174,12 @@ func (s *Service) Create(ctx context.Context, req Request) (Broadcast, bool, err
 	now := s.opts.Now()
 	b, err := s.build(req, now)
 	if err != nil {
+		return Broadcast{}, false, err
+	}
+	if _, err := s.opts.Notifier.Template(ctx, b.Type); err != nil {
+		if apperr.Is(err, apperr.NotFound) {
+			return Broadcast{}, false, fields(apperr.Unprocessable, "type", "must be a notification type with a template")
+		}
 		return Broadcast{}, false, err
 	}
 	got, created, err := s.opts.Store.CreateBroadcast(ctx, b, s.opts.MaxLiveBroadcasts)
