@@ -287,4 +287,3 @@ func TestBroadcastToASegmentIsNotAvailableYet(t *testing.T) {
 		t.Fatalf("Create to a segment = %v", err)
 	}
 }
-
