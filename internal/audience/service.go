@@ -250,7 +250,7 @@ func (s *Service) build(req Request, now time.Time) (Broadcast, error) {
 	if len(errs) > 0 {
 		return Broadcast{}, apperr.Fields(apperr.Invalid, "invalid broadcast", errs)
 	}
-	b.Hash = hashOf(req.Type, req.To, data, req.Channels, b.SendAt, b.Local)
+	b.Hash = hashOf(req.Type, req.To, data, req.Channels, req.SendAt.UTC(), b.Local) // as asked: an absent send_at is now, each time
 	return b, nil
 }
 

@@ -123,6 +123,9 @@ type Options struct {
 	// Attributes keeps users' attributes (/v1/users/{id}/attributes); if
 	// nil those routes answer 503.
 	Attributes UserAttributes
+	// Audiences serves /v1/topics and /v1/broadcasts (topics.go,
+	// broadcasts.go); if nil they answer 503.
+	Audiences Audiences
 	// TrustedProxies are the load balancers whose X-Forwarded-For and
 	// Forwarded headers name the client (httplimit.Identifier.ClientIP):
 	// for the access log, the unknown-code limit of redirects and the
@@ -239,6 +242,7 @@ func New(opts Options) *Server {
 	s.registerEventSubs()
 	s.registerInbox()
 	s.registerWorkflows()
+	s.registerAudiences()
 	return s
 }
 
