@@ -15,6 +15,7 @@ type Notify struct {
 	Events    Events    `yaml:"events"`
 	Inbox     Inbox     `yaml:"inbox"`
 	Workflows Workflows `yaml:"workflows"`
+	Audiences Audiences `yaml:"audiences"`
 	// Retry holds each category's retry timing.
 	Retry struct {
 		Critical struct {
@@ -104,6 +105,7 @@ func defaultNotify() Notify {
 		Events:           Events{Retention: 7 * 24 * time.Hour, DisableAfter: 5 * 24 * time.Hour, Rate: 10, MaxSubscriptions: 100},
 		Inbox:            defaultInbox(),
 		Workflows:        defaultWorkflows(),
+		Audiences:        defaultAudiences(),
 		RecoveryAfter:    time.Minute,
 		Retention:        90 * 24 * time.Hour,
 		Partitions:       8,
@@ -128,6 +130,7 @@ func defaultNotify() Notify {
 func (n Notify) validate(bad func(flag, format string, args ...any)) {
 	n.Inbox.validate(bad)
 	n.Workflows.validate(bad)
+	n.Audiences.validate(bad)
 	if n.Webhook.Secret != "" && !strings.HasPrefix(n.Webhook.Secret, "whsec_") {
 		bad("webhook-secret", "must start with whsec_ (Standard Webhooks)")
 	}

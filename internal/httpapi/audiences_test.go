@@ -144,8 +144,8 @@ func TestTopicCapsAnswer429(t *testing.T) {
 	w := b.addKey(t, auth.ScopeNotifySend)
 	b.call(t, w, "POST", "/v1/topics/a/subscribers", `{"user_ids":["u1","u2"]}`, http.StatusOK, nil)
 	for _, c := range []struct{ path, body, setting string }{
-		{"/v1/topics/b/subscribers", `{"user_ids":["u1"]}`, "audiences.max_topics"},
-		{"/v1/topics/a/subscribers", `{"user_ids":["u3","u4"]}`, "audiences.max_subscriptions"},
+		{"/v1/topics/b/subscribers", `{"user_ids":["u1"]}`, "notify.audiences.max_topics"},
+		{"/v1/topics/a/subscribers", `{"user_ids":["u3","u4"]}`, "notify.audiences.max_subscriptions"},
 	} {
 		resp := b.do(call{method: "POST", path: c.path, body: c.body, key: w})
 		p := decodeProblem(t, resp)

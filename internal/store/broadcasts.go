@@ -54,7 +54,7 @@ func (db *DB) CreateBroadcast(ctx context.Context, b audience.Broadcast, maxLive
 			return mapErr(err, "count broadcasts")
 		}
 		if live >= maxLive {
-			return apperr.New(apperr.TooMany, "this node keeps at most %d scheduled or sending broadcasts (audiences.max_live_broadcasts)", maxLive)
+			return apperr.New(apperr.TooMany, "this node keeps at most %d scheduled or sending broadcasts (notify.audiences.max_live_broadcasts)", maxLive)
 		}
 		planned := 0
 		if b.Planned {

@@ -31,7 +31,7 @@ func (db *DB) Subscribe(ctx context.Context, topic string, users []string, now t
 		switch {
 		case errNoRows(err):
 			if topics >= maxTopics {
-				return apperr.New(apperr.TooMany, "this node keeps at most %d topics (audiences.max_topics)", maxTopics)
+				return apperr.New(apperr.TooMany, "this node keeps at most %d topics (notify.audiences.max_topics)", maxTopics)
 			}
 		case err != nil:
 			return mapErr(err, "read topic")
@@ -49,7 +49,7 @@ func (db *DB) Subscribe(ctx context.Context, topic string, users []string, now t
 			return mapErr(err, "subscribe")
 		}
 		if subs+added > maxSubs {
-			return apperr.New(apperr.TooMany, "this node keeps at most %d topic subscriptions (audiences.max_subscriptions)", maxSubs)
+			return apperr.New(apperr.TooMany, "this node keeps at most %d topic subscriptions (notify.audiences.max_subscriptions)", maxSubs)
 		}
 		_, err = tx.ExecContext(ctx, db.Rebind(`INSERT INTO topics (key, subscribers, created_at) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET subscribers = topics.subscribers + excluded.subscribers`), topic, added, now.UnixMicro())
