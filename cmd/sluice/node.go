@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/audience"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/edge"
 	"github.com/sluicehq/sluice/internal/envoyrls"
@@ -88,6 +89,8 @@ type node struct {
 	events *statusEvents
 	// workflows is the workflow engine (node_workflows.go).
 	workflows *workflow.Service
+	// audiences is topics and broadcasts (node_audiences.go).
+	audiences *audience.Service
 }
 
 // stopper is how one part of the node stops. fn returns once the part has
@@ -189,6 +192,7 @@ func newNode(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *node,
 	}
 
 	n.workflows = n.startWorkflows(ctx, notifier)                          // node_workflows.go
+	n.audiences = n.startAudiences(ctx, notifier)                          // node_audiences.go
 	if err = n.newAPI(ctx, checks, limiter, links, notifier); err != nil { // node_api.go
 		return nil, err
 	}

@@ -48,6 +48,7 @@ func (n *node) newAPI(ctx context.Context, checks []httpapi.Check, limiter *limi
 		// Events in, workflows and their runs; the attributes branches read.
 		Workflows:  n.workflows,
 		Attributes: n.db,
+		Audiences:  n.audiences, // topics and broadcasts
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.
 		TrustedProxies: n.proxies,
