@@ -35,10 +35,12 @@ const (
 	// (links created or deleted, domains, inbox events, rate limit rules
 	// and resets) or of one message of live link hits.
 	Announce = "announce"
+	// Workflow is the workflow scheduler, one run's advance at a time.
+	Workflow = "workflow"
 )
 
 // Surfaces lists every surface, for metrics to start at zero.
-var Surfaces = []string{HTTP, Gateway, GRPC, Worker, Clicks, Announce}
+var Surfaces = []string{HTTP, Gateway, GRPC, Worker, Clicks, Announce, Workflow}
 
 // ErrRecovered is what [Reporter.Do] returns, wrapped with the panic's
 // value, when its function panicked.

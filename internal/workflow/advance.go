@@ -40,12 +40,15 @@ type move struct {
 // node's to move (final, or not due).
 var errNoWrite = errors.New("nothing to write")
 
-// advance moves r, claimed by this node (its Seq current), step by step
-// until it waits, ends, or another writer moves it: each step's effect is
-// written with UpdateRun on the Seq it read, so a node dying mid-advance
-// leaves the run at the step in flight, and a writer that moved the run
-// meanwhile (a cancel, an event, another node) wins.
-func (s *Service) advance(ctx context.Context, r Run) {
+// advanceRun moves *cur, claimed by this node (its Seq current), step by
+// step until it waits, ends, or another writer moves it: each step's
+// effect is written with UpdateRun on the Seq it read, so a node dying
+// mid-advance leaves the run at the step in flight, and a writer that
+// moved the run meanwhile (a cancel, an event, another node) wins. *cur
+// is kept at the run as last written (advance fails it there if a step
+// panics).
+func (s *Service) advanceRun(ctx context.Context, cur *Run) {
+	r := *cur
 	w, err := s.version(ctx, r.Workflow, r.Version)
 	if apperr.Is(err, apperr.NotFound) {
 		w, err = Workflow{Key: r.Workflow, Version: r.Version}, nil // fails below: no steps
@@ -86,7 +89,7 @@ func (s *Service) advance(ctx context.Context, r Run) {
 		if m.stop {
 			return
 		}
-		r = written
+		r, *cur = written, written
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
@@ -66,6 +68,11 @@ func (s *Service) Ingest(ctx context.Context, req EventRequest) (Accepted, error
 	}
 	for _, id := range saved.RunsStarted {
 		s.runStarted(workflowOf[id])
+	}
+	for _, rs := range resume {
+		if rs.Run.Status == StatusFailed && slices.Contains(saved.RunsResumed, rs.Run.ID) {
+			s.runEnded(rs.Run.Workflow, StatusFailed)
+		}
 	}
 	s.wakeUp(saved.RunsStarted)
 	s.wakeUp(saved.RunsResumed)
@@ -132,6 +139,10 @@ func newEvent(req EventRequest) (Event, error) {
 	case len(t) == 0 || string(t) == "null":
 	case t[0] != '{' || !json.Valid(t):
 		p.add("data", "must be a JSON object")
+	case !utf8.Valid(t):
+		p.add("data", "must be valid UTF-8")
+	case DataDepth(t) > MaxDataDepth:
+		p.add("data", "must nest objects and arrays at most %d deep", MaxDataDepth)
 	default:
 		data = compact(t)
 	}
@@ -197,6 +208,9 @@ func (s *Service) starts(ctx context.Context, e Event) ([]Run, map[string]time.D
 	if err != nil || len(stored) == 0 {
 		return nil, nil, err
 	}
+	if err := s.checkLiveRuns(len(stored)); err != nil {
+		return nil, nil, err
+	}
 	live, err := s.opts.Store.CountLiveRuns(ctx, e.UserID)
 	if err != nil {
 		return nil, nil, err
@@ -244,6 +258,13 @@ func (s *Service) resumes(ctx context.Context, e Event) ([]Resume, error) {
 			continue
 		}
 		seq := r.Seq
+		if len(data) > MaxRunDataBytes {
+			r.Status, r.DueAt, r.UpdatedAt, r.WaitEvent, r.WaitMatch = StatusFailed, time.Time{}, e.CreatedAt, "", nil
+			r.Steps = endWaiting(r.Steps, e.CreatedAt, stepFailed, fmt.Sprintf("event %s would take the run's data to %d bytes, past %d",
+				e.ID, len(data), MaxRunDataBytes))
+			out = append(out, Resume{Run: r, Seq: seq})
+			continue
+		}
 		r.Data, r.Status, r.Position, r.DueAt, r.UpdatedAt = data, StatusRunning, r.Position+1, e.CreatedAt, e.CreatedAt
 		r.WaitEvent, r.WaitMatch = "", nil
 		r.Steps = endWaiting(r.Steps, e.CreatedAt, "completed", "event "+e.ID)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
@@ -71,6 +72,10 @@ func parse(body json.RawMessage) (Workflow, problems) {
 	var w Workflow
 	if len(body) > MaxDefinitionBytes {
 		p.add("definition", "must be at most %d bytes", MaxDefinitionBytes)
+		return w, p
+	}
+	if !utf8.Valid(body) {
+		p.add("definition", "must be valid UTF-8")
 		return w, p
 	}
 	top, ok := p.object("definition", body)

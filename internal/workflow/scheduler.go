@@ -2,8 +2,13 @@ package workflow
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/panics"
 )
 
 const (
@@ -20,13 +25,19 @@ const (
 // runs this node's Ingest started or resumed (each claimed with
 // ClaimRun first). Every node runs one; a claim keeps other nodes off a
 // run for Lease, and a node that dies leaves its runs due again when
-// their claims end. It returns nil once ctx ends and the workers stopped.
+// their claims end. A run whose advance panics fails at its step; the
+// workers go on. Beside them it counts the live runs and the users with
+// attributes every CountEvery (the caps) and purges the history past
+// Retention every PurgeEvery. It returns nil once ctx ends and all of
+// them stopped.
 func (s *Service) RunScheduler(ctx context.Context) error {
 	claimed := make(chan Run)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() { s.work(ctx, claimed) })
 	}
+	wg.Go(func() { s.keepCounting(ctx) })
+	wg.Go(func() { s.keepPurging(ctx) })
 	defer wg.Wait()
 	t := time.NewTicker(s.opts.Tick)
 	defer t.Stop()
@@ -90,4 +101,33 @@ func (s *Service) claimAndAdvance(ctx context.Context, id string) bool {
 		s.advance(ctx, r)
 	}
 	return ok
+}
+
+// advance advances r (advanceRun) with its panics recovered: a panic is
+// reported on the "workflow" surface and fails the run at the step it
+// was at (written on the Seq of its last write), so the scheduler goes on
+// and the run does not panic again at every claim.
+func (s *Service) advance(ctx context.Context, r Run) {
+	cur := r
+	err := s.opts.Panics.Do(ctx, panics.Workflow, func() error { s.advanceRun(ctx, &cur); return nil },
+		slog.String("run_id", r.ID), slog.String("workflow", r.Workflow))
+	if !errors.Is(err, panics.ErrRecovered) {
+		return
+	}
+	kind := ""
+	if w, ok := s.defs.get(cur.Workflow, cur.Version); ok && cur.Position >= 0 && cur.Position < len(w.Steps) {
+		kind = w.Steps[cur.Position].Kind
+	}
+	m := fail(cur, s.opts.Now(), kind, "internal error: the step panicked (the server log has the details)")
+	m.run.UpdatedAt = s.opts.Now()
+	err = s.opts.Panics.Do(ctx, panics.Workflow, func() error {
+		_, err := s.opts.Store.UpdateRun(ctx, m.run, cur.Seq)
+		return err
+	}, slog.String("run_id", r.ID))
+	switch {
+	case err == nil:
+		s.runEnded(cur.Workflow, StatusFailed)
+	case !apperr.Is(err, apperr.Conflict) && ctx.Err() == nil:
+		s.opts.Logger.Warn("workflow run that panicked not failed; it is due again when its claim ends", "run_id", r.ID, "err", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/panics"
 )
 
 // Sender sends a send step's notification; *notify.Service is the one
@@ -70,6 +71,32 @@ type Options struct {
 	MaxLiveRunsPerUser int
 	// MaxWorkflows caps the workflows stored; default 1,000.
 	MaxWorkflows int
+	// MaxLiveRuns caps the live runs in the store, every node's together:
+	// an event that would start runs past it is refused (TooMany, naming
+	// notify.workflows.max_live_runs). It is checked against a count read
+	// every CountEvery plus the runs this node started and ended since,
+	// never a count per event. Default 10,000,000.
+	MaxLiveRuns int
+	// Retention is how long events and the runs that ended are kept
+	// (Purge); live runs are never deleted. Default 90 days.
+	Retention time.Duration
+	// Attributes keeps the users' attributes PutUserAttributes writes; nil
+	// leaves them unavailable.
+	Attributes AttributeStore
+	// MaxAttributeUsers caps the users with attributes stored: a user new
+	// to them past it is refused (TooMany, naming
+	// notify.workflows.max_attribute_users); one with attributes stored
+	// may always replace them. Default 10,000,000.
+	MaxAttributeUsers int
+	// CountEvery is how often RunScheduler counts the live runs and the
+	// users with attributes, for the two caps above and RunCounts; default
+	// 15s. PurgeEvery is how often it runs Purge; default 1h.
+	CountEvery time.Duration
+	PurgeEvery time.Duration
+	// Panics reports a panic while a run advances (the "workflow"
+	// surface): the run fails at its step and the scheduler goes on. If
+	// nil, the panic is logged to Logger and counted nowhere.
+	Panics *panics.Reporter
 }
 
 // EventRequest is one event to take in (POST /v1/events).

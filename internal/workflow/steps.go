@@ -164,15 +164,18 @@ func (s *Service) split(w Workflow, r Run, rec StepRecord, st Step, now time.Tim
 	return jump(r, rec, now, to, fmt.Sprintf("path %d: %s", pick+1, p.Goto))
 }
 
-// The metrics hooks, skipped when nil.
+// The metrics hooks, skipped when nil; a run started or ended also
+// moves the count MaxLiveRuns is checked against.
 
 func (s *Service) runStarted(workflow string) {
+	s.live.add(1)
 	if f := s.opts.Metrics.RunStarted; f != nil {
 		f(workflow)
 	}
 }
 
 func (s *Service) runEnded(workflow string, status Status) {
+	s.live.add(-1)
 	if f := s.opts.Metrics.RunEnded; f != nil {
 		f(workflow, status)
 	}

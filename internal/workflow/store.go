@@ -183,4 +183,12 @@ type Store interface {
 	// CountLiveRuns counts userID's live runs (running or waiting) over
 	// every workflow, for Options.MaxLiveRunsPerUser.
 	CountLiveRuns(ctx context.Context, userID string) (int, error)
+
+	// DeleteWorkflowEventsBefore deletes up to limit events taken in before t,
+	// oldest first, and returns how many (Purge).
+	DeleteWorkflowEventsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// DeleteEndedRunsBefore deletes up to limit runs that ended
+	// (completed, canceled, failed) before t (their UpdatedAt), oldest
+	// first, and returns how many; live runs are never deleted.
+	DeleteEndedRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }

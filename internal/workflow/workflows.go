@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apperr"
+	"github.com/sluicehq/sluice/internal/panics"
 )
 
 // Service is the workflow engine: it keeps definitions, takes in events
@@ -24,6 +25,13 @@ type Service struct {
 	wake chan string // run ids Ingest started or resumed, for RunScheduler
 	// maxRunSteps is MaxRunSteps (tests lower it).
 	maxRunSteps int
+	// live and attrUsers are the counts MaxLiveRuns and MaxAttributeUsers
+	// are checked against (caps.go); runCounts, the live runs' last count
+	// per workflow and status, read at runCountsAt under countMu.
+	live, attrUsers tally
+	countMu         sync.Mutex
+	runCounts       map[string]map[Status]int64
+	runCountsAt     time.Time
 }
 
 // New returns a Service using o, with o's zero fields at their defaults.
@@ -42,6 +50,14 @@ func New(o Options) *Service {
 	o.Batch = cmp.Or(o.Batch, 500)
 	o.MaxLiveRunsPerUser = cmp.Or(o.MaxLiveRunsPerUser, 100)
 	o.MaxWorkflows = cmp.Or(o.MaxWorkflows, 1000)
+	o.MaxLiveRuns = cmp.Or(o.MaxLiveRuns, 10_000_000)
+	o.MaxAttributeUsers = cmp.Or(o.MaxAttributeUsers, 10_000_000)
+	o.Retention = cmp.Or(o.Retention, 90*24*time.Hour)
+	o.CountEvery = cmp.Or(o.CountEvery, 15*time.Second)
+	o.PurgeEvery = cmp.Or(o.PurgeEvery, time.Hour)
+	if o.Panics == nil {
+		o.Panics = &panics.Reporter{Logger: o.Logger}
+	}
 	return &Service{opts: o, defs: newDefCache(defCacheSize), wake: make(chan string, wakeBuffer), maxRunSteps: MaxRunSteps}
 }
 
@@ -100,7 +116,8 @@ func (s *Service) PutWorkflow(ctx context.Context, key string, body json.RawMess
 			return Workflow{}, false, err
 		}
 		if len(all) >= s.opts.MaxWorkflows {
-			return Workflow{}, false, apperr.New(apperr.TooMany, "at most %d workflows may be stored; delete one first", s.opts.MaxWorkflows)
+			return Workflow{}, false, apperr.New(apperr.TooMany, "%d workflows are stored, the bound (notify.workflows.max_workflows, %d); delete one first",
+				len(all), s.opts.MaxWorkflows)
 		}
 	default:
 		return Workflow{}, false, err

@@ -32,6 +32,8 @@ func (s suite) workflows(t *testing.T) {
 	t.Run("Cancel", s.wfCancel)
 	t.Run("Counts", s.wfCounts)
 	t.Run("UserAttributes", s.userAttributes)
+	t.Run("Retention", s.wfRetention)               // workflowretention.go
+	t.Run("UserAttributesCap", s.userAttributesCap) // workflowretention.go
 }
 
 // wfDefinition is a definition with two steps: a send named welcome, then

@@ -1,0 +1,15 @@
+package workflow
+
+import "context"
+
+// CountNow counts the live runs and the users with attributes, as
+// RunScheduler does every CountEvery.
+func (s *Service) CountNow(ctx context.Context) error {
+	if err := s.countRuns(ctx); err != nil {
+		return err
+	}
+	return s.countAttributes(ctx)
+}
+
+// LiveRuns is the count MaxLiveRuns is checked against.
+func (s *Service) LiveRuns() int64 { return s.live.estimate() }
