@@ -47,7 +47,7 @@ func (n *node) newAPI(ctx context.Context, checks []httpapi.Check, limiter *limi
 		Events:       n.events.svc,
 		// Events in, workflows and their runs; the attributes branches read.
 		Workflows:  n.workflows,
-		Attributes: n.db,
+		Attributes: n.workflows, // the store's, bounded by max_attribute_users
 		Audiences:  n.audiences, // topics and broadcasts
 		// The access log, redirects' unknown-code limit and the keyless
 		// loopback check see the client behind trusted proxies.

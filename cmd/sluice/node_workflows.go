@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 
@@ -31,10 +32,16 @@ func (n *node) startWorkflows(ctx context.Context, notifier *notify.Service) *wo
 		Batch:              wc.Batch,
 		MaxLiveRunsPerUser: wc.MaxLiveRunsPerUser,
 		MaxWorkflows:       wc.MaxWorkflows,
+		MaxLiveRuns:        wc.MaxLiveRuns,
+		Attributes:         n.db,
+		MaxAttributeUsers:  wc.MaxAttributeUsers,
+		Retention:          cmp.Or(wc.Retention, n.cfg.Notify.Retention),
+		Panics:             n.panics, // a run whose step panics fails; the scheduler goes on
 	})
 	n.goBackground(ctx, "workflow scheduler", svc.RunScheduler)
+	// The gauge reads the count the scheduler keeps for max_live_runs.
 	n.goBackground(ctx, "workflow runs gauge", func(ctx context.Context) error {
-		m.WatchRuns(ctx, n.db.CountRuns, 0)
+		m.WatchRuns(ctx, svc.RunCounts, 0)
 		return nil
 	})
 	return svc
