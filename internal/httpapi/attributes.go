@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apperr"
 	"github.com/sluicehq/sluice/internal/notify"
+	"github.com/sluicehq/sluice/internal/workflow"
 )
 
 // UserAttributes keeps each user's attributes, the JSON object workflow
@@ -25,7 +26,8 @@ type UserAttributes interface {
 const MaxAttributeBytes = 16 << 10
 
 // putAttributes replaces a user's attributes with the body, a JSON
-// object, and answers them as stored.
+// object, and answers them as stored; {} deletes them. A user new to
+// the attributes past the node's bound is 429 (svc says so).
 func (s *Server) putAttributes(svc UserAttributes, w http.ResponseWriter, r *http.Request) error {
 	user := r.PathValue("id")
 	if err := checkAttributeUser(user); err != nil {
@@ -42,8 +44,13 @@ func (s *Server) putAttributes(svc UserAttributes, w http.ResponseWriter, r *htt
 	if err != nil {
 		return apperr.Wrap(apperr.Invalid, err, "malformed JSON")
 	}
-	if len(compact) > MaxAttributeBytes {
+	switch {
+	case len(compact) > MaxAttributeBytes:
 		return fieldErrors(apperr.Unprocessable, "(body)", "must be at most "+strconv.Itoa(MaxAttributeBytes)+" bytes of JSON")
+	case !utf8.Valid(compact):
+		return fieldErrors(apperr.Unprocessable, "(body)", "must be valid UTF-8")
+	case workflow.DataDepth(compact) > workflow.MaxDataDepth:
+		return fieldErrors(apperr.Unprocessable, "(body)", "must nest objects and arrays at most "+strconv.Itoa(workflow.MaxDataDepth)+" deep")
 	}
 	if err := svc.PutUserAttributes(r.Context(), user, compact, s.opts.Now()); err != nil {
 		return err
