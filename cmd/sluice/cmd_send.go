@@ -98,7 +98,7 @@ func runSend(ctx context.Context, env *environment, args []string) error {
 
 // campaignSubcommands are `sluice campaign`.
 var campaignSubcommands = map[string]subcommand{
-	"send": {usage: "--type TYPE --users FILE.csv [--data key=value] [--campaign ID]: send a notification to every user of a CSV, with a progress bar", run: campaignSend},
+	"send": {usage: "--type TYPE (--users FILE.csv | --topic KEY [--at T | --local HH:MM --date D]) [--data key=value] [--campaign ID]: send a notification to every user of a CSV, with a progress bar, or have the server broadcast it to a topic", run: campaignSend},
 }
 
 func campaignSend(ctx context.Context, env *environment, fs *flag.FlagSet, args []string) error {
@@ -111,8 +111,12 @@ func campaignSend(ctx context.Context, env *environment, fs *flag.FlagSet, args 
 	expiresIn := fs.Duration("expires-in", 0, "drop notifications not sent within this long")
 	data := dataFlags{}
 	fs.Var(data, "data", "template data for everyone as key=value (repeatable)")
+	topic, at, local, date := topicFlags(fs) // cmd_topics.go
 	if _, err := parseArgs(env, fs, args); err != nil {
 		return err
+	}
+	if *topic != "" && *typ != "" && *users == "" {
+		return campaignTopic(ctx, env, fs, newClient(), *typ, *topic, *campaign, data, *at, *local, *date)
 	}
 	if *typ == "" || *users == "" {
 		return errors.New("--type and --users are required")

@@ -79,6 +79,8 @@ func init() {
 		"dead-letters":  {summary: "list and replay deliveries that failed for good on a running server", subs: deadLetterSubcommands},
 		"events":        {summary: "send users' events to the workflows, and manage status event subscriptions, on a running server", subs: eventSubcommands},
 		"workflows":     {summary: "manage workflows and follow or cancel their runs on a running server", subs: workflowSubcommands},
+		"topics":        {summary: "subscribe users to topics and list them on a running server", subs: topicSubcommands},
+		"broadcasts":    {summary: "follow and cancel broadcasts to topics (campaign send --topic) on a running server", subs: broadcastSubcommands},
 		"inbox":         {summary: "read and change users' in-app inboxes on a running server", subs: inboxSubcommands},
 		"shorten":       {summary: "ask a running server for a short link: shorten URL", run: runShorten},
 		"links":         {summary: "manage short links on a running server", subs: linkSubcommands},
