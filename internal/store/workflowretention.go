@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
+	"slices"
 	"time"
 )
 
@@ -49,4 +51,76 @@ func idBefore(prefix string, t time.Time) string {
 		ms >>= 8
 	}
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// DeleteUnusedWorkflowVersions implements workflow.Store: it deletes the
+// versions that stopped being current before t (a later version was put
+// before t, or the key was deleted before t) and that no live run is on,
+// limit to a transaction, then the rows of keys deleted before t left
+// without a version, and returns how many versions it deleted. The
+// versions live runs are on are read once, from the live runs (a read of
+// each, as the runs gauge makes), not per version.
+func (db *DB) DeleteUnusedWorkflowVersions(ctx context.Context, t time.Time, limit int) (int, error) {
+	type version struct {
+		key string
+		n   int
+	}
+	scan := func(r rowScanner) (version, error) {
+		var v version
+		err := r.Scan(&v.key, &v.n)
+		return v, err
+	}
+	rows, err := db.query(ctx, `SELECT DISTINCT workflow, version FROM workflow_runs WHERE `+liveRuns)
+	if err != nil {
+		return 0, mapErr(err, "read the workflow versions in use")
+	}
+	used, err := appendRows(nil, rows, "read the workflow versions in use", scan)
+	if err != nil {
+		return 0, err
+	}
+	at := t.UnixMicro()
+	rows, err = db.query(ctx, `SELECT v.key, v.version FROM workflow_versions v JOIN workflows w ON w.key = v.key
+		WHERE (w.deleted = 1 AND w.updated_at < ?) OR (v.version < w.version AND EXISTS
+			(SELECT 1 FROM workflow_versions n WHERE n.key = v.key AND n.version > v.version AND n.updated_at < ?))
+		ORDER BY v.key, v.version`, at, at)
+	if err != nil {
+		return 0, mapErr(err, "read old workflow versions")
+	}
+	old, err := appendRows(nil, rows, "read old workflow versions", scan)
+	if err != nil {
+		return 0, err
+	}
+	inUse := make(map[version]bool, len(used))
+	for _, v := range used {
+		inUse[v] = true
+	}
+	old = slices.DeleteFunc(old, func(v version) bool { return inUse[v] })
+	deleted := 0
+	for len(old) > 0 && ctx.Err() == nil {
+		chunk := old[:min(limit, len(old))]
+		old = old[len(chunk):]
+		err := db.backgroundTx(ctx, func(tx *sql.Tx) error {
+			for _, v := range chunk {
+				if _, err := tx.ExecContext(ctx, db.Rebind(`DELETE FROM workflow_versions WHERE key = ? AND version = ?`), v.key, v.n); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return deleted, mapErr(err, "delete old workflow versions")
+		}
+		deleted += len(chunk)
+	}
+	_, err = db.backgroundExec(ctx, `DELETE FROM workflows WHERE deleted = 1 AND updated_at < ?
+		AND NOT EXISTS (SELECT 1 FROM workflow_versions v WHERE v.key = workflows.key)`, at)
+	return deleted, mapErr(err, "delete deleted workflows")
+}
+
+// CountWorkflowVersions implements workflow.Store: the versions of key
+// stored, through the primary key.
+func (db *DB) CountWorkflowVersions(ctx context.Context, key string) (int, error) {
+	var n int
+	err := db.queryRow(ctx, `SELECT count(*) FROM workflow_versions WHERE key = ?`, key).Scan(&n)
+	return n, mapErr(err, "count workflow versions")
 }

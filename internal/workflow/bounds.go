@@ -14,6 +14,10 @@ const (
 	// run past it fails that run (its outcome says so) instead of resuming
 	// it.
 	MaxRunDataBytes = notify.MaxDataBytes
+	// MaxVersions bounds the versions of one workflow stored: a put past
+	// it is refused (TooMany) until Purge deletes the old versions no live
+	// run is on, Retention after the next version replaced them.
+	MaxVersions = 1000
 )
 
 // DataDepth returns how deep the JSON text raw nests objects and arrays

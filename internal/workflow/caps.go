@@ -65,6 +65,19 @@ func (s *Service) checkLiveRuns(n int) error {
 	return nil
 }
 
+// checkVersions refuses a new version of key past MaxVersions.
+func (s *Service) checkVersions(ctx context.Context, key string) error {
+	n, err := s.opts.Store.CountWorkflowVersions(ctx, key)
+	if err != nil {
+		return err
+	}
+	if n >= s.maxVersions {
+		return apperr.New(apperr.TooMany, "workflow %s keeps %d versions, the bound (%d); the versions no live run is on are "+
+			"deleted notify.workflows.retention after a later one replaced them", key, n, s.maxVersions)
+	}
+	return nil
+}
+
 // RunCounts counts the live runs per workflow and status, for the runs
 // gauge: the count RunScheduler reads every CountEvery when it is no
 // older than that, else one read now. Every node's gauge and caps so

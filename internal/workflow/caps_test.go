@@ -142,9 +142,9 @@ func purge(t *testing.T, b *bundle) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(2 * time.Hour)
-	events, runs, err := b.svc.Purge(ctx, 1)
-	if err != nil || events != 2 || runs != 3 {
-		t.Fatalf("Purge = %d events, %d runs, %v; want 2 and 3 (two completed, one canceled)", events, runs, err)
+	p, err := b.svc.Purge(ctx, 1)
+	if err != nil || p != (workflow.Purged{Events: 2, Runs: 3}) {
+		t.Fatalf("Purge = %+v, %v; want 2 events and 3 runs (two completed, one canceled)", p, err)
 	}
 	all, _, err := b.svc.Runs(ctx, workflow.RunFilter{}, "", 100)
 	if err != nil || len(all) != 1 || all[0].Status != workflow.StatusWaiting || all[0].UserID != "u1" {
@@ -163,15 +163,15 @@ func purge(t *testing.T, b *bundle) {
 	one(t, b.ingest(t, "order", "u1", `{}`).RunsStarted)
 	b.due(t)
 	b.clock.Advance(29 * 24 * time.Hour)
-	if _, runs, err := b.svc.Purge(ctx, 0); err != nil || runs != 0 {
-		t.Fatalf("Purge within once_per = %d runs, %v; want none", runs, err)
+	if p, err := b.svc.Purge(ctx, 0); err != nil || p.Runs != 0 {
+		t.Fatalf("Purge within once_per = %+v, %v; want no run", p, err)
 	}
 	if a := b.ingest(t, "order", "u1", `{}`); len(a.RunsStarted) != 0 {
 		t.Fatalf("once_per forgot the run: %+v", a)
 	}
 	b.clock.Advance(2 * 24 * time.Hour)
-	if _, runs, err := b.svc.Purge(ctx, 0); err != nil || runs != 1 {
-		t.Fatalf("Purge past once_per = %d runs, %v; want 1", runs, err)
+	if p, err := b.svc.Purge(ctx, 0); err != nil || p.Runs != 1 {
+		t.Fatalf("Purge past once_per = %+v, %v; want 1 run", p, err)
 	}
 	if v := b.run(t, live); v.Status != workflow.StatusWaiting {
 		t.Errorf("the live run is %s after the purges, want waiting", v.Status)
@@ -299,5 +299,61 @@ func TestEventDataRefused(t *testing.T) {
 				t.Errorf("Ingest = %v %v, want 422 on data", err, fieldsOf(err))
 			}
 		})
+	}
+}
+
+// TestPurgeVersions: the versions a later one replaced are deleted past
+// Retention unless a live run is on them; a deleted workflow's go, and its
+// key with them; MaxVersions bounds the versions of one workflow kept.
+func TestPurgeVersions(t *testing.T) {
+	t.Parallel()
+	engines(t, func(o *workflow.Options) { o.Retention = 48 * time.Hour }, purgeVersions)
+}
+
+func purgeVersions(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	b.svc.SetMaxVersions(3)
+	def := func(event string) string {
+		return `{"trigger":{"event":"` + event + `"},"steps":[{"wait_for":{"event":"never"}}]}`
+	}
+	b.put(t, "v", def("a"))
+	live := one(t, b.ingest(t, "a", "u1", `{}`).RunsStarted) // on version 1
+	b.put(t, "v", def("b"))
+	b.put(t, "v", def("c"))
+	if _, _, err := b.svc.PutWorkflow(ctx, "v", json.RawMessage(def("d"))); !apperr.Is(err, apperr.TooMany) {
+		t.Fatalf("a fourth version = %v, want TooMany", err)
+	}
+	b.put(t, "gone", def("g"))
+	if _, err := b.svc.DeleteWorkflow(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := b.svc.Purge(ctx, 0); err != nil || p.Versions != 0 {
+		t.Fatalf("Purge within the retention = %+v, %v; want no version", p, err)
+	}
+	b.clock.Advance(49 * time.Hour)
+	if p, err := b.svc.Purge(ctx, 0); err != nil || p.Versions != 2 {
+		t.Fatalf("Purge = %+v, %v; want 2 versions (v's second, gone's)", p, err)
+	}
+	for _, v := range []int{1, 3} {
+		if _, err := b.db.WorkflowVersion(ctx, "v", v); err != nil {
+			t.Errorf("version %d: %v, want it kept", v, err)
+		}
+	}
+	if _, err := b.db.WorkflowVersion(ctx, "v", 2); !apperr.Is(err, apperr.NotFound) {
+		t.Errorf("version 2: %v, want it deleted", err)
+	}
+	b.put(t, "v", def("d")) // room again
+	if w := b.put(t, "gone", def("g")); w.Version != 1 {
+		t.Errorf("a deleted key put again numbers from %d, want 1 (its row went with its versions)", w.Version)
+	}
+	if _, err := b.svc.Cancel(ctx, "v", "", live); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(49 * time.Hour)
+	if p, err := b.svc.Purge(ctx, 0); err != nil || p.Versions != 2 {
+		t.Fatalf("Purge once the run ended = %+v, %v; want v's first and third", p, err)
+	}
+	if w, err := b.svc.Workflow(ctx, "v"); err != nil || w.Version != 4 || w.Trigger.Event != "d" {
+		t.Errorf("the current version = %+v, %v; want version 4 kept", w, err)
 	}
 }

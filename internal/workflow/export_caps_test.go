@@ -13,3 +13,7 @@ func (s *Service) CountNow(ctx context.Context) error {
 
 // LiveRuns is the count MaxLiveRuns is checked against.
 func (s *Service) LiveRuns() int64 { return s.live.estimate() }
+
+// SetMaxVersions lowers MaxVersions, so a test need not put a thousand
+// versions to reach it.
+func (s *Service) SetMaxVersions(n int) { s.maxVersions = n }

@@ -191,4 +191,12 @@ type Store interface {
 	// (completed, canceled, failed) before t (their UpdatedAt), oldest
 	// first, and returns how many; live runs are never deleted.
 	DeleteEndedRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// DeleteUnusedWorkflowVersions deletes the versions that stopped being
+	// current before t (a later one was put, or the key deleted, before t)
+	// and that no live run is on, limit a transaction, and the rows of keys
+	// deleted before t left without versions; it returns how many
+	// versions it deleted.
+	DeleteUnusedWorkflowVersions(ctx context.Context, t time.Time, limit int) (int, error)
+	// CountWorkflowVersions counts the versions of key stored.
+	CountWorkflowVersions(ctx context.Context, key string) (int, error)
 }

@@ -23,8 +23,9 @@ type Service struct {
 	opts Options
 	defs *defCache
 	wake chan string // run ids Ingest started or resumed, for RunScheduler
-	// maxRunSteps is MaxRunSteps (tests lower it).
-	maxRunSteps int
+	// maxRunSteps is MaxRunSteps and maxVersions MaxVersions (tests lower
+	// them).
+	maxRunSteps, maxVersions int
 	// live and attrUsers are the counts MaxLiveRuns and MaxAttributeUsers
 	// are checked against (caps.go); runCounts, the live runs' last count
 	// per workflow and status, read at runCountsAt under countMu.
@@ -58,7 +59,8 @@ func New(o Options) *Service {
 	if o.Panics == nil {
 		o.Panics = &panics.Reporter{Logger: o.Logger}
 	}
-	return &Service{opts: o, defs: newDefCache(defCacheSize), wake: make(chan string, wakeBuffer), maxRunSteps: MaxRunSteps}
+	return &Service{opts: o, defs: newDefCache(defCacheSize), wake: make(chan string, wakeBuffer), maxRunSteps: MaxRunSteps,
+		maxVersions: MaxVersions}
 }
 
 // Workflow is a parsed, validated definition with its version. Its JSON
@@ -108,6 +110,9 @@ func (s *Service) PutWorkflow(ctx context.Context, key string, body json.RawMess
 			if same, _ := json.Marshal(definition{old.Trigger, old.Entry, old.Steps}); bytes.Equal(same, def) {
 				return old, false, nil
 			}
+		}
+		if err := s.checkVersions(ctx, key); err != nil {
+			return Workflow{}, false, err
 		}
 	case apperr.Is(err, apperr.NotFound):
 		created = true
