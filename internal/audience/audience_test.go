@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/audience"
+	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/notify"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/storetest"
@@ -81,7 +82,34 @@ var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func setup(t *testing.T, batch int) *bundle {
 	t.Helper()
-	b := &bundle{db: storetest.SQLite(t), clock: ratelimittest.NewClock(t0)}
+	return setupOn(t, storetest.SQLite(t), batch)
+}
+
+// engines runs test on SQLite and on PostgreSQL (skipped without
+// SLUICE_TEST_POSTGRES_URL), each with its own bundle.
+func engines(t *testing.T, batch int, test func(t *testing.T, b *bundle)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		test(t, setup(t, batch))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		url := enginetest.PostgresSchema(t, enginetest.PostgresURL(t))
+		db, err := store.Open(t.Context(), store.Options{URL: url, MaxOpenConns: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		if _, err := db.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		test(t, setupOn(t, db, batch))
+	})
+}
+
+func setupOn(t *testing.T, db *store.DB, batch int) *bundle {
+	t.Helper()
+	b := &bundle{db: db, clock: ratelimittest.NewClock(t0)}
 	b.notify = notify.NewService(notify.Options{Store: b.db, Queue: nopQueue{}, Now: b.clock.Now,
 		Providers: map[notify.Channel]notify.Provider{}})
 	b.n = &notifier{Service: b.notify, created: map[string]int{}}
@@ -134,7 +162,10 @@ func promo(topic string) audience.Request {
 
 func TestBroadcastSendsOneNotificationPerMember(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 0)
+	engines(t, 0, testOnePerMember)
+}
+
+func testOnePerMember(t *testing.T, b *bundle) {
 	all := b.subscribe(t, "news", 1000)
 	bc := b.create(t, promo("news"))
 	if n, err := b.svc.RunDue(t.Context()); err != nil || n != 1 {
@@ -168,7 +199,10 @@ func TestBroadcastSendsOneNotificationPerMember(t *testing.T) {
 
 func TestBroadcastResumesAfterACrash(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 100)
+	engines(t, 100, testResume)
+}
+
+func testResume(t *testing.T, b *bundle) {
 	all := b.subscribe(t, "news", 1000)
 	bc := b.create(t, promo("news"))
 	// The first sender dies in its fifth batch: 450 sends, 400 checkpointed.
@@ -286,4 +320,34 @@ func TestBroadcastToASegmentIsNotAvailableYet(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "segments are not available yet") {
 		t.Fatalf("Create to a segment = %v", err)
 	}
+}
+
+// TestBroadcastTwoSendersAtOnce: two nodes' senders racing for the same
+// broadcast: one claims it, every member gets one notification.
+func TestBroadcastTwoSendersAtOnce(t *testing.T) {
+	t.Parallel()
+	engines(t, 50, func(t *testing.T, b *bundle) {
+		all := b.subscribe(t, "news", 1000)
+		bc := b.create(t, promo("news"))
+		other := audience.New(b.opts)
+		var wg sync.WaitGroup
+		claims := make([]int, 2)
+		for i, s := range []*audience.Service{b.svc, other} {
+			wg.Go(func() {
+				n, err := s.RunDue(t.Context())
+				if err != nil {
+					t.Errorf("RunDue: %v", err)
+				}
+				claims[i] = n
+			})
+		}
+		wg.Wait()
+		if claims[0]+claims[1] != 1 {
+			t.Fatalf("claims %v, want one between them", claims)
+		}
+		b.n.exactlyOnce(t, all)
+		if got := b.get(t, bc.ID); got.Status != audience.StatusDone || got.Accepted != 1000 {
+			t.Fatalf("broadcast %s accepted %d", got.Status, got.Accepted)
+		}
+	})
 }
