@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/audience"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/events"
 	"github.com/sluicehq/sluice/internal/inbox"
@@ -67,7 +68,7 @@ func setupFull(tb testing.TB) *fullAPI {
 	ev := events.NewService(events.Options{Store: b.db, Notifier: ns})
 	wf := workflow.New(workflow.Options{Store: b.db, Sender: ns, Templates: ns, Profiles: profiles{ns, b.db}, Logger: log})
 	b.srv = New(Options{Logger: log, Keys: b.db, Ratelimit: rl, Links: links, Notify: ns, Preferences: ns, Events: ev,
-		Workflows: wf, Attributes: b.db,
+		Workflows: wf, Attributes: b.db, Audiences: audience.New(audience.Options{Store: b.db, Notifier: ns}),
 		Inbox:    inbox.New(inbox.Options{Store: b.db}),
 		LinkLive: linklive.NewHub(linklive.Options{}),
 		Checks:   []Check{{Name: "database", Ping: b.db.Ping}},
