@@ -1,6 +1,7 @@
 // Package httpapi is Sluice's HTTP adapter, serving the rate limit service
 // (internal/limits), notifications (internal/notify), events and
-// workflows (internal/workflow), short links (internal/shorten) and API
+// workflows (internal/workflow), topics and broadcasts (internal/audience),
+// short links (internal/shorten) and API
 // keys (internal/auth): routes on a stdlib
 // ServeMux with method patterns, JSON in and out, RFC 9457 problem+json for
 // every error, API-key auth with scopes, request ids, access logs,

@@ -4,7 +4,8 @@
 // (inbox.Store), status event subscriptions and their log (events.Store),
 // rate limit rules (limits.RuleStore), links (shorten.Store,
 // shorten.StatsStore), and workflows with their events and runs
-// (workflow.Store) and the user attributes their branches read. One
+// (workflow.Store) and the user attributes their branches read, and topics
+// and broadcasts with their progress (audience.Store). One
 // implementation over database/sql serves both engines, so embedded and
 // external share all code above the connection:
 //
