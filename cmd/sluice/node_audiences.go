@@ -22,6 +22,7 @@ func (n *node) startAudiences(ctx context.Context, notifier *notify.Service) *au
 		MaxLiveBroadcasts: c.MaxLiveBroadcasts,
 		Batch:             c.Batch,
 		Lease:             c.Lease,
+		Retention:         n.cfg.Notify.Retention, // final broadcasts are kept as long as notifications
 		Logger:            n.log,
 	})
 	n.goBackground(ctx, "broadcast sender", func(ctx context.Context) error { return svc.Run(ctx, c.Tick) })

@@ -14,18 +14,41 @@ import (
 // user: a resent batch's notifications are duplicates of the first.
 func RequestID(id, user string) string { return "bc:" + id + ":" + user }
 
-// Run claims and sends due broadcasts every interval until ctx ends.
+// Run claims and sends due broadcasts every interval until ctx ends, and
+// about once an hour deletes the final broadcasts past Options.Retention.
 func (s *Service) Run(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	purgeEvery := max(1, int(time.Hour/every))
+	for tick := 0; ; tick++ {
 		if _, err := s.RunDue(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("broadcasts: sending due broadcasts failed", "error", err)
+		}
+		if tick%purgeEvery == 0 {
+			if _, err := s.Purge(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("broadcasts: purging old broadcasts failed", "error", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+	}
+}
+
+// purgeBatch is how many broadcasts one delete of Purge removes.
+const purgeBatch = 1000
+
+// Purge deletes the done and canceled broadcasts last written more than
+// Options.Retention ago and returns how many it deleted.
+func (s *Service) Purge(ctx context.Context) (int, error) {
+	before, total := s.opts.Now().Add(-s.opts.Retention), 0
+	for {
+		n, err := s.opts.Store.PurgeBroadcasts(ctx, before, purgeBatch)
+		total += n
+		if err != nil || n < purgeBatch {
+			return total, err
 		}
 	}
 }

@@ -35,6 +35,7 @@ const (
 	DefaultMaxLiveBroadcasts = 1_000
 	DefaultBatch             = 500
 	DefaultLease             = time.Minute
+	DefaultRetention         = 90 * 24 * time.Hour
 	// MaxSubscribe bounds the user ids of one Subscribe call.
 	MaxSubscribe = 1_000
 	// MaxKeyBytes bounds a topic key.
@@ -57,6 +58,9 @@ type Options struct {
 	// Lease is how long a node's claim on a broadcast lasts without a
 	// checkpoint; another node resumes it after. 0 means DefaultLease.
 	Lease time.Duration
+	// Retention is how long a done or canceled broadcast is kept; 0 means
+	// DefaultRetention.
+	Retention time.Duration
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger // nil: discard
@@ -75,6 +79,7 @@ func New(opts Options) *Service {
 	opts.MaxLiveBroadcasts = cmp.Or(opts.MaxLiveBroadcasts, DefaultMaxLiveBroadcasts)
 	opts.Batch = cmp.Or(opts.Batch, DefaultBatch)
 	opts.Lease = cmp.Or(opts.Lease, DefaultLease)
+	opts.Retention = cmp.Or(opts.Retention, DefaultRetention)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -146,4 +146,8 @@ type Store interface {
 	// sender's next write fails) and returns it; a final one is returned
 	// as it is.
 	CancelBroadcast(ctx context.Context, id string, now time.Time) (Broadcast, error)
+	// PurgeBroadcasts deletes at most limit final broadcasts (done or
+	// canceled) last written before before, with their groups, and
+	// returns how many it deleted.
+	PurgeBroadcasts(ctx context.Context, before time.Time, limit int) (int, error)
 }

@@ -216,3 +216,23 @@ func (db *DB) CancelBroadcast(ctx context.Context, id string, now time.Time) (au
 	}
 	return db.Broadcast(ctx, id)
 }
+
+// PurgeBroadcasts implements audience.Store in one transaction: the
+// groups of the oldest final broadcasts, then the broadcasts.
+func (db *DB) PurgeBroadcasts(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		const pick = `SELECT id FROM broadcasts WHERE status IN ('done', 'canceled') AND updated_at < ? ORDER BY updated_at LIMIT ?`
+		if _, err := tx.ExecContext(ctx, db.Rebind(`DELETE FROM broadcast_groups WHERE broadcast_id IN (`+pick+`)`),
+			before.UnixMicro(), limit); err != nil {
+			return mapErr(err, "purge broadcast groups")
+		}
+		res, err := tx.ExecContext(ctx, db.Rebind(`DELETE FROM broadcasts WHERE id IN (`+pick+`)`), before.UnixMicro(), limit)
+		if err != nil {
+			return mapErr(err, "purge broadcasts")
+		}
+		n, err = res.RowsAffected()
+		return mapErr(err, "purge broadcasts")
+	})
+	return int(n), err
+}

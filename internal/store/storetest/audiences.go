@@ -20,6 +20,7 @@ func (s suite) audiences(t *testing.T) {
 	t.Run("ClaimConcurrent", s.auClaim)
 	t.Run("CheckpointAndResume", s.auProgress)
 	t.Run("Cancel", s.auCancel)
+	t.Run("Purge", s.auPurge)
 }
 
 var auT0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -252,5 +253,37 @@ func (s suite) auCancel(t *testing.T) {
 	}
 	if _, err := db.CancelBroadcast(ctx, "bc_none", auT0); !apperr.Is(err, apperr.NotFound) {
 		t.Fatalf("cancel of an unknown id = %v, want NotFound", err)
+	}
+}
+
+func (s suite) auPurge(t *testing.T) {
+	t.Parallel()
+	ctx, db := t.Context(), s.migrated(t)
+	for _, id := range []string{"bc_1", "bc_2", "bc_3"} {
+		if _, _, err := db.CreateBroadcast(ctx, auBroadcast(id, "r"+id), 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.CancelBroadcast(ctx, "bc_1", auT0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CancelBroadcast(ctx, "bc_2", auT0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.PurgeBroadcasts(ctx, auT0.Add(time.Minute), 10)
+	if err != nil || n != 1 {
+		t.Fatalf("PurgeBroadcasts = %d, %v; want bc_1 only", n, err)
+	}
+	if _, err := db.Broadcast(ctx, "bc_1"); !apperr.Is(err, apperr.NotFound) {
+		t.Fatalf("bc_1 after the purge: %v, want NotFound", err)
+	}
+	// bc_2 ended after the cut, bc_3 is live (scheduled): both stay.
+	if n, _ := db.PurgeBroadcasts(ctx, auT0.Add(time.Minute), 10); n != 0 {
+		t.Fatalf("a second purge deleted %d", n)
+	}
+	for _, id := range []string{"bc_2", "bc_3"} {
+		if b, err := db.Broadcast(ctx, id); err != nil || len(b.Groups) != 1 {
+			t.Fatalf("%s after the purge: %+v, %v", id, b, err)
+		}
 	}
 }
