@@ -48,4 +48,16 @@
 // growing pause; one refused for good (unknown type, invalid data) fails
 // the run, as does a run executing more than MaxRunSteps steps, a guard
 // beside validation's loop check.
+//
+// # Bounds
+//
+// What clients fill is bounded (caps.go, bounds.go, retention.go): live
+// runs per user (MaxLiveRunsPerUser) and in the store (MaxLiveRuns,
+// checked against a count read every CountEvery, never per event),
+// workflows (MaxWorkflows) and their versions (MaxVersions), users with
+// attributes (MaxAttributeUsers), an event's data (32 KiB of UTF-8
+// nested at most MaxDataDepth) and a run's (MaxRunDataBytes). Events,
+// the runs that ended and the versions no live run is on are purged
+// Retention after they were taken, ended or replaced. A panic while a
+// run advances fails that run, never the scheduler.
 package workflow
