@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/internal/audience"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/notify"
 )
 
@@ -22,7 +23,8 @@ func (n *node) startAudiences(ctx context.Context, notifier *notify.Service) *au
 		MaxLiveBroadcasts: c.MaxLiveBroadcasts,
 		Batch:             c.Batch,
 		Lease:             c.Lease,
-		Retention:         n.cfg.Notify.Retention, // final broadcasts are kept as long as notifications
+		Retention:         n.cfg.Notify.Retention,              // final broadcasts are kept as long as notifications
+		Metrics:           metrics.NewAudiences(n.reg).Hooks(), // sluice_broadcast*
 		Logger:            n.log,
 	})
 	n.goBackground(ctx, "broadcast sender", func(ctx context.Context) error { return svc.Run(ctx, c.Tick) })

@@ -76,6 +76,10 @@ type bundle struct {
 	n      *notifier
 	opts   audience.Options
 	svc    *audience.Service
+	// The metrics hooks' sums.
+	mu                sync.Mutex
+	accepted, skipped int64
+	ended             map[audience.Status]int
 }
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -118,7 +122,12 @@ func setupOn(t *testing.T, db *store.DB, batch int) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.opts = audience.Options{Store: b.db, Notifier: b.n, Batch: batch, Lease: time.Minute, Now: b.clock.Now}
+	b.ended = map[audience.Status]int{}
+	b.opts = audience.Options{Store: b.db, Notifier: b.n, Batch: batch, Lease: time.Minute, Now: b.clock.Now,
+		Metrics: audience.Metrics{
+			Members: func(a, s int64) { b.mu.Lock(); b.accepted += a; b.skipped += s; b.mu.Unlock() },
+			Ended:   func(st audience.Status) { b.mu.Lock(); b.ended[st]++; b.mu.Unlock() },
+		}}
 	b.svc = audience.New(b.opts)
 	return b
 }
@@ -184,6 +193,11 @@ func testOnePerMember(t *testing.T, b *bundle) {
 	if n, err := b.svc.RunDue(t.Context()); err != nil || n != 0 {
 		t.Fatalf("RunDue after done = %d, %v; want 0", n, err)
 	}
+	b.mu.Lock()
+	if b.accepted != 1000 || b.skipped != 0 || b.ended[audience.StatusDone] != 1 {
+		t.Errorf("metrics: %d accepted, %d skipped, ended %v; want 1000, 0, done once", b.accepted, b.skipped, b.ended)
+	}
+	b.mu.Unlock()
 	// The same request again answers the first broadcast; another body is
 	// refused.
 	again, created, err := b.svc.Create(t.Context(), promo("news"))
@@ -308,6 +322,11 @@ func TestBroadcastCancelStopsTheRest(t *testing.T) {
 	b.n.mu.Lock()
 	sent := len(b.n.created)
 	b.n.mu.Unlock()
+	b.mu.Lock()
+	if b.ended[audience.StatusCanceled] != 1 || b.ended[audience.StatusDone] != 0 {
+		t.Errorf("metrics: ended %v, want canceled once", b.ended)
+	}
+	b.mu.Unlock()
 	if got.Status != audience.StatusCanceled || sent != 20 {
 		t.Fatalf("canceled during the second batch: %s with %d sent, want canceled with 20 (the batch in flight completes)", got.Status, sent)
 	}

@@ -139,7 +139,13 @@ func (s *Service) work(ctx context.Context, b Broadcast) error {
 	if status == StatusSending && !sent && c.b.Status == StatusScheduled {
 		status = StatusScheduled
 	}
-	return s.save(ctx, c, Progress{Status: status, DueAt: next})
+	if err := s.save(ctx, c, Progress{Status: status, DueAt: next}); err != nil {
+		return err
+	}
+	if f := s.opts.Metrics.Ended; f != nil && status == StatusDone {
+		f(StatusDone)
+	}
+	return nil
 }
 
 // plan reads the members' timezones and returns one group per timezone,
@@ -252,7 +258,13 @@ func (s *Service) sendGroup(ctx context.Context, c *claim, g Group, sel func(tz 
 		}
 		cursor, last = users[len(users)-1], len(users) < s.opts.Batch
 		p.Group = &Group{Timezone: g.Timezone, Cursor: cursor, Done: last}
-		return false, s.save(ctx, c, p)
+		if err := s.save(ctx, c, p); err != nil {
+			return true, err
+		}
+		if f := s.opts.Metrics.Members; f != nil {
+			f(p.Accepted, p.Skipped)
+		}
+		return false, nil
 	})
 	if err != nil || last {
 		return err

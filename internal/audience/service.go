@@ -61,9 +61,23 @@ type Options struct {
 	// Retention is how long a done or canceled broadcast is kept; 0 means
 	// DefaultRetention.
 	Retention time.Duration
+	// Metrics are called as broadcasts send and end; nil fields are
+	// skipped.
+	Metrics Metrics
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger // nil: discard
+}
+
+// Metrics are the hooks a Service reports through (internal/metrics
+// feeds Prometheus from them). Each may be nil.
+type Metrics struct {
+	// Members is called after each checkpointed batch with how many of
+	// its members' notifications were accepted and how many refused.
+	Members func(accepted, skipped int64)
+	// Ended is called when a broadcast ends: done (by the node that sent
+	// its last group) or canceled (by the node that took the cancel).
+	Ended func(status Status)
 }
 
 // Service keeps topics and broadcasts and sends the due ones.
@@ -296,5 +310,10 @@ func (s *Service) Broadcasts(ctx context.Context, before string, limit int) ([]B
 
 // Cancel cancels what a broadcast has not sent yet.
 func (s *Service) Cancel(ctx context.Context, id string) (Broadcast, error) {
-	return s.opts.Store.CancelBroadcast(ctx, id, s.opts.Now())
+	now := s.opts.Now()
+	b, err := s.opts.Store.CancelBroadcast(ctx, id, now)
+	if err == nil && b.Status == StatusCanceled && b.UpdatedAt.Equal(now.UTC().Truncate(time.Microsecond)) && s.opts.Metrics.Ended != nil {
+		s.opts.Metrics.Ended(StatusCanceled) // this call canceled it
+	}
+	return b, err
 }
