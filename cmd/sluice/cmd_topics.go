@@ -36,7 +36,7 @@ func topicsSubscribe(ctx context.Context, env *environment, fs *flag.FlagSet, ar
 	}
 	if len(pos) < 2 {
 		fs.Usage()
-		return errors.New("want KEY USER...")
+		return errors.New("want KEY and at least one USER")
 	}
 	users := pos[1:]
 	n, err := newClient().Subscribe(ctx, pos[0], users)
