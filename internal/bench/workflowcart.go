@@ -71,9 +71,10 @@ func cart(ctx context.Context, s *Session) ([]Result, error) {
 	if err != nil {
 		return out, err
 	}
-	err = s.checkCartRuns(ctx, &out[2], nonEmpty(ids))
-	out[2].Note = fmt.Sprintf("first event to last run ended %s, runs/s over it; %d completed, %d reminded, %d ordered; latency: a run's creation to its end, %d sampled",
-		FormatDuration(runs.Elapsed), runs.OK, reminded-remindBefore, runs.OK-(reminded-remindBefore), out[2].Latency.Count())
+	late, err := s.checkCartRuns(ctx, &out[2], nonEmpty(ids))
+	out[2].Note = fmt.Sprintf("first event to last run ended %s, runs/s over it; %d completed, %d reminded, %d ordered; "+
+		"latency: a run's creation to its end, %d sampled; their order's deadline ended late by %s (p50 / p99)",
+		FormatDuration(runs.Elapsed), runs.OK, reminded-remindBefore, runs.OK-(reminded-remindBefore), out[2].Latency.Count(), quantiles(late))
 	if err == nil && runs.OK != started.OK {
 		err = fmt.Errorf("%d runs started, %d completed", started.OK, runs.OK)
 	}
@@ -81,19 +82,24 @@ func cart(ctx context.Context, s *Session) ([]Result, error) {
 }
 
 // checkCartRuns reads a sample of the runs: each must have completed one
-// of the two ways through the cart. Their lengths go in res's latency.
-func (s *Session) checkCartRuns(ctx context.Context, res *Result, ids []string) error {
+// of the two ways through the cart. Their lengths go in res's latency;
+// it returns how late the waits that timed out ended.
+func (s *Session) checkCartRuns(ctx context.Context, res *Result, ids []string) (*Histogram, error) {
+	late := &Histogram{}
 	times, err := AwaitRuns(ctx, s.c, sample(ids, runSample), s.drainTimeout(), RunTimes.Final)
 	if err != nil {
-		return err
+		return late, err
 	}
 	for _, t := range times {
 		if t.Status != "completed" || (!slices.Equal(t.Path, cartOrdered) && !slices.Equal(t.Path, cartReminded)) {
-			return fmt.Errorf("run %s is %s after %v, want completed after %v or %v", t.ID, t.Status, t.Path, cartOrdered, cartReminded)
+			return late, fmt.Errorf("run %s is %s after %v, want completed after %v or %v", t.ID, t.Status, t.Path, cartOrdered, cartReminded)
 		}
 		res.Latency.Record(t.Took)
+		if t.TimedOut {
+			late.Record(t.Late)
+		}
 	}
-	return nil
+	return late, nil
 }
 
 // orderTally is what the cart's orders did. Safe for concurrent use.
